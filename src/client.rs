@@ -1,0 +1,408 @@
+//! The load generator: N simulated users sending Poisson traffic and
+//! retrying failures under a chosen policy.
+//!
+//! Each user is a sequential actor with at most one attempt in flight: think,
+//! attempt, retry per strategy until OK, think again. Connections are pooled
+//! and reused; a user holds one only while its attempt is in flight, and a
+//! timed-out attempt closes its connection.
+
+use std::fmt;
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::pin::pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty};
+use hyper::client::conn::http1::{self, SendRequest};
+use hyper::{Request, StatusCode, Uri, header};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+use tokio::task::{AbortHandle, JoinSet};
+use tokio::time::Instant;
+
+use crate::arrivals::{ThinkTime, user_rng};
+use crate::output::CsvSink;
+use crate::policy::{Backoff, Strategy};
+use crate::stats::{ClientCounts, ClientRecorder, ClientRow, Outcome, Percentiles, unix_ms};
+
+/// Everything the client needs to run.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// The URL every attempt requests (http only).
+    pub url: Uri,
+    /// Number of simulated users.
+    pub clients: u32,
+    /// Think-time distribution between a user's logical requests.
+    pub think: ThinkTime,
+    /// Time an attempt may take, from its intended start.
+    pub timeout: Duration,
+    /// Delay schedule between attempts.
+    pub strategy: Strategy,
+    /// How often to report.
+    pub report_interval: Duration,
+    /// Stop after this long (otherwise when `shutdown` completes).
+    pub duration: Option<Duration>,
+    /// Seed of every random draw.
+    pub seed: u64,
+    /// Where to write report rows, if anywhere.
+    pub csv: Option<PathBuf>,
+    /// Print nothing on stdout (for tests and embedding).
+    pub quiet: bool,
+}
+
+/// Why the client could not start.
+#[derive(Debug)]
+pub enum StartError {
+    /// The URL is not an `http://host:port/path` this client can use.
+    Url(String),
+    /// The CSV file could not be created.
+    Csv {
+        /// The path asked for.
+        path: PathBuf,
+        /// What the system said.
+        source: io::Error,
+    },
+}
+
+impl fmt::Display for StartError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StartError::Url(why) => write!(f, "--url: {why}"),
+            StartError::Csv { path, source } => {
+                write!(f, "--csv {}: cannot create file: {source}", path.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for StartError {}
+
+/// What a whole client run saw.
+#[derive(Debug, Clone)]
+pub struct ClientSummary {
+    /// How long the load ran.
+    pub elapsed: Duration,
+    /// Counts and latencies over the whole run.
+    pub totals: ClientCounts,
+    /// Every report row, in order.
+    pub rows: Vec<ClientRow>,
+    /// The seed, to reproduce the run.
+    pub seed: u64,
+    /// Strategy name.
+    pub strategy: &'static str,
+    /// Number of simulated users.
+    pub clients: u32,
+}
+
+impl fmt::Display for ClientSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let t = &self.totals;
+        let secs = self.elapsed.as_secs_f64().max(f64::MIN_POSITIVE);
+        let rate = |n: u64| n as f64 / secs;
+        writeln!(
+            f,
+            "summary: {:.1} s, {} clients, strategy {}, seed {}",
+            self.elapsed.as_secs_f64(),
+            self.clients,
+            self.strategy,
+            self.seed
+        )?;
+        writeln!(
+            f,
+            "  attempts: {} (OK {}, errors {}, timed out {}; retries {})",
+            t.attempts(),
+            t.ok,
+            t.errors,
+            t.timeouts,
+            t.retries
+        )?;
+        writeln!(
+            f,
+            "  OK: {:.2} req/sec, errors: {:.2} req/sec, timedout: {:.2} req/sec",
+            rate(t.ok),
+            rate(t.errors),
+            rate(t.timeouts)
+        )?;
+        writeln!(
+            f,
+            "  attempt latency (OK): {}",
+            Percentiles::of(&t.attempt_latency)
+        )?;
+        write!(
+            f,
+            "  request latency (first attempt to OK): {}",
+            Percentiles::of(&t.request_latency)
+        )
+    }
+}
+
+/// Where attempts go: the resolved address and the request's parts.
+#[derive(Debug, Clone)]
+struct Target {
+    addr: SocketAddr,
+    authority: String,
+    path: Uri,
+}
+
+impl Target {
+    async fn resolve(url: &Uri) -> Result<Target, StartError> {
+        if url.scheme_str() != Some("http") {
+            return Err(StartError::Url(format!(
+                "'{url}' is not an http:// URL (only plain HTTP is supported)"
+            )));
+        }
+        let host = url
+            .host()
+            .ok_or_else(|| StartError::Url(format!("'{url}' has no host")))?;
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let port = url.port_u16().unwrap_or(80);
+        let addr = tokio::net::lookup_host((host, port))
+            .await
+            .ok()
+            .and_then(|mut addrs| addrs.next())
+            .ok_or_else(|| StartError::Url(format!("cannot resolve host '{host}'")))?;
+        let path = url
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .parse()
+            .expect("a path taken from a URI is a valid URI");
+        Ok(Target {
+            addr,
+            authority: url.authority().expect("a URL with a host").to_string(),
+            path,
+        })
+    }
+}
+
+/// A connection in use or in the pool. Dropping it closes the socket.
+struct Conn {
+    sender: SendRequest<Empty<Bytes>>,
+    task: AbortHandle,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Keep-alive connections shared by all users of the process.
+struct Pool {
+    target: Target,
+    idle: Mutex<Vec<Conn>>,
+}
+
+impl Pool {
+    fn checkout(&self) -> Option<Conn> {
+        let mut idle = self.idle.lock().expect("pool lock poisoned");
+        while let Some(conn) = idle.pop() {
+            if !conn.sender.is_closed() {
+                return Some(conn);
+            }
+        }
+        None
+    }
+
+    fn checkin(&self, conn: Conn) {
+        if !conn.sender.is_closed() {
+            self.idle.lock().expect("pool lock poisoned").push(conn);
+        }
+    }
+
+    async fn connect(&self) -> Result<Conn, BoxError> {
+        let stream = TcpStream::connect(self.target.addr).await?;
+        let _ = stream.set_nodelay(true);
+        let (sender, connection) = http1::handshake(TokioIo::new(stream)).await?;
+        let task = tokio::spawn(async move {
+            let _ = connection.await;
+        })
+        .abort_handle();
+        Ok(Conn { sender, task })
+    }
+
+    /// One GET; returns the status once the whole body has arrived. If the
+    /// future is dropped midway (timeout), the connection is closed.
+    async fn get(&self) -> Result<StatusCode, BoxError> {
+        let mut conn = match self.checkout() {
+            Some(conn) => conn,
+            None => self.connect().await?,
+        };
+        conn.sender.ready().await?;
+        let request = Request::get(self.target.path.clone())
+            .header(header::HOST, &self.target.authority)
+            .body(Empty::new())?;
+        let response = conn.sender.send_request(request).await?;
+        let status = response.status();
+        response.into_body().collect().await?;
+        self.checkin(conn);
+        Ok(status)
+    }
+
+    /// One attempt, classified. `deadline` bounds connect and response.
+    async fn attempt(&self, deadline: Instant) -> Outcome {
+        match tokio::time::timeout_at(deadline, self.get()).await {
+            Err(_) => Outcome::Timeout,
+            Ok(Ok(status)) if status.is_success() => Outcome::Ok,
+            Ok(_) => Outcome::Error,
+        }
+    }
+}
+
+/// What every user task shares.
+struct Shared {
+    pool: Pool,
+    recorder: ClientRecorder,
+    think: ThinkTime,
+    timeout: Duration,
+    strategy: Strategy,
+}
+
+/// One simulated user, forever: think, attempt until OK, think again.
+async fn user(shared: Arc<Shared>, seed: u64, index: u64) {
+    let mut rng = user_rng(seed, index);
+    let mut ready_at = Instant::now();
+    loop {
+        let think = shared.think.sample(&mut rng);
+        let first = ready_at + think;
+        let mut backoff = Backoff::new(think);
+        let mut intended = first;
+        loop {
+            tokio::time::sleep_until(intended).await;
+            shared.recorder.attempt_started();
+            let outcome = shared.pool.attempt(intended + shared.timeout).await;
+            let end = Instant::now();
+            let done = outcome == Outcome::Ok;
+            shared.recorder.attempt_finished(
+                outcome,
+                backoff.retries() > 0,
+                end.saturating_duration_since(intended),
+                done.then(|| end.saturating_duration_since(first)),
+            );
+            if done {
+                ready_at = end;
+                break;
+            }
+            intended = end + backoff.next_delay(&shared.strategy, &mut rng);
+        }
+    }
+}
+
+/// Runs the load until `config.duration` has passed or `shutdown` completes,
+/// reporting every interval, and returns the run's summary.
+pub async fn run(
+    config: ClientConfig,
+    shutdown: impl Future<Output = ()>,
+) -> Result<ClientSummary, StartError> {
+    let target = Target::resolve(&config.url).await?;
+    let mut csv = match &config.csv {
+        Some(path) => Some(CsvSink::create(path).map_err(|source| StartError::Csv {
+            path: path.clone(),
+            source,
+        })?),
+        None => None,
+    };
+    let shared = Arc::new(Shared {
+        pool: Pool {
+            target,
+            idle: Mutex::new(Vec::new()),
+        },
+        recorder: ClientRecorder::new(),
+        think: config.think,
+        timeout: config.timeout,
+        strategy: config.strategy,
+    });
+
+    let start = Instant::now();
+    let mut users = JoinSet::new();
+    for index in 0..config.clients {
+        users.spawn(user(shared.clone(), config.seed, u64::from(index)));
+    }
+
+    let mut totals = ClientCounts::default();
+    let mut interval = ClientCounts::default();
+    let mut rows = Vec::new();
+    let mut report = |measured: Duration, rows: &mut Vec<ClientRow>| {
+        shared.recorder.take_interval(&mut interval);
+        totals.merge(&interval);
+        let row = ClientRow::new(
+            &interval,
+            measured,
+            shared.recorder.in_flight(),
+            unix_ms(),
+            start.elapsed(),
+        );
+        if !config.quiet {
+            println!("{row}");
+        }
+        if let Some(sink) = &mut csv
+            && let Err(e) = sink.write(&row)
+        {
+            eprintln!("{}: {e}; CSV output stopped", sink.path().display());
+            csv = None;
+        }
+        rows.push(row);
+    };
+
+    let until = async {
+        match config.duration {
+            Some(d) => tokio::time::sleep(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    let mut stop = pin!(async {
+        tokio::select! {
+            _ = shutdown => {}
+            _ = until => {}
+        }
+    });
+    let mut ticker =
+        tokio::time::interval_at(start + config.report_interval, config.report_interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last = start;
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {
+                let now = Instant::now();
+                report(now - last, &mut rows);
+                last = now;
+            }
+            _ = &mut stop => break,
+        }
+    }
+    // Attempts still in flight are cut short and not counted.
+    users.abort_all();
+    let now = Instant::now();
+    if now > last {
+        report(now - last, &mut rows);
+    }
+    drop(report);
+    Ok(ClientSummary {
+        elapsed: now - start,
+        totals,
+        rows,
+        seed: config.seed,
+        strategy: config.strategy.name(),
+        clients: config.clients,
+    })
+}
+
+/// Human-readable description of a run, for the client's start-up line.
+pub fn describe(config: &ClientConfig) -> String {
+    let demand = f64::from(config.clients) / config.think.mean().as_secs_f64();
+    format!(
+        "{} clients -> {}, mean think {} (about {demand:.0} req/s), timeout {}, \
+         strategy {}, seed {}",
+        config.clients,
+        config.url,
+        humantime::format_duration(config.think.mean()),
+        humantime::format_duration(config.timeout),
+        config.strategy.name(),
+        config.seed
+    )
+}

@@ -1,0 +1,148 @@
+//! The server's delay model: latency that grows exponentially with concurrency.
+//!
+//! `delay(c) = base * factor^((c - limit) / scale)` for `c > limit`, else `base`,
+//! saturating at a cap so it can neither overflow nor go negative (the 2014
+//! original computed it in 64-bit nanoseconds and wrapped negative).
+
+use std::time::Duration;
+
+/// Parameters of the concurrency-dependent latency model.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LatencyModel {
+    /// Latency at or below `limit` concurrent requests.
+    pub base: Duration,
+    /// Concurrency above which latency starts to grow.
+    pub limit: u64,
+    /// Growth factor applied once per `scale` requests above `limit`.
+    pub factor: f64,
+    /// Number of requests above `limit` that multiply the delay by `factor`.
+    pub scale: f64,
+    /// Saturation cap: no modelled delay exceeds it.
+    pub max_delay: Duration,
+}
+
+impl Default for LatencyModel {
+    /// The 2014 original's parameters, capped at ten minutes.
+    fn default() -> Self {
+        LatencyModel {
+            base: Duration::from_millis(100),
+            limit: 30,
+            factor: 1.05,
+            scale: 15.0,
+            max_delay: Duration::from_secs(600),
+        }
+    }
+}
+
+impl LatencyModel {
+    /// The modelled time a request takes while `concurrency` requests are in flight.
+    pub fn delay(&self, concurrency: u64) -> Duration {
+        let base = self.base.min(self.max_delay);
+        if concurrency <= self.limit {
+            return base;
+        }
+        let exponent = (concurrency - self.limit) as f64 / self.scale;
+        let secs = base.as_secs_f64() * self.factor.powf(exponent);
+        // NaN, infinity and anything past the cap all saturate at the cap.
+        match Duration::try_from_secs_f64(secs) {
+            Ok(d) => d.min(self.max_delay),
+            Err(_) => self.max_delay,
+        }
+    }
+
+    /// The smallest concurrency at which the modelled delay reaches `target`,
+    /// or `None` if it never does (target above the cap, or no growth).
+    pub fn concurrency_for(&self, target: Duration) -> Option<u64> {
+        if self.delay(self.limit) >= target {
+            return Some(0);
+        }
+        if target > self.max_delay || self.factor <= 1.0 {
+            return None;
+        }
+        let ratio = target.as_secs_f64() / self.base.as_secs_f64();
+        let guess = self.limit as f64 + self.scale * ratio.ln() / self.factor.ln();
+        // Correct the floating-point estimate against the model itself.
+        let mut c = guess.floor().max(self.limit as f64) as u64;
+        while c > self.limit && self.delay(c - 1) >= target {
+            c -= 1;
+        }
+        while self.delay(c) < target {
+            c += 1;
+        }
+        Some(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(d: Duration) -> f64 {
+        d.as_secs_f64() * 1e3
+    }
+
+    #[test]
+    fn base_delay_up_to_the_limit() {
+        let m = LatencyModel::default();
+        for c in [0, 1, 29, 30] {
+            assert_eq!(m.delay(c), Duration::from_millis(100));
+        }
+        assert!(m.delay(31) > Duration::from_millis(100));
+    }
+
+    #[test]
+    fn grows_by_factor_every_scale_requests() {
+        let m = LatencyModel::default();
+        assert!((ms(m.delay(45)) - 105.0).abs() < 1e-6);
+        assert!((ms(m.delay(60)) - 110.25).abs() < 1e-6);
+        let ratio = m.delay(1030).as_secs_f64() / m.delay(1015).as_secs_f64();
+        assert!((ratio - 1.05).abs() < 1e-9);
+    }
+
+    #[test]
+    fn monotonic_in_concurrency() {
+        let m = LatencyModel::default();
+        let mut prev = Duration::ZERO;
+        for c in 0..20_000 {
+            let d = m.delay(c);
+            assert!(d >= prev, "delay fell at c = {c}");
+            prev = d;
+        }
+    }
+
+    #[test]
+    fn saturates_instead_of_overflowing() {
+        let m = LatencyModel::default();
+        // 1.05^((c-30)/15) passes 2^64 ns long before u64::MAX.
+        for c in [7_800, 50_000, 1_000_000, u64::MAX] {
+            assert_eq!(m.delay(c), Duration::from_secs(600), "c = {c}");
+        }
+        let huge = LatencyModel {
+            factor: 1e300,
+            scale: 1e-300,
+            ..m
+        };
+        assert_eq!(huge.delay(31), Duration::from_secs(600));
+    }
+
+    #[test]
+    fn base_above_cap_is_capped() {
+        let m = LatencyModel {
+            base: Duration::from_secs(5),
+            max_delay: Duration::from_secs(1),
+            ..LatencyModel::default()
+        };
+        assert_eq!(m.delay(0), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn concurrency_for_a_two_second_timeout_matches_the_design_note() {
+        // DESIGN.md: delay reaches 2 s at c = 30 + 15 ln(20)/ln(1.05), about 950.
+        let m = LatencyModel::default();
+        let c = m.concurrency_for(Duration::from_secs(2)).unwrap();
+        assert!((940..=960).contains(&c), "{c}");
+        assert!(m.delay(c) >= Duration::from_secs(2));
+        assert!(m.delay(c - 1) < Duration::from_secs(2));
+        assert_eq!(m.concurrency_for(Duration::from_secs(3600)), None);
+    }
+}

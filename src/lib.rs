@@ -1,0 +1,31 @@
+//! retry-storm: a laboratory for retry storms.
+//!
+//! A `server` whose latency explodes with concurrency and a `client` that
+//! plays N users sending Poisson traffic and retrying failures under a chosen
+//! policy. Pause the server (SIGSTOP), resume it, and watch whether the
+//! system recovers.
+//!
+//! Pure logic, with no I/O and no clock:
+//! - [`latency`]: the server's delay model;
+//! - [`scheduler`]: exact completion of in-flight requests under that model;
+//! - [`policy`]: retry delay schedules;
+//! - [`arrivals`]: think times and per-user random streams;
+//! - [`stats`]: counters, histograms and report rows.
+//!
+//! I/O:
+//! - [`server`]: the hyper server and its reporter;
+//! - [`client`]: simulated users, connection pool and reporter;
+//! - [`output`]: CSV files; [`shutdown`]: signals; [`limits`]: open files;
+//! - [`cli`]: command-line flags of both programs.
+
+pub mod arrivals;
+pub mod cli;
+pub mod client;
+pub mod latency;
+pub mod limits;
+pub mod output;
+pub mod policy;
+pub mod scheduler;
+pub mod server;
+pub mod shutdown;
+pub mod stats;

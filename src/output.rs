@@ -1,0 +1,144 @@
+//! CSV output that survives interruption: the header is written when the file
+//! is created (before any load starts) and every row is flushed as written.
+
+use std::fs::File;
+use std::io;
+use std::marker::PhantomData;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::stats::{ClientRow, ServerRow};
+
+/// A report row with a fixed CSV header.
+pub trait CsvRow: Serialize {
+    /// Column names, in field order.
+    const HEADER: &'static [&'static str];
+}
+
+impl CsvRow for ClientRow {
+    const HEADER: &'static [&'static str] = &[
+        "unix_ms",
+        "elapsed_s",
+        "ok_per_s",
+        "errors_per_s",
+        "timeouts_per_s",
+        "retries_per_s",
+        "in_flight",
+        "p50_ms",
+        "p99_ms",
+        "max_ms",
+    ];
+}
+
+impl CsvRow for ServerRow {
+    const HEADER: &'static [&'static str] = &[
+        "unix_ms",
+        "elapsed_s",
+        "concurrency",
+        "last_delay_ms",
+        "completed_per_s",
+        "abandoned_per_s",
+    ];
+}
+
+/// A CSV file of report rows, flushed after every row.
+pub struct CsvSink<T> {
+    path: PathBuf,
+    writer: csv::Writer<File>,
+    _rows: PhantomData<fn(&T)>,
+}
+
+impl<T: CsvRow> CsvSink<T> {
+    /// Creates (or truncates) the file and writes the header.
+    pub fn create(path: &Path) -> io::Result<Self> {
+        let file = File::create(path)?;
+        let mut writer = csv::WriterBuilder::new()
+            .has_headers(false)
+            .from_writer(file);
+        writer.write_record(T::HEADER)?;
+        writer.flush()?;
+        Ok(CsvSink {
+            path: path.to_path_buf(),
+            writer,
+            _rows: PhantomData,
+        })
+    }
+
+    /// Appends one row and flushes it to the file.
+    pub fn write(&mut self, row: &T) -> io::Result<()> {
+        self.writer.serialize(row).map_err(io::Error::other)?;
+        self.writer.flush()
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::{ClientCounts, ServerCounts};
+    use std::time::Duration;
+
+    /// The header constant must name the serialized fields, in order.
+    fn serde_header<T: Serialize>(row: &T) -> Vec<String> {
+        let mut w = csv::Writer::from_writer(Vec::new());
+        w.serialize(row).unwrap();
+        let text = String::from_utf8(w.into_inner().unwrap()).unwrap();
+        let first = text.lines().next().unwrap();
+        first.split(',').map(str::to_string).collect()
+    }
+
+    #[test]
+    fn client_header_matches_fields() {
+        let row = ClientRow::new(
+            &ClientCounts::default(),
+            Duration::from_secs(1),
+            0,
+            0,
+            Duration::ZERO,
+        );
+        assert_eq!(serde_header(&row), ClientRow::HEADER);
+    }
+
+    #[test]
+    fn server_header_matches_fields() {
+        let row = ServerRow::new(
+            ServerCounts::default(),
+            Duration::from_secs(1),
+            0,
+            Duration::ZERO,
+            0,
+            Duration::ZERO,
+        );
+        assert_eq!(serde_header(&row), ServerRow::HEADER);
+    }
+
+    #[test]
+    fn rows_are_on_disk_as_soon_as_written() {
+        let dir = std::env::temp_dir().join(format!("retry-storm-csv-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("server.csv");
+        let mut sink = CsvSink::<ServerRow>::create(&path).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.trim_end(), ServerRow::HEADER.join(","));
+        let row = ServerRow::new(
+            ServerCounts {
+                completed: 10,
+                abandoned: 0,
+            },
+            Duration::from_secs(1),
+            3,
+            Duration::from_millis(100),
+            1,
+            Duration::from_secs(2),
+        );
+        sink.write(&row).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().nth(1), Some("1,2.0,3,100.0,10.0,0.0"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

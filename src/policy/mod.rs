@@ -1,0 +1,21 @@
+//! Retry policies: how long a client waits before retrying a failed attempt.
+//!
+//! Policies are pure: they take the failure history and a random generator
+//! and return a delay. No clock and no runtime, so one implementation serves
+//! any engine and tests can check exact sequences.
+
+mod backoff;
+
+pub use backoff::{Backoff, Strategy};
+
+use std::time::Duration;
+
+/// Converts seconds to a [`Duration`], clamping negatives to zero and
+/// saturating instead of panicking on overflow or NaN.
+pub(crate) fn secs(s: f64) -> Duration {
+    if s.is_nan() || s <= 0.0 {
+        Duration::ZERO
+    } else {
+        Duration::try_from_secs_f64(s).unwrap_or(Duration::MAX)
+    }
+}

@@ -1,0 +1,578 @@
+//! The HTTP server whose latency explodes with concurrency.
+//!
+//! Connections are served by hyper; the latency model lives in one actor task
+//! that owns the [`CompletionScheduler`], so the modelled work of a request
+//! lives outside hyper's handler future. When a client goes away, hyper drops
+//! that future, but in `continue` mode the request keeps counting until its
+//! modelled completion, as in the 2014 original.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::fmt;
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::pin::pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode, header};
+use hyper_util::rt::TokioIo;
+use tokio::net::{TcpListener, TcpSocket};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use crate::latency::LatencyModel;
+use crate::output::CsvSink;
+use crate::scheduler::{Completion, CompletionScheduler, Ticket};
+use crate::stats::{ServerCounts, ServerRow, format_delay, unix_ms};
+
+/// The path that runs through the latency model.
+pub const API_PATH: &str = "/api";
+
+/// What the server does with a request whose client has gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnDisconnect {
+    /// Keep the work and let it count until its modelled completion (the
+    /// original's behaviour: the server never notices).
+    Continue,
+    /// Drop the work at once, as a server that notices disconnects would.
+    Cancel,
+}
+
+/// Everything the server needs to run.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Address to listen on.
+    pub listen: SocketAddr,
+    /// The latency model.
+    pub model: LatencyModel,
+    /// Listen backlog: how many connections the kernel queues while the
+    /// server does not accept (for example while it is stopped).
+    pub backlog: u32,
+    /// What happens to abandoned requests.
+    pub on_disconnect: OnDisconnect,
+    /// How often to report.
+    pub report_interval: Duration,
+    /// Where to write report rows, if anywhere.
+    pub csv: Option<PathBuf>,
+    /// Print nothing on stdout (for tests and embedding).
+    pub quiet: bool,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8070)),
+            model: LatencyModel::default(),
+            backlog: default_backlog(),
+            on_disconnect: OnDisconnect::Continue,
+            report_interval: Duration::from_secs(1),
+            csv: None,
+            quiet: false,
+        }
+    }
+}
+
+/// The kernel's maximum listen backlog (`/proc/sys/net/core/somaxconn`), or
+/// 4096 where it cannot be read.
+pub fn default_backlog() -> u32 {
+    std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(4096)
+}
+
+/// Why the server could not start.
+#[derive(Debug)]
+pub enum StartError {
+    /// The listen address could not be bound.
+    Listen {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// What the system said.
+        source: io::Error,
+    },
+    /// The CSV file could not be created.
+    Csv {
+        /// The path asked for.
+        path: PathBuf,
+        /// What the system said.
+        source: io::Error,
+    },
+}
+
+impl fmt::Display for StartError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StartError::Listen { addr, source } if source.kind() == io::ErrorKind::AddrInUse => {
+                write!(
+                    f,
+                    "--listen {addr}: address already in use (is another server running? \
+                     stop it or pick another port)"
+                )
+            }
+            StartError::Listen { addr, source } => write!(f, "--listen {addr}: {source}"),
+            StartError::Csv { path, source } => {
+                write!(f, "--csv {}: cannot create file: {source}", path.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for StartError {}
+
+/// Live figures of a running server, for tests and embedding programs.
+#[derive(Debug, Default)]
+pub struct Gauges {
+    /// Requests in flight in the latency model.
+    pub concurrency: AtomicU64,
+    /// Highest concurrency seen.
+    pub peak_concurrency: AtomicU64,
+    /// Requests answered to a waiting client, since start.
+    pub completed: AtomicU64,
+    /// Requests whose client had gone, since start.
+    pub abandoned: AtomicU64,
+    /// Failed `accept` calls since start (for example, out of descriptors).
+    pub accept_errors: AtomicU64,
+}
+
+/// Totals of a whole server run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerSummary {
+    /// Requests answered to a waiting client.
+    pub completed: u64,
+    /// Requests whose client had gone (wasted work).
+    pub abandoned: u64,
+    /// Highest concurrency seen.
+    pub peak_concurrency: u64,
+    /// Requests still in flight at the stop.
+    pub in_flight: u64,
+}
+
+impl fmt::Display for ServerSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "server stopped: completed {}, abandoned {}, peak concurrency {}, in flight at stop {}",
+            self.completed, self.abandoned, self.peak_concurrency, self.in_flight
+        )
+    }
+}
+
+/// A bound server, ready to run.
+pub struct Server {
+    listener: TcpListener,
+    config: ServerConfig,
+    csv: Option<CsvSink<ServerRow>>,
+    gauges: Arc<Gauges>,
+}
+
+impl Server {
+    /// Binds the listen socket with the configured backlog and creates the
+    /// CSV file. Must be called inside a tokio runtime.
+    pub fn bind(config: ServerConfig) -> Result<Server, StartError> {
+        let addr = config.listen;
+        let listen_err = |source| StartError::Listen { addr, source };
+        let socket = if addr.is_ipv4() {
+            TcpSocket::new_v4()
+        } else {
+            TcpSocket::new_v6()
+        }
+        .map_err(listen_err)?;
+        socket.set_reuseaddr(true).map_err(listen_err)?;
+        socket.bind(addr).map_err(listen_err)?;
+        let listener = socket.listen(config.backlog).map_err(listen_err)?;
+        let csv = match &config.csv {
+            Some(path) => Some(CsvSink::create(path).map_err(|source| StartError::Csv {
+                path: path.clone(),
+                source,
+            })?),
+            None => None,
+        };
+        Ok(Server {
+            listener,
+            config,
+            csv,
+            gauges: Arc::default(),
+        })
+    }
+
+    /// The address actually bound (useful with port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener
+            .local_addr()
+            .expect("a bound listener has an address")
+    }
+
+    /// Live figures, updated as the server runs.
+    pub fn gauges(&self) -> Arc<Gauges> {
+        self.gauges.clone()
+    }
+
+    /// Serves until `shutdown` completes, then writes the last report and
+    /// returns the run's totals.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> ServerSummary {
+        let Server {
+            listener,
+            config,
+            csv,
+            gauges,
+        } = self;
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (stop_tx, stop_rx) = oneshot::channel();
+        let model = ModelActor::new(&config, csv, gauges.clone(), rx);
+        let actor = tokio::spawn(model.run(stop_rx));
+        let shared = Arc::new(Handler {
+            to_model: tx,
+            next_id: AtomicU64::new(0),
+            cancel_on_disconnect: config.on_disconnect == OnDisconnect::Cancel,
+        });
+        accept_loop(listener, shared, &gauges, shutdown).await;
+        let _ = stop_tx.send(());
+        actor.await.expect("the model task does not panic")
+    }
+}
+
+/// Accepts connections until `shutdown`. Accept failures (such as running
+/// out of file descriptors) are counted and retried after a growing pause,
+/// never a crash or a busy loop.
+async fn accept_loop(
+    listener: TcpListener,
+    handler: Arc<Handler>,
+    gauges: &Gauges,
+    shutdown: impl Future<Output = ()>,
+) {
+    const FIRST_PAUSE: Duration = Duration::from_millis(5);
+    const MAX_PAUSE: Duration = Duration::from_millis(500);
+    let mut shutdown = pin!(shutdown);
+    let mut pause = FIRST_PAUSE;
+    loop {
+        let accepted = tokio::select! {
+            _ = &mut shutdown => return,
+            accepted = listener.accept() => accepted,
+        };
+        match accepted {
+            Ok((stream, _peer)) => {
+                pause = FIRST_PAUSE;
+                let _ = stream.set_nodelay(true);
+                let handler = handler.clone();
+                tokio::spawn(async move {
+                    let service = service_fn(move |req| handler.call(req));
+                    // Errors here are a client's doing (reset, garbage): the
+                    // connection ends, the server goes on.
+                    let _ = http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+            Err(_) => {
+                gauges.accept_errors.fetch_add(1, Ordering::Relaxed);
+                tokio::select! {
+                    _ = &mut shutdown => return,
+                    _ = tokio::time::sleep(pause) => {}
+                }
+                pause = (pause * 2).min(MAX_PAUSE);
+            }
+        }
+    }
+}
+
+/// Messages from request handlers to the model actor.
+enum ToModel {
+    /// A request head was read at `stamp`; answer on `reply` when done.
+    Admit {
+        id: u64,
+        stamp: Instant,
+        reply: oneshot::Sender<()>,
+    },
+    /// The client of request `id` went away (sent in `cancel` mode only).
+    Cancel { id: u64 },
+}
+
+/// State shared by all request handlers.
+struct Handler {
+    to_model: mpsc::UnboundedSender<ToModel>,
+    next_id: AtomicU64,
+    cancel_on_disconnect: bool,
+}
+
+impl Handler {
+    /// hyper's service call. The request is admitted here, synchronously,
+    /// because hyper may drop the returned future without ever polling it
+    /// when it finds the client already gone (a request read from the
+    /// backlog after a pause, say): the request must count all the same.
+    fn call(
+        &self,
+        req: Request<Incoming>,
+    ) -> impl Future<Output = Result<Response<Full<Bytes>>, Infallible>> + use<> {
+        let admitted = self.admit(&req);
+        async move {
+            let (done, guard) = match admitted {
+                Err(response) => return Ok(response),
+                Ok(waiting) => waiting,
+            };
+            let answered = done.await.is_ok();
+            // Answered (or shut down): nothing left to cancel.
+            std::mem::forget(guard);
+            Ok(if answered {
+                plain(StatusCode::OK, "OK")
+            } else {
+                plain(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n")
+            })
+        }
+    }
+
+    /// Routes a request: an immediate response, or the channel on which the
+    /// model will answer, with a guard that cancels the work if dropped.
+    #[allow(clippy::type_complexity)]
+    fn admit(
+        &self,
+        req: &Request<Incoming>,
+    ) -> Result<(oneshot::Receiver<()>, Option<CancelOnDrop>), Response<Full<Bytes>>> {
+        if req.uri().path() != API_PATH {
+            return Err(plain(StatusCode::NOT_FOUND, "not found\n"));
+        }
+        if req.method() != Method::GET {
+            let mut resp = plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
+            resp.headers_mut()
+                .insert(header::ALLOW, header::HeaderValue::from_static("GET"));
+            return Err(resp);
+        }
+        let stamp = Instant::now();
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (reply, done) = oneshot::channel();
+        if self
+            .to_model
+            .send(ToModel::Admit { id, stamp, reply })
+            .is_err()
+        {
+            return Err(plain(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n"));
+        }
+        let guard = self.cancel_on_disconnect.then(|| CancelOnDrop {
+            id,
+            to_model: self.to_model.clone(),
+        });
+        Ok((done, guard))
+    }
+}
+
+/// Tells the model that a request's client has gone, when dropped (hyper
+/// drops the handler's future when it notices the client has gone).
+struct CancelOnDrop {
+    id: u64,
+    to_model: mpsc::UnboundedSender<ToModel>,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let _ = self.to_model.send(ToModel::Cancel { id: self.id });
+    }
+}
+
+fn plain(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
+    let mut resp = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
+    *resp.status_mut() = status;
+    resp
+}
+
+/// A request waiting in the model.
+struct Pending {
+    id: u64,
+    reply: oneshot::Sender<()>,
+}
+
+/// Owns the latency model's scheduler, the counters and the report.
+struct ModelActor {
+    scheduler: CompletionScheduler<Pending>,
+    epoch: Instant,
+    rx: mpsc::UnboundedReceiver<ToModel>,
+    /// Tickets by request id, kept only in `cancel` mode.
+    tickets: Option<HashMap<u64, Ticket>>,
+    interval: ServerCounts,
+    totals: ServerCounts,
+    peak: u64,
+    gauges: Arc<Gauges>,
+    csv: Option<CsvSink<ServerRow>>,
+    report_interval: Duration,
+    quiet: bool,
+}
+
+impl ModelActor {
+    fn new(
+        config: &ServerConfig,
+        csv: Option<CsvSink<ServerRow>>,
+        gauges: Arc<Gauges>,
+        rx: mpsc::UnboundedReceiver<ToModel>,
+    ) -> Self {
+        ModelActor {
+            scheduler: CompletionScheduler::new(config.model),
+            epoch: Instant::now(),
+            rx,
+            tickets: (config.on_disconnect == OnDisconnect::Cancel).then(HashMap::new),
+            interval: ServerCounts::default(),
+            totals: ServerCounts::default(),
+            peak: 0,
+            gauges,
+            csv,
+            report_interval: config.report_interval,
+            quiet: config.quiet,
+        }
+    }
+
+    async fn run(mut self, mut stop: oneshot::Receiver<()>) -> ServerSummary {
+        // Far enough to mean "no completion pending", near enough for tokio.
+        const IDLE: Duration = Duration::from_secs(86_400);
+        let mut report =
+            tokio::time::interval_at(self.epoch + self.report_interval, self.report_interval);
+        report.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut last_report = self.epoch;
+        let timer = tokio::time::sleep(IDLE);
+        tokio::pin!(timer);
+        // The instant the timer is set for, if a completion is pending.
+        let mut armed = None;
+        let mut batch = Vec::with_capacity(256);
+        loop {
+            let next = self.scheduler.next_completion().map(|at| self.epoch + at);
+            if next != armed {
+                timer
+                    .as_mut()
+                    .reset(next.unwrap_or_else(|| Instant::now() + IDLE));
+                armed = next;
+            }
+            tokio::select! {
+                n = self.rx.recv_many(&mut batch, 1024) => {
+                    if n == 0 {
+                        break;
+                    }
+                    for msg in batch.drain(..) {
+                        self.on_message(msg);
+                    }
+                }
+                _ = &mut timer, if armed.is_some() => self.scheduler.advance(self.now()),
+                _ = report.tick() => {
+                    let now = Instant::now();
+                    self.report(now - last_report);
+                    last_report = now;
+                }
+                _ = &mut stop => break,
+            }
+            self.deliver();
+        }
+        self.scheduler.advance(self.now());
+        self.deliver();
+        self.report(Instant::now() - last_report);
+        let summary = ServerSummary {
+            completed: self.totals.completed,
+            abandoned: self.totals.abandoned,
+            peak_concurrency: self.peak,
+            in_flight: self.scheduler.concurrency(),
+        };
+        if !self.quiet {
+            println!("{summary}");
+        }
+        summary
+    }
+
+    fn now(&self) -> Duration {
+        Instant::now() - self.epoch
+    }
+
+    fn on_message(&mut self, msg: ToModel) {
+        match msg {
+            ToModel::Admit { id, stamp, reply } => {
+                let at = stamp.saturating_duration_since(self.epoch);
+                let ticket = self.scheduler.admit(at, Pending { id, reply });
+                if let Some(tickets) = &mut self.tickets {
+                    tickets.insert(id, ticket);
+                }
+                self.peak = self.peak.max(self.scheduler.concurrency());
+            }
+            ToModel::Cancel { id } => {
+                let now = self.now();
+                let ticket = self.tickets.as_mut().and_then(|t| t.remove(&id));
+                if let Some(ticket) = ticket
+                    && self.scheduler.cancel(now, ticket).is_some()
+                {
+                    self.interval.abandoned += 1;
+                    self.totals.abandoned += 1;
+                }
+            }
+        }
+    }
+
+    /// Answers every request the scheduler has completed.
+    fn deliver(&mut self) {
+        for Completion { payload, .. } in self.scheduler.drain_completed() {
+            if let Some(tickets) = &mut self.tickets {
+                tickets.remove(&payload.id);
+            }
+            // A closed channel means hyper dropped the handler: the client
+            // went away and this completion is wasted work.
+            if payload.reply.send(()).is_ok() {
+                self.interval.completed += 1;
+                self.totals.completed += 1;
+            } else {
+                self.interval.abandoned += 1;
+                self.totals.abandoned += 1;
+            }
+        }
+        let g = &self.gauges;
+        g.concurrency
+            .store(self.scheduler.concurrency(), Ordering::Relaxed);
+        g.peak_concurrency.store(self.peak, Ordering::Relaxed);
+        g.completed.store(self.totals.completed, Ordering::Relaxed);
+        g.abandoned.store(self.totals.abandoned, Ordering::Relaxed);
+    }
+
+    fn report(&mut self, measured: Duration) {
+        let row = ServerRow::new(
+            std::mem::take(&mut self.interval),
+            measured,
+            self.scheduler.concurrency(),
+            self.scheduler.current_delay(),
+            unix_ms(),
+            self.epoch.elapsed(),
+        );
+        let accept_errors = self.gauges.accept_errors.swap(0, Ordering::Relaxed);
+        if !self.quiet {
+            if accept_errors > 0 {
+                println!("{row}, accept errors: {accept_errors}");
+            } else {
+                println!("{row}");
+            }
+        }
+        if let Some(csv) = &mut self.csv
+            && let Err(e) = csv.write(&row)
+        {
+            eprintln!("{}: {e}; CSV output stopped", csv.path().display());
+            self.csv = None;
+        }
+    }
+}
+
+/// Human-readable description of a model, for the server's start-up line.
+pub fn describe(config: &ServerConfig, addr: SocketAddr) -> String {
+    let m = &config.model;
+    format!(
+        "listening on http://{addr}{API_PATH}: base delay {}, limit {}, factor {}, scale {}, \
+         max delay {}, backlog {}, on disconnect {}",
+        format_delay(m.base),
+        m.limit,
+        m.factor,
+        m.scale,
+        format_delay(m.max_delay),
+        config.backlog,
+        match config.on_disconnect {
+            OnDisconnect::Continue => "continue",
+            OnDisconnect::Cancel => "cancel",
+        }
+    )
+}

@@ -25,7 +25,7 @@ use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::Instant;
 
 use crate::arrivals::{ThinkTime, user_rng};
-use crate::output::CsvSink;
+use crate::output::{CsvSink, say};
 use crate::policy::{Backoff, Strategy};
 use crate::stats::{ClientCounts, ClientRecorder, ClientRow, Outcome, Percentiles, unix_ms};
 
@@ -327,9 +327,14 @@ pub async fn run(
     let mut totals = ClientCounts::default();
     let mut interval = ClientCounts::default();
     let mut rows = Vec::new();
+    // Reports an interval; a sliver too short for meaningful rates (the stop
+    // landing just after a tick) only adds to the totals.
     let mut report = |measured: Duration, rows: &mut Vec<ClientRow>| {
         shared.recorder.take_interval(&mut interval);
         totals.merge(&interval);
+        if measured < config.report_interval / 20 {
+            return;
+        }
         let row = ClientRow::new(
             &interval,
             measured,
@@ -338,7 +343,7 @@ pub async fn run(
             start.elapsed(),
         );
         if !config.quiet {
-            println!("{row}");
+            say(&row);
         }
         if let Some(sink) = &mut csv
             && let Err(e) = sink.write(&row)
@@ -378,10 +383,7 @@ pub async fn run(
     // Attempts still in flight are cut short and not counted.
     users.abort_all();
     let now = Instant::now();
-    if now > last {
-        report(now - last, &mut rows);
-    }
-    drop(report);
+    report(now - last, &mut rows);
     Ok(ClientSummary {
         elapsed: now - start,
         totals,

@@ -1,14 +1,21 @@
 //! CSV output that survives interruption: the header is written when the file
 //! is created (before any load starts) and every row is flushed as written.
 
+use std::fmt::Display;
 use std::fs::File;
-use std::io;
+use std::io::{self, Write};
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
 use crate::stats::{ClientRow, ServerRow};
+
+/// Prints a line on stdout. A closed stdout (`client | head`) is not worth
+/// dying for in the middle of an experiment: the CSV carries on.
+pub fn say(line: impl Display) {
+    let _ = writeln!(io::stdout().lock(), "{line}");
+}
 
 /// A report row with a fixed CSV header.
 pub trait CsvRow: Serialize {

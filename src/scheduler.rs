@@ -222,15 +222,20 @@ mod tests {
 
     #[test]
     fn cascade_stops_where_the_condition_fails() {
-        let mut s = CompletionScheduler::new(doubling());
+        // delay(1) = 100, delay(2) = 150, delay(3) = 225 ms.
+        let model = LatencyModel {
+            factor: 1.5,
+            ..doubling()
+        };
+        let mut s = CompletionScheduler::new(model);
         s.admit(ms(0), "a");
         s.admit(ms(0), "b");
-        s.admit(ms(350), "c");
-        // Three in flight: 400 ms, so "a" completes at 400. Two remain (200
-        // ms): "b" has waited 400 and completes too. "c" alone needs 100 ms
-        // from 350, so it completes at 450.
+        s.admit(ms(140), "c");
+        // Three in flight: "a" completes at 225. Two remain (150 ms): "b" has
+        // waited 225 and completes too. "c" alone needs 100 ms but has
+        // waited 85: it completes at 240.
         s.advance(ms(10_000));
-        assert_eq!(drain(&mut s), vec![("a", 400), ("b", 400), ("c", 450)]);
+        assert_eq!(drain(&mut s), vec![("a", 225), ("b", 225), ("c", 240)]);
     }
 
     #[test]

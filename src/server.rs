@@ -30,7 +30,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use crate::latency::LatencyModel;
-use crate::output::CsvSink;
+use crate::output::{CsvSink, say};
 use crate::scheduler::{Completion, CompletionScheduler, Ticket};
 use crate::stats::{ServerCounts, ServerRow, format_delay, unix_ms};
 
@@ -313,11 +313,11 @@ impl Handler {
         &self,
         req: Request<Incoming>,
     ) -> impl Future<Output = Result<Response<Full<Bytes>>, Infallible>> + use<> {
-        let admitted = self.admit(&req);
+        let admission = self.admit(&req);
         async move {
-            let (done, guard) = match admitted {
-                Err(response) => return Ok(response),
-                Ok(waiting) => waiting,
+            let (done, guard) = match admission {
+                Admission::Answer(response) => return Ok(response),
+                Admission::Wait { done, guard } => (done, guard),
             };
             let answered = done.await.is_ok();
             // Answered (or shut down): nothing left to cancel.
@@ -330,21 +330,16 @@ impl Handler {
         }
     }
 
-    /// Routes a request: an immediate response, or the channel on which the
-    /// model will answer, with a guard that cancels the work if dropped.
-    #[allow(clippy::type_complexity)]
-    fn admit(
-        &self,
-        req: &Request<Incoming>,
-    ) -> Result<(oneshot::Receiver<()>, Option<CancelOnDrop>), Response<Full<Bytes>>> {
+    /// Routes a request: answered at once, or admitted into the model.
+    fn admit(&self, req: &Request<Incoming>) -> Admission {
         if req.uri().path() != API_PATH {
-            return Err(plain(StatusCode::NOT_FOUND, "not found\n"));
+            return Admission::Answer(plain(StatusCode::NOT_FOUND, "not found\n"));
         }
         if req.method() != Method::GET {
             let mut resp = plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
             resp.headers_mut()
                 .insert(header::ALLOW, header::HeaderValue::from_static("GET"));
-            return Err(resp);
+            return Admission::Answer(resp);
         }
         let stamp = Instant::now();
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
@@ -354,14 +349,26 @@ impl Handler {
             .send(ToModel::Admit { id, stamp, reply })
             .is_err()
         {
-            return Err(plain(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n"));
+            return Admission::Answer(plain(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n"));
         }
         let guard = self.cancel_on_disconnect.then(|| CancelOnDrop {
             id,
             to_model: self.to_model.clone(),
         });
-        Ok((done, guard))
+        Admission::Wait { done, guard }
     }
+}
+
+/// What the synchronous part of a service call decided.
+enum Admission {
+    /// Answer at once (unknown path, wrong method, shutting down).
+    Answer(Response<Full<Bytes>>),
+    /// Admitted into the model: wait on `done`; `guard` cancels the work if
+    /// dropped first (in `cancel` mode).
+    Wait {
+        done: oneshot::Receiver<()>,
+        guard: Option<CancelOnDrop>,
+    },
 }
 
 /// Tells the model that a request's client has gone, when dropped (hyper
@@ -476,7 +483,7 @@ impl ModelActor {
             in_flight: self.scheduler.concurrency(),
         };
         if !self.quiet {
-            println!("{summary}");
+            say(summary);
         }
         summary
     }
@@ -544,9 +551,9 @@ impl ModelActor {
         let accept_errors = self.gauges.accept_errors.swap(0, Ordering::Relaxed);
         if !self.quiet {
             if accept_errors > 0 {
-                println!("{row}, accept errors: {accept_errors}");
+                say(format_args!("{row}, accept errors: {accept_errors}"));
             } else {
-                println!("{row}");
+                say(&row);
             }
         }
         if let Some(csv) = &mut self.csv

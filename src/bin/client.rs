@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use retry_storm::cli::ClientArgs;
+use retry_storm::output::say;
 use retry_storm::{client, limits, shutdown};
 
 #[tokio::main]
@@ -14,10 +15,10 @@ async fn main() -> ExitCode {
     if let Some(warning) = limits::ensure_nofile(u64::from(config.clients) + 64, "the client") {
         eprintln!("{warning}");
     }
-    println!("{}", client::describe(&config));
+    say(client::describe(&config));
     match client::run(config, shutdown::requested()).await {
         Ok(summary) => {
-            println!("{summary}");
+            say(summary);
             ExitCode::SUCCESS
         }
         Err(e) => {

@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use retry_storm::cli::ServerArgs;
+use retry_storm::output::say;
 use retry_storm::{limits, server, shutdown};
 
 #[tokio::main]
@@ -21,7 +22,7 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    println!("{}", server::describe(&config, server.local_addr()));
+    say(server::describe(&config, server.local_addr()));
     server.run(shutdown::requested()).await;
     ExitCode::SUCCESS
 }

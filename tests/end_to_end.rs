@@ -1,0 +1,309 @@
+//! The real server on 127.0.0.1 port 0, driven by the real client code, with
+//! time compressed to milliseconds. Lower bounds on latency hold however
+//! loaded the machine is; upper bounds are generous.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use retry_storm::arrivals::ThinkTime;
+use retry_storm::client::{self, ClientConfig};
+use retry_storm::latency::LatencyModel;
+use retry_storm::policy::Strategy;
+use retry_storm::server::{Gauges, OnDisconnect, Server, ServerConfig, ServerSummary};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// A server running in the background on an ephemeral loopback port.
+struct Running {
+    addr: SocketAddr,
+    gauges: Arc<Gauges>,
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<ServerSummary>,
+}
+
+impl Running {
+    fn start(model: LatencyModel, on_disconnect: OnDisconnect) -> Running {
+        let server = Server::bind(ServerConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            model,
+            backlog: 1024,
+            on_disconnect,
+            report_interval: ms(50),
+            csv: None,
+            quiet: true,
+        })
+        .expect("bind an ephemeral port");
+        let addr = server.local_addr();
+        let gauges = server.gauges();
+        let (stop, stopped) = oneshot::channel();
+        let task = tokio::spawn(server.run(async {
+            let _ = stopped.await;
+        }));
+        Running {
+            addr,
+            gauges,
+            stop,
+            task,
+        }
+    }
+
+    async fn stop(self) -> ServerSummary {
+        let _ = self.stop.send(());
+        self.task.await.unwrap()
+    }
+
+    fn url(&self) -> hyper::Uri {
+        format!("http://{}/api", self.addr).parse().unwrap()
+    }
+}
+
+fn model(base: Duration) -> LatencyModel {
+    LatencyModel {
+        base,
+        max_delay: Duration::from_secs(60),
+        ..LatencyModel::default()
+    }
+}
+
+fn client_config(url: hyper::Uri) -> ClientConfig {
+    ClientConfig {
+        url,
+        clients: 20,
+        think: ThinkTime::new(ms(20)),
+        timeout: Duration::from_secs(5),
+        strategy: Strategy::Fixed { delay: ms(10) },
+        report_interval: ms(100),
+        duration: Some(ms(800)),
+        seed: 7,
+        csv: None,
+        quiet: true,
+    }
+}
+
+/// Waits (bounded) until `cond` holds, checking every few milliseconds.
+async fn eventually(what: &str, within: Duration, cond: impl Fn() -> bool) {
+    let deadline = tokio::time::Instant::now() + within;
+    while !cond() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(ms(2)).await;
+    }
+}
+
+/// Sends raw bytes and returns the status line of the answer.
+async fn raw_status(addr: SocketAddr, request: &str) -> String {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(request.as_bytes()).await.unwrap();
+    let mut buf = vec![0; 1024];
+    let n = s.read(&mut buf).await.unwrap();
+    let text = String::from_utf8_lossy(&buf[..n]);
+    text.lines().next().unwrap_or("").to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steady_state_is_all_ok_at_the_base_latency() {
+    let server = Running::start(model(ms(5)), OnDisconnect::Continue);
+    let summary = client::run(client_config(server.url()), std::future::pending())
+        .await
+        .unwrap();
+    let t = &summary.totals;
+    assert_eq!(t.errors, 0);
+    assert_eq!(t.timeouts, 0);
+    assert_eq!(t.retries, 0);
+    // 20 users, 20 ms think + 5 ms latency, 0.8 s: about 640 requests.
+    assert!(t.ok > 200 && t.ok < 1000, "ok = {}", t.ok);
+    let p50_us = t.attempt_latency.value_at_quantile(0.5);
+    assert!(
+        p50_us >= 5_000,
+        "p50 {p50_us} us is below the modelled delay"
+    );
+    assert!(p50_us < 100_000, "p50 {p50_us} us");
+    assert!(!summary.rows.is_empty());
+    let served = server.stop().await;
+    // Attempts cut short at the client's stop end as abandoned.
+    assert!(served.completed >= t.ok, "{served:?} vs ok {}", t.ok);
+    assert!(served.completed <= t.ok + 20, "{served:?} vs ok {}", t.ok);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_request_slows_the_first() {
+    // delay(1) = 40 ms, delay(2) = 80 ms.
+    let server = Running::start(
+        LatencyModel {
+            base: ms(40),
+            limit: 1,
+            factor: 2.0,
+            scale: 1.0,
+            max_delay: Duration::from_secs(60),
+        },
+        OnDisconnect::Continue,
+    );
+    let addr = server.addr;
+    let get = "GET /api HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    let started = tokio::time::Instant::now();
+    let (a, b) = tokio::join!(raw_status(addr, get), raw_status(addr, get));
+    let elapsed = started.elapsed();
+    assert!(a.starts_with("HTTP/1.1 200"), "{a}");
+    assert!(b.starts_with("HTTP/1.1 200"), "{b}");
+    // Alone, the first would take 40 ms; with two in flight both need 80 ms
+    // (the first completes at 80, the second then completes at once).
+    assert!(elapsed >= ms(79), "{elapsed:?}");
+    let summary = server.stop().await;
+    assert_eq!(summary.completed, 2);
+    assert_eq!(summary.peak_concurrency, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn other_paths_and_methods_are_refused_at_once() {
+    let server = Running::start(model(Duration::from_secs(30)), OnDisconnect::Continue);
+    let addr = server.addr;
+    let status = raw_status(addr, "GET /nope HTTP/1.1\r\nHost: x\r\n\r\n").await;
+    assert!(status.starts_with("HTTP/1.1 404"), "{status}");
+    let status = raw_status(
+        addr,
+        "POST /api HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
+    )
+    .await;
+    assert!(status.starts_with("HTTP/1.1 405"), "{status}");
+    let status = raw_status(addr, "garbage\r\n\r\n").await;
+    assert!(
+        status.starts_with("HTTP/1.1 400") || status.is_empty(),
+        "{status}"
+    );
+    assert_eq!(server.gauges.concurrency.load(Ordering::Relaxed), 0);
+    server.stop().await;
+}
+
+/// Sends a request and closes the connection at once, as a client that
+/// timed out while the server was stopped.
+async fn send_and_hang_up(addr: SocketAddr) {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(b"GET /api HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    s.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abandoned_requests_keep_counting_until_their_modelled_completion() {
+    let server = Running::start(model(ms(150)), OnDisconnect::Continue);
+    let g = server.gauges.clone();
+    for _ in 0..5 {
+        send_and_hang_up(server.addr).await;
+    }
+    // Every request counts, even one hyper drops before polling its handler.
+    eventually("5 in flight", Duration::from_secs(10), || {
+        g.concurrency.load(Ordering::Relaxed) + g.abandoned.load(Ordering::Relaxed) == 5
+    })
+    .await;
+    eventually("5 abandoned", Duration::from_secs(10), || {
+        g.abandoned.load(Ordering::Relaxed) == 5
+    })
+    .await;
+    let summary = server.stop().await;
+    assert_eq!(summary.completed, 0);
+    assert_eq!(summary.abandoned, 5);
+    assert_eq!(summary.peak_concurrency, 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_mode_drops_abandoned_work_at_once() {
+    // A minute of modelled delay: only cancellation can empty the model.
+    let server = Running::start(model(Duration::from_secs(60)), OnDisconnect::Cancel);
+    let g = server.gauges.clone();
+    for _ in 0..5 {
+        send_and_hang_up(server.addr).await;
+    }
+    eventually("5 cancelled", Duration::from_secs(10), || {
+        g.abandoned.load(Ordering::Relaxed) == 5
+    })
+    .await;
+    assert_eq!(g.concurrency.load(Ordering::Relaxed), 0);
+    let summary = server.stop().await;
+    assert_eq!(summary.in_flight, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeouts_are_retried_and_the_server_keeps_the_work() {
+    let server = Running::start(model(Duration::from_secs(2)), OnDisconnect::Continue);
+    let config = ClientConfig {
+        clients: 5,
+        think: ThinkTime::new(ms(5)),
+        timeout: ms(50),
+        duration: Some(ms(400)),
+        ..client_config(server.url())
+    };
+    let summary = client::run(config, std::future::pending()).await.unwrap();
+    let t = &summary.totals;
+    assert_eq!(t.ok, 0);
+    assert_eq!(t.errors, 0);
+    // Each user: 50 ms timeout + 10 ms delay, so several attempts in 400 ms.
+    assert!(t.timeouts >= 10, "{}", t.timeouts);
+    assert!(
+        t.retries >= 5 && t.retries < t.timeouts + 5,
+        "{}",
+        t.retries
+    );
+    // The abandoned attempts are still in the model: none has completed.
+    let g = server.gauges.clone();
+    eventually(
+        "the abandoned attempts to reach the model",
+        Duration::from_secs(10),
+        || g.concurrency.load(Ordering::Relaxed) >= 10,
+    )
+    .await;
+    let served = server.stop().await;
+    assert_eq!(served.completed, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_refused_counts_as_errors() {
+    let addr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let config = ClientConfig {
+        clients: 3,
+        duration: Some(ms(300)),
+        ..client_config(format!("http://{addr}/api").parse().unwrap())
+    };
+    let summary = client::run(config, std::future::pending()).await.unwrap();
+    assert!(summary.totals.errors > 3, "{}", summary.totals.errors);
+    assert_eq!(summary.totals.ok, 0);
+    assert!(summary.totals.retries > 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn csv_files_hold_the_header_and_every_row() {
+    let dir = std::env::temp_dir().join(format!("retry-storm-e2e-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("client.csv");
+    let server = Running::start(model(ms(5)), OnDisconnect::Continue);
+    let config = ClientConfig {
+        csv: Some(path.clone()),
+        duration: Some(ms(450)),
+        ..client_config(server.url())
+    };
+    let summary = client::run(config, std::future::pending()).await.unwrap();
+    server.stop().await;
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some(
+            "unix_ms,elapsed_s,ok_per_s,errors_per_s,timeouts_per_s,retries_per_s,in_flight,p50_ms,p99_ms,max_ms"
+        )
+    );
+    assert_eq!(lines.count(), summary.rows.len());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

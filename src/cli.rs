@@ -8,14 +8,15 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::error::ErrorKind;
-use clap::{Args, CommandFactory, Parser, ValueEnum};
-use hyper::Uri;
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
+use hyper::{StatusCode, Uri};
 
 use crate::arrivals::ThinkTime;
 use crate::client::ClientConfig;
 use crate::latency::LatencyModel;
-use crate::policy::Strategy;
-use crate::server::{OnDisconnect, ServerConfig, default_backlog};
+use crate::planner::PlanRequest;
+use crate::policy::{RetryLimits, Strategy, ThrottleConfig};
+use crate::server::{OnDisconnect, ServerConfig, Shedding, default_backlog};
 
 /// Parses a duration written like `100ms`, `2s`, `1m 30s` or `5m`.
 pub fn duration(s: &str) -> Result<Duration, String> {
@@ -104,6 +105,39 @@ pub enum OnDisconnectArg {
     Cancel,
 }
 
+/// Status code of a shed request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ShedStatusArg {
+    /// 503 Service Unavailable (overload).
+    #[value(name = "503")]
+    Unavailable,
+    /// 429 Too Many Requests (rate limit).
+    #[value(name = "429")]
+    TooMany,
+}
+
+/// Refuses flags that were given but do not apply to the choice made:
+/// `flags` lists (flag, given, the choices it applies to).
+fn refuse_strays(
+    flags: &[(&str, bool, &[&str])],
+    choice: &str,
+    option: &str,
+) -> Result<(), String> {
+    for (flag, given, applies) in flags {
+        if *given && !applies.contains(&choice) {
+            let to = if applies.is_empty() {
+                "nothing".to_string()
+            } else {
+                applies.join(", ")
+            };
+            return Err(format!(
+                "{flag} does not apply to {option} {choice} (it applies to: {to})"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// `server`: an HTTP server whose latency grows exponentially with
 /// concurrency. GET /api answers `OK` after the modelled delay.
 #[derive(Debug, Parser)]
@@ -134,6 +168,17 @@ pub struct ServerArgs {
     /// What happens to a request whose client has gone.
     #[arg(long, value_enum, default_value_t = OnDisconnectArg::Continue)]
     pub on_disconnect: OnDisconnectArg,
+    /// Push-back: with N requests in flight, answer new ones at once with
+    /// --shed-status and a Retry-After header, outside the latency model.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..), value_name = "N")]
+    pub shed_above: Option<u64>,
+    /// Retry-After sent with shed requests (whole seconds are sent as an
+    /// integer, anything finer as decimal seconds) [default: 1s].
+    #[arg(long, value_parser = duration, value_name = "DURATION")]
+    pub retry_after: Option<Duration>,
+    /// Status of shed requests [default: 503].
+    #[arg(long, value_enum, value_name = "CODE")]
+    pub shed_status: Option<ShedStatusArg>,
     /// How often to print a report line (and write a CSV row).
     #[arg(long, default_value = "1s", value_parser = positive_duration, value_name = "DURATION")]
     pub report_interval: Duration,
@@ -145,12 +190,24 @@ pub struct ServerArgs {
 impl ServerArgs {
     /// Checks the flags together and builds the server's configuration.
     pub fn config(&self) -> Result<ServerConfig, clap::Error> {
+        let conflict = |msg: &str| Self::command().error(ErrorKind::ArgumentConflict, msg);
         if self.base_delay > self.max_delay {
-            return Err(Self::command().error(
-                ErrorKind::ArgumentConflict,
-                "--base-delay must not exceed --max-delay",
-            ));
+            return Err(conflict("--base-delay must not exceed --max-delay"));
         }
+        let shedding = if self.shed_above.is_some() {
+            "on"
+        } else {
+            "off"
+        };
+        refuse_strays(
+            &[
+                ("--retry-after", self.retry_after.is_some(), &["on"]),
+                ("--shed-status", self.shed_status.is_some(), &["on"]),
+            ],
+            shedding,
+            "shedding (--shed-above)",
+        )
+        .map_err(|msg| conflict(&msg))?;
         Ok(ServerConfig {
             listen: self.listen,
             model: LatencyModel {
@@ -165,6 +222,14 @@ impl ServerArgs {
                 OnDisconnectArg::Continue => OnDisconnect::Continue,
                 OnDisconnectArg::Cancel => OnDisconnect::Cancel,
             },
+            shed: self.shed_above.map(|above| Shedding {
+                above,
+                status: match self.shed_status {
+                    Some(ShedStatusArg::TooMany) => StatusCode::TOO_MANY_REQUESTS,
+                    _ => StatusCode::SERVICE_UNAVAILABLE,
+                },
+                retry_after: self.retry_after.unwrap_or(Duration::from_secs(1)),
+            }),
             report_interval: self.report_interval,
             csv: self.csv.clone(),
             quiet: false,
@@ -184,9 +249,47 @@ pub enum StrategyArg {
     /// (first: the think time), capped at 5m, plus N(0, 0.1 s) jitter.
     #[value(name = "exponential-2014")]
     Exponential2014,
+    /// U(0, min(max, min * factor^n)).
+    FullJitter,
+    /// v/2 + U(0, v/2), v = min(max, min * factor^n).
+    EqualJitter,
+    /// min(max, U(min, factor * previous sleep)).
+    DecorrelatedJitter,
+    /// Ethernet: slot * (2^k - 1), k uniform in 0..=c, c growing per
+    /// failure up to --ceiling.
+    TruncatedBinary,
+    /// Google Cloud: min(min * factor^(n-1) + U(0, 1 s), max): 1 s, 2 s,
+    /// 4 s, ... plus up to 1000 ms, at most 32 s, at most 10 attempts.
+    Google,
 }
 
-/// Retry strategy flags.
+impl StrategyArg {
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            StrategyArg::Fixed => "fixed",
+            StrategyArg::Exponential => "exponential",
+            StrategyArg::Exponential2014 => "exponential-2014",
+            StrategyArg::FullJitter => "full-jitter",
+            StrategyArg::EqualJitter => "equal-jitter",
+            StrategyArg::DecorrelatedJitter => "decorrelated-jitter",
+            StrategyArg::TruncatedBinary => "truncated-binary",
+            StrategyArg::Google => "google",
+        }
+    }
+}
+
+/// Strategies that read --min-delay, --max-delay and --factor.
+const GROWING: &[&str] = &[
+    "exponential",
+    "full-jitter",
+    "equal-jitter",
+    "decorrelated-jitter",
+    "google",
+];
+
+/// Retry strategy flags. Flags that do not apply to the chosen strategy are
+/// refused; defaults depend on the strategy.
 #[derive(Debug, Clone, Args)]
 pub struct StrategyArgs {
     /// Retry strategy [default: fixed].
@@ -195,22 +298,32 @@ pub struct StrategyArgs {
     /// Same as --strategy exponential-2014 (the original client's flag).
     #[arg(long, conflicts_with = "strategy")]
     pub exponential_backoff: bool,
-    /// fixed: delay before every retry.
-    #[arg(long, alias = "simple-backoff-delay", default_value = "100ms", value_parser = duration, value_name = "DURATION")]
-    pub fixed_delay: Duration,
-    /// exponential: first delay.
-    #[arg(long, default_value = "100ms", value_parser = positive_duration, value_name = "DURATION")]
-    pub min_delay: Duration,
-    /// exponential: cap on a delay before jitter.
-    #[arg(long, default_value = "5m", value_parser = positive_duration, value_name = "DURATION")]
-    pub max_delay: Duration,
-    /// exponential: delay multiplier per retry (greater than 1).
-    #[arg(long, default_value = "2.7", value_parser = backoff_factor, value_name = "X")]
-    pub factor: f64,
+    /// fixed: delay before every retry [default: 100ms].
+    #[arg(long, alias = "simple-backoff-delay", value_parser = duration, value_name = "DURATION")]
+    pub fixed_delay: Option<Duration>,
+    /// First delay or base [default: 100ms; google: 1s].
+    #[arg(long, value_parser = positive_duration, value_name = "DURATION")]
+    pub min_delay: Option<Duration>,
+    /// Cap on a delay [default: 5m; google: 32s].
+    #[arg(long, value_parser = positive_duration, value_name = "DURATION")]
+    pub max_delay: Option<Duration>,
+    /// Growth factor, greater than 1 [default: exponential 2.7;
+    /// full-jitter, equal-jitter, google 2; decorrelated-jitter 3].
+    #[arg(long, value_parser = backoff_factor, value_name = "X")]
+    pub factor: Option<f64>,
     /// exponential: standard deviation of the normal jitter, as a fraction
-    /// of the delay (0 for none).
-    #[arg(long, default_value = "0.1", value_parser = non_negative, value_name = "X")]
-    pub jitter: f64,
+    /// of the delay; 0 for the plain geometric schedule [default: 0.1].
+    #[arg(long, value_parser = non_negative, value_name = "X")]
+    pub jitter: Option<f64>,
+    /// truncated-binary: slot time [default: 100ms].
+    #[arg(long, value_parser = positive_duration, value_name = "DURATION")]
+    pub slot_time: Option<Duration>,
+    /// truncated-binary: largest collision count, 1 to 32 [default: 10].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=32), value_name = "N")]
+    pub ceiling: Option<u32>,
+    /// truncated-binary: stay at the ceiling instead of starting again at 1.
+    #[arg(long)]
+    pub stay_at_ceiling: bool,
 }
 
 impl StrategyArgs {
@@ -223,33 +336,309 @@ impl StrategyArgs {
         }
     }
 
-    /// Builds the strategy, or says which flags disagree.
+    /// Builds the strategy, or says which flags are wrong for it.
     pub fn strategy(&self) -> Result<Strategy, String> {
-        Ok(match self.kind() {
-            StrategyArg::Fixed => Strategy::Fixed {
-                delay: self.fixed_delay,
-            },
-            StrategyArg::Exponential => {
-                if self.min_delay > self.max_delay {
-                    return Err("--min-delay must not exceed --max-delay".to_string());
-                }
-                Strategy::Exponential {
-                    min: self.min_delay,
-                    max: self.max_delay,
-                    factor: self.factor,
-                    jitter: self.jitter,
-                }
+        let kind = self.kind();
+        refuse_strays(
+            &[
+                ("--fixed-delay", self.fixed_delay.is_some(), &["fixed"]),
+                ("--min-delay", self.min_delay.is_some(), GROWING),
+                ("--max-delay", self.max_delay.is_some(), GROWING),
+                ("--factor", self.factor.is_some(), GROWING),
+                ("--jitter", self.jitter.is_some(), &["exponential"]),
+                (
+                    "--slot-time",
+                    self.slot_time.is_some(),
+                    &["truncated-binary"],
+                ),
+                ("--ceiling", self.ceiling.is_some(), &["truncated-binary"]),
+                (
+                    "--stay-at-ceiling",
+                    self.stay_at_ceiling,
+                    &["truncated-binary"],
+                ),
+            ],
+            kind.name(),
+            "--strategy",
+        )?;
+        let (min_default, max_default, factor_default) = match kind {
+            StrategyArg::Google => (Duration::from_secs(1), Duration::from_secs(32), 2.0),
+            StrategyArg::Exponential => (Duration::from_millis(100), Duration::from_secs(300), 2.7),
+            StrategyArg::DecorrelatedJitter => {
+                (Duration::from_millis(100), Duration::from_secs(300), 3.0)
             }
+            _ => (Duration::from_millis(100), Duration::from_secs(300), 2.0),
+        };
+        let min = self.min_delay.unwrap_or(min_default);
+        let max = self.max_delay.unwrap_or(max_default);
+        let factor = self.factor.unwrap_or(factor_default);
+        if GROWING.contains(&kind.name()) && min > max {
+            return Err("--min-delay must not exceed --max-delay".to_string());
+        }
+        Ok(match kind {
+            StrategyArg::Fixed => Strategy::Fixed {
+                delay: self.fixed_delay.unwrap_or(Duration::from_millis(100)),
+            },
+            StrategyArg::Exponential => Strategy::Exponential {
+                min,
+                max,
+                factor,
+                jitter: self.jitter.unwrap_or(0.1),
+            },
             StrategyArg::Exponential2014 => Strategy::Exponential2014,
+            StrategyArg::FullJitter => Strategy::FullJitter {
+                base: min,
+                cap: max,
+                factor,
+            },
+            StrategyArg::EqualJitter => Strategy::EqualJitter {
+                base: min,
+                cap: max,
+                factor,
+            },
+            StrategyArg::DecorrelatedJitter => Strategy::DecorrelatedJitter {
+                base: min,
+                cap: max,
+                factor,
+            },
+            StrategyArg::TruncatedBinary => Strategy::TruncatedBinary {
+                slot: self.slot_time.unwrap_or(Duration::from_millis(100)),
+                ceiling: self.ceiling.unwrap_or(10),
+                stay_at_ceiling: self.stay_at_ceiling,
+            },
+            StrategyArg::Google => Strategy::Google {
+                first: min,
+                factor,
+                max,
+            },
         })
+    }
+}
+
+/// Limits on the retries of a logical request, whatever the strategy.
+#[derive(Debug, Clone, Args)]
+pub struct LimitArgs {
+    /// Attempts per logical request, the first included; then it is given
+    /// up [default: no limit; google: 10].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
+    pub max_attempts: Option<u32>,
+    /// Give a logical request up once this long has passed since its first
+    /// attempt's scheduled start; no attempt runs past it.
+    #[arg(long, value_parser = positive_duration, value_name = "DURATION")]
+    pub deadline: Option<Duration>,
+    /// Wait at least what the server's Retry-After header asks for.
+    #[arg(long)]
+    pub respect_retry_after: bool,
+}
+
+impl LimitArgs {
+    /// The limits for a strategy (google has an attempt limit by default).
+    pub fn limits(&self, kind: StrategyArg) -> RetryLimits {
+        let default_attempts = (kind == StrategyArg::Google).then_some(10);
+        RetryLimits {
+            max_attempts: self.max_attempts.or(default_attempts),
+            deadline: self.deadline,
+            respect_retry_after: self.respect_retry_after,
+        }
+    }
+}
+
+/// The retry throttles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ThrottleArg {
+    /// gRPC retry throttling: no retries while tokens <= max/2.
+    TokenBucket,
+    /// Finagle-style budget: retries <= percent of requests + a floor.
+    Budget,
+    /// SRE book client-side throttling: reject locally with probability
+    /// max(0, (requests - K * accepts) / (requests + 1)).
+    Adaptive,
+    /// Closed, open for a cool-down, half-open probes.
+    CircuitBreaker,
+}
+
+impl ThrottleArg {
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            ThrottleArg::TokenBucket => "token-bucket",
+            ThrottleArg::Budget => "budget",
+            ThrottleArg::Adaptive => "adaptive",
+            ThrottleArg::CircuitBreaker => "circuit-breaker",
+        }
+    }
+}
+
+/// A throttle shared by all users of the process. Flags that do not apply
+/// to the chosen throttle are refused.
+#[derive(Debug, Clone, Args)]
+pub struct ThrottleArgs {
+    /// Retry throttle shared by all clients [default: none].
+    #[arg(long, value_enum, value_name = "NAME")]
+    pub throttle: Option<ThrottleArg>,
+    /// token-bucket: bucket size [default: 10].
+    #[arg(long, value_parser = positive, value_name = "X")]
+    pub max_tokens: Option<f64>,
+    /// token-bucket: tokens a success returns [default: 0.1].
+    #[arg(long, value_parser = positive, value_name = "X")]
+    pub token_ratio: Option<f64>,
+    /// budget: retries allowed as a percentage of requests [default: 20].
+    #[arg(long, value_parser = non_negative, value_name = "PERCENT")]
+    pub budget_percent: Option<f64>,
+    /// budget: window [default: 10s].
+    #[arg(long, value_parser = positive_duration, value_name = "DURATION")]
+    pub budget_ttl: Option<Duration>,
+    /// budget: retries per second allowed regardless [default: 10].
+    #[arg(long, value_parser = non_negative, value_name = "X")]
+    pub budget_min_per_sec: Option<f64>,
+    /// adaptive: the multiplier K [default: 2].
+    #[arg(long, value_parser = positive, value_name = "X")]
+    pub adaptive_k: Option<f64>,
+    /// adaptive: window [default: 2m].
+    #[arg(long, value_parser = positive_duration, value_name = "DURATION")]
+    pub adaptive_window: Option<Duration>,
+    /// circuit-breaker: failure share that opens it, in (0, 1] [default: 0.5].
+    #[arg(long, value_parser = ratio, value_name = "X")]
+    pub breaker_failure_ratio: Option<f64>,
+    /// circuit-breaker: fewest attempts in the window before the ratio
+    /// counts [default: 20].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..), value_name = "N")]
+    pub breaker_min_requests: Option<u64>,
+    /// circuit-breaker: window of the ratio [default: 10s].
+    #[arg(long, value_parser = positive_duration, value_name = "DURATION")]
+    pub breaker_window: Option<Duration>,
+    /// circuit-breaker: also open after this many consecutive failures.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..), value_name = "N")]
+    pub breaker_consecutive: Option<u64>,
+    /// circuit-breaker: how long it stays open [default: 5s].
+    #[arg(long, value_parser = positive_duration, value_name = "DURATION")]
+    pub breaker_cooldown: Option<Duration>,
+    /// circuit-breaker: attempts let through while half-open [default: 1].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
+    pub breaker_probes: Option<u32>,
+}
+
+/// A number in (0, 1].
+pub fn ratio(s: &str) -> Result<f64, String> {
+    match finite(s)? {
+        x if x > 0.0 && x <= 1.0 => Ok(x),
+        _ => Err("must be greater than 0 and at most 1".to_string()),
+    }
+}
+
+impl ThrottleArgs {
+    /// Builds the throttle, or says which flags are wrong for it.
+    pub fn throttle(&self) -> Result<Option<ThrottleConfig>, String> {
+        let name = self.throttle.map_or("none", ThrottleArg::name);
+        let breaker: &[&str] = &["circuit-breaker"];
+        refuse_strays(
+            &[
+                ("--max-tokens", self.max_tokens.is_some(), &["token-bucket"]),
+                (
+                    "--token-ratio",
+                    self.token_ratio.is_some(),
+                    &["token-bucket"],
+                ),
+                (
+                    "--budget-percent",
+                    self.budget_percent.is_some(),
+                    &["budget"],
+                ),
+                ("--budget-ttl", self.budget_ttl.is_some(), &["budget"]),
+                (
+                    "--budget-min-per-sec",
+                    self.budget_min_per_sec.is_some(),
+                    &["budget"],
+                ),
+                ("--adaptive-k", self.adaptive_k.is_some(), &["adaptive"]),
+                (
+                    "--adaptive-window",
+                    self.adaptive_window.is_some(),
+                    &["adaptive"],
+                ),
+                (
+                    "--breaker-failure-ratio",
+                    self.breaker_failure_ratio.is_some(),
+                    breaker,
+                ),
+                (
+                    "--breaker-min-requests",
+                    self.breaker_min_requests.is_some(),
+                    breaker,
+                ),
+                ("--breaker-window", self.breaker_window.is_some(), breaker),
+                (
+                    "--breaker-consecutive",
+                    self.breaker_consecutive.is_some(),
+                    breaker,
+                ),
+                (
+                    "--breaker-cooldown",
+                    self.breaker_cooldown.is_some(),
+                    breaker,
+                ),
+                ("--breaker-probes", self.breaker_probes.is_some(), breaker),
+            ],
+            name,
+            "--throttle",
+        )?;
+        Ok(self.throttle.map(|kind| match kind {
+            ThrottleArg::TokenBucket => ThrottleConfig::TokenBucket {
+                max_tokens: self.max_tokens.unwrap_or(10.0),
+                token_ratio: self.token_ratio.unwrap_or(0.1),
+            },
+            ThrottleArg::Budget => ThrottleConfig::Budget {
+                percent: self.budget_percent.unwrap_or(20.0) / 100.0,
+                ttl: self.budget_ttl.unwrap_or(Duration::from_secs(10)),
+                min_per_sec: self.budget_min_per_sec.unwrap_or(10.0),
+            },
+            ThrottleArg::Adaptive => ThrottleConfig::Adaptive {
+                k: self.adaptive_k.unwrap_or(2.0),
+                window: self.adaptive_window.unwrap_or(Duration::from_secs(120)),
+            },
+            ThrottleArg::CircuitBreaker => ThrottleConfig::CircuitBreaker {
+                failure_ratio: self.breaker_failure_ratio.unwrap_or(0.5),
+                min_requests: self.breaker_min_requests.unwrap_or(20),
+                window: self.breaker_window.unwrap_or(Duration::from_secs(10)),
+                consecutive: self.breaker_consecutive,
+                cooldown: self.breaker_cooldown.unwrap_or(Duration::from_secs(5)),
+                probes: self.breaker_probes.unwrap_or(1),
+            },
+        }))
     }
 }
 
 /// `client`: N simulated users sending Poisson traffic and retrying failed
 /// and timed-out requests under a chosen strategy. Prints OK/error/timeout
-/// rates every report interval.
+/// rates every report interval. `client plan` prints a strategy's schedule
+/// without sending anything.
 #[derive(Debug, Parser)]
-#[command(version, about, long_about = None, allow_negative_numbers = true)]
+#[command(
+    version,
+    about,
+    long_about = None,
+    allow_negative_numbers = true,
+    args_conflicts_with_subcommands = true
+)]
+pub struct ClientCli {
+    /// What to do (default: run the load).
+    #[command(subcommand)]
+    pub command: Option<ClientCommand>,
+    /// The load's flags.
+    #[command(flatten)]
+    pub run: ClientArgs,
+}
+
+/// Subcommands of `client`.
+#[derive(Debug, Subcommand)]
+pub enum ClientCommand {
+    /// Print a strategy's retry schedule: retry number, sleep before it and
+    /// time elapsed since the first failure. No network.
+    Plan(PlanArgs),
+}
+
+/// Flags of a client run.
+#[derive(Debug, Args)]
 pub struct ClientArgs {
     /// URL every attempt requests (plain http).
     #[arg(long, default_value = "http://127.0.0.1:8070/api", value_parser = http_url)]
@@ -268,6 +657,12 @@ pub struct ClientArgs {
     /// Retry strategy.
     #[command(flatten)]
     pub retry: StrategyArgs,
+    /// Retry limits.
+    #[command(flatten)]
+    pub limits: LimitArgs,
+    /// Retry throttle.
+    #[command(flatten)]
+    pub throttle: ThrottleArgs,
     /// How often to print a report line (and write a CSV row).
     #[arg(long, default_value = "5s", value_parser = positive_duration, value_name = "DURATION")]
     pub report_interval: Duration,
@@ -283,24 +678,101 @@ pub struct ClientArgs {
     pub csv: Option<PathBuf>,
 }
 
+fn conflict(msg: String) -> clap::Error {
+    ClientCli::command().error(ErrorKind::ArgumentConflict, msg)
+}
+
 impl ClientArgs {
     /// Checks the flags together and builds the client's configuration.
     pub fn config(&self) -> Result<ClientConfig, clap::Error> {
-        let strategy = self
-            .retry
-            .strategy()
-            .map_err(|msg| Self::command().error(ErrorKind::ArgumentConflict, msg))?;
+        let strategy = self.retry.strategy().map_err(conflict)?;
+        let throttle = self.throttle.throttle().map_err(conflict)?;
         Ok(ClientConfig {
             url: self.url.clone(),
             clients: self.clients,
             think: ThinkTime::new(self.lambda),
             timeout: self.timeout,
             strategy,
+            limits: self.limits.limits(self.retry.kind()),
+            throttle,
             report_interval: self.report_interval,
             duration: self.duration,
             seed: self.seed.unwrap_or_else(rand::random),
             csv: self.csv.clone(),
             quiet: false,
+        })
+    }
+}
+
+/// Output format of `client plan`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PlanFormat {
+    /// An aligned table for the terminal.
+    Table,
+    /// CSV, times in seconds with three decimals.
+    Csv,
+}
+
+/// Flags of `client plan`.
+#[derive(Debug, Args)]
+#[command(allow_negative_numbers = true)]
+pub struct PlanArgs {
+    /// Retry strategy and its flags.
+    #[command(flatten)]
+    pub retry: StrategyArgs,
+    /// Retries to show (attempts after the first).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=10_000), value_name = "N")]
+    pub attempts: u32,
+    /// Stop the table where --max-attempts would give up.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
+    pub max_attempts: Option<u32>,
+    /// Geometric schedule: pick r = 1 + X, so that each sleep is about X
+    /// times the time already waited (sets --factor; --jitter defaults to 0).
+    #[arg(long, value_parser = positive, value_name = "X", conflicts_with = "factor")]
+    pub target_ratio: Option<f64>,
+    /// Mean think time, seconds (exponential-2014 starts from it).
+    #[arg(long, default_value = "10", value_parser = seconds_or_duration, value_name = "SECONDS")]
+    pub lambda: Duration,
+    /// Draws for random strategies (min/median/max over them).
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..=1_000_000), value_name = "N")]
+    pub samples: u32,
+    /// Seed of the draws.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub seed: u64,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = PlanFormat::Table)]
+    pub format: PlanFormat,
+}
+
+impl PlanArgs {
+    /// Builds the planner's input, or says which flags are wrong.
+    pub fn request(&self) -> Result<PlanRequest, clap::Error> {
+        let mut retry = self.retry.clone();
+        if let Some(x) = self.target_ratio {
+            if retry.kind() != StrategyArg::Exponential {
+                return Err(conflict(
+                    "--target-ratio applies to --strategy exponential (the geometric schedule)"
+                        .to_string(),
+                ));
+            }
+            retry.factor = Some(1.0 + x);
+            retry.jitter.get_or_insert(0.0);
+        }
+        let strategy = retry.strategy().map_err(conflict)?;
+        let limit = LimitArgs {
+            max_attempts: self.max_attempts,
+            deadline: None,
+            respect_retry_after: false,
+        }
+        .limits(retry.kind())
+        .max_attempts
+        .map(|attempts| attempts.saturating_sub(1));
+        Ok(PlanRequest {
+            strategy,
+            think: ThinkTime::new(self.lambda),
+            retries: limit.map_or(self.attempts, |l| l.min(self.attempts)),
+            samples: self.samples,
+            seed: self.seed,
         })
     }
 }
@@ -312,7 +784,7 @@ mod tests {
     fn client(args: &[&str]) -> Result<ClientConfig, clap::Error> {
         let mut argv = vec!["client"];
         argv.extend_from_slice(args);
-        ClientArgs::try_parse_from(argv)?.config()
+        ClientCli::try_parse_from(argv)?.run.config()
     }
 
     fn server(args: &[&str]) -> Result<ServerConfig, clap::Error> {
@@ -321,8 +793,17 @@ mod tests {
         ServerArgs::try_parse_from(argv)?.config()
     }
 
-    fn message(e: clap::Error) -> String {
-        e.to_string()
+    fn plan(args: &[&str]) -> Result<PlanRequest, clap::Error> {
+        let mut argv = vec!["client", "plan"];
+        argv.extend_from_slice(args);
+        match ClientCli::try_parse_from(argv)?.command {
+            Some(ClientCommand::Plan(p)) => p.request(),
+            None => panic!("plan is a subcommand"),
+        }
+    }
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
     }
 
     #[test]
@@ -331,14 +812,11 @@ mod tests {
         assert_eq!(c.clients, 1000);
         assert_eq!(c.think.mean(), Duration::from_secs(10));
         assert_eq!(c.timeout, Duration::from_secs(2));
-        assert_eq!(
-            c.strategy,
-            Strategy::Fixed {
-                delay: Duration::from_millis(100)
-            }
-        );
+        assert_eq!(c.strategy, Strategy::Fixed { delay: ms(100) });
         assert_eq!(c.report_interval, Duration::from_secs(5));
         assert_eq!(c.url, "http://127.0.0.1:8070/api");
+        assert_eq!(c.limits, RetryLimits::default());
+        assert_eq!(c.throttle, None);
     }
 
     #[test]
@@ -346,64 +824,212 @@ mod tests {
         let c = client(&["--exponential-backoff"]).unwrap();
         assert_eq!(c.strategy, Strategy::Exponential2014);
         let c = client(&["--simple-backoff-delay", "250ms"]).unwrap();
-        assert_eq!(
-            c.strategy,
-            Strategy::Fixed {
-                delay: Duration::from_millis(250)
-            }
-        );
+        assert_eq!(c.strategy, Strategy::Fixed { delay: ms(250) });
         let s = server(&["--baseDelay", "20ms"]).unwrap();
-        assert_eq!(s.model.base, Duration::from_millis(20));
+        assert_eq!(s.model.base, ms(20));
     }
 
     #[test]
     fn lambda_takes_seconds_or_a_duration() {
-        assert_eq!(
-            client(&["--lambda", "0.5"]).unwrap().think.mean(),
-            Duration::from_millis(500)
-        );
+        assert_eq!(client(&["--lambda", "0.5"]).unwrap().think.mean(), ms(500));
         assert_eq!(
             client(&["--lambda", "250ms"]).unwrap().think.mean(),
-            Duration::from_millis(250)
+            ms(250)
         );
         assert!(client(&["--lambda", "0"]).is_err());
     }
 
     #[test]
-    fn textbook_exponential_reads_its_flags() {
-        let c = client(&[
-            "--strategy",
-            "exponential",
-            "--min-delay",
-            "1s",
-            "--factor",
-            "2",
-            "--jitter",
-            "0",
-            "--max-delay",
-            "1m",
-        ])
-        .unwrap();
+    fn every_strategy_reads_its_flags_with_its_defaults() {
+        let s = |args: &[&str]| client(args).unwrap().strategy;
         assert_eq!(
-            c.strategy,
+            s(&["--strategy", "exponential"]),
+            Strategy::Exponential {
+                min: ms(100),
+                max: Duration::from_secs(300),
+                factor: 2.7,
+                jitter: 0.1
+            }
+        );
+        assert_eq!(
+            s(&[
+                "--strategy",
+                "exponential",
+                "--min-delay",
+                "1s",
+                "--factor",
+                "2",
+                "--jitter",
+                "0"
+            ]),
             Strategy::Exponential {
                 min: Duration::from_secs(1),
-                max: Duration::from_secs(60),
+                max: Duration::from_secs(300),
                 factor: 2.0,
                 jitter: 0.0
             }
         );
+        assert_eq!(
+            s(&["--strategy", "full-jitter", "--max-delay", "10s"]),
+            Strategy::FullJitter {
+                base: ms(100),
+                cap: Duration::from_secs(10),
+                factor: 2.0
+            }
+        );
+        assert_eq!(
+            s(&["--strategy", "equal-jitter"]),
+            Strategy::EqualJitter {
+                base: ms(100),
+                cap: Duration::from_secs(300),
+                factor: 2.0
+            }
+        );
+        assert_eq!(
+            s(&["--strategy", "decorrelated-jitter"]),
+            Strategy::DecorrelatedJitter {
+                base: ms(100),
+                cap: Duration::from_secs(300),
+                factor: 3.0
+            }
+        );
+        assert_eq!(
+            s(&[
+                "--strategy",
+                "truncated-binary",
+                "--ceiling",
+                "4",
+                "--stay-at-ceiling"
+            ]),
+            Strategy::TruncatedBinary {
+                slot: ms(100),
+                ceiling: 4,
+                stay_at_ceiling: true
+            }
+        );
+        let google = client(&["--strategy", "google"]).unwrap();
+        assert_eq!(
+            google.strategy,
+            Strategy::Google {
+                first: Duration::from_secs(1),
+                factor: 2.0,
+                max: Duration::from_secs(32)
+            }
+        );
+        assert_eq!(google.limits.max_attempts, Some(10));
+        let google = client(&[
+            "--strategy",
+            "google",
+            "--max-attempts",
+            "3",
+            "--max-delay",
+            "64s",
+        ])
+        .unwrap();
+        assert_eq!(google.limits.max_attempts, Some(3));
+    }
+
+    #[test]
+    fn limits_and_throttles_read_their_flags() {
+        let c = client(&[
+            "--max-attempts",
+            "4",
+            "--deadline",
+            "30s",
+            "--respect-retry-after",
+        ])
+        .unwrap();
+        assert_eq!(
+            c.limits,
+            RetryLimits {
+                max_attempts: Some(4),
+                deadline: Some(Duration::from_secs(30)),
+                respect_retry_after: true
+            }
+        );
+        let t = |args: &[&str]| client(args).unwrap().throttle.unwrap();
+        assert_eq!(
+            t(&["--throttle", "token-bucket"]),
+            ThrottleConfig::TokenBucket {
+                max_tokens: 10.0,
+                token_ratio: 0.1
+            }
+        );
+        assert_eq!(
+            t(&["--throttle", "budget", "--budget-percent", "50"]),
+            ThrottleConfig::Budget {
+                percent: 0.5,
+                ttl: Duration::from_secs(10),
+                min_per_sec: 10.0
+            }
+        );
+        assert_eq!(
+            t(&["--throttle", "adaptive"]),
+            ThrottleConfig::Adaptive {
+                k: 2.0,
+                window: Duration::from_secs(120)
+            }
+        );
+        assert_eq!(
+            t(&[
+                "--throttle",
+                "circuit-breaker",
+                "--breaker-consecutive",
+                "5"
+            ]),
+            ThrottleConfig::CircuitBreaker {
+                failure_ratio: 0.5,
+                min_requests: 20,
+                window: Duration::from_secs(10),
+                consecutive: Some(5),
+                cooldown: Duration::from_secs(5),
+                probes: 1
+            }
+        );
+    }
+
+    #[test]
+    fn flags_of_another_strategy_or_throttle_are_refused() {
+        let cases: &[(&[&str], &str)] = &[
+            (
+                &["--jitter", "0.2"],
+                "--jitter does not apply to --strategy fixed",
+            ),
+            (
+                &["--strategy", "exponential", "--fixed-delay", "1s"],
+                "--fixed-delay",
+            ),
+            (&["--exponential-backoff", "--factor", "3"], "--factor"),
+            (&["--strategy", "full-jitter", "--jitter", "0"], "--jitter"),
+            (&["--strategy", "google", "--ceiling", "3"], "--ceiling"),
+            (
+                &["--max-tokens", "5"],
+                "--max-tokens does not apply to --throttle none",
+            ),
+            (
+                &["--throttle", "budget", "--adaptive-k", "3"],
+                "--adaptive-k",
+            ),
+        ];
+        for (args, needle) in cases {
+            let err = client(args).expect_err(&format!("{args:?} must be refused"));
+            assert_eq!(err.exit_code(), 2);
+            assert!(err.to_string().contains(needle), "{args:?}: {err}");
+        }
     }
 
     #[test]
     fn bad_input_names_the_flag() {
         let cases: &[(&[&str], &str)] = &[
             (&["--clients", "0"], "--clients"),
-            (&["--factor", "-1"], "--factor"),
-            (&["--factor", "1"], "--factor"),
+            (&["--strategy", "exponential", "--factor", "-1"], "--factor"),
+            (&["--strategy", "exponential", "--factor", "1"], "--factor"),
             (&["--timeout", "abc"], "--timeout"),
             (&["--timeout", "0s"], "--timeout"),
-            (&["--jitter", "-0.1"], "--jitter"),
+            (
+                &["--strategy", "exponential", "--jitter", "-0.1"],
+                "--jitter",
+            ),
             (&["--url", "https://127.0.0.1/api"], "--url"),
             (&["--strategy", "nope"], "--strategy"),
             (
@@ -421,11 +1047,24 @@ mod tests {
                 ],
                 "--min-delay",
             ),
+            (&["--max-attempts", "0"], "--max-attempts"),
+            (
+                &[
+                    "--throttle",
+                    "circuit-breaker",
+                    "--breaker-failure-ratio",
+                    "1.5",
+                ],
+                "--breaker-failure-ratio",
+            ),
         ];
         for (args, flag) in cases {
             let err = client(args).expect_err(&format!("{args:?} must be refused"));
             assert_eq!(err.exit_code(), 2, "{args:?}");
-            assert!(message(err).contains(flag), "{args:?} should name {flag}");
+            assert!(
+                err.to_string().contains(flag),
+                "{args:?} should name {flag}: {err}"
+            );
         }
         for (args, flag) in [
             (&["--factor", "-1"][..], "--factor"),
@@ -437,17 +1076,35 @@ mod tests {
                 "--base-delay",
             ),
             (&["--listen", "nowhere"][..], "--listen"),
+            (&["--retry-after", "2s"][..], "--retry-after"),
+            (&["--shed-above", "0"][..], "--shed-above"),
+            (
+                &["--shed-above", "5", "--shed-status", "500"][..],
+                "--shed-status",
+            ),
         ] {
             let err = server(args).expect_err(&format!("{args:?} must be refused"));
             assert_eq!(err.exit_code(), 2);
-            assert!(message(err).contains(flag), "{args:?} should name {flag}");
+            assert!(
+                err.to_string().contains(flag),
+                "{args:?} should name {flag}: {err}"
+            );
         }
     }
 
     #[test]
     fn unknown_strategy_lists_the_valid_ones() {
-        let msg = message(client(&["--strategy", "nope"]).unwrap_err());
-        for name in ["fixed", "exponential", "exponential-2014"] {
+        let msg = client(&["--strategy", "nope"]).unwrap_err().to_string();
+        for name in [
+            "fixed",
+            "exponential",
+            "exponential-2014",
+            "full-jitter",
+            "equal-jitter",
+            "decorrelated-jitter",
+            "truncated-binary",
+            "google",
+        ] {
             assert!(msg.contains(name), "{msg}");
         }
     }
@@ -459,5 +1116,66 @@ mod tests {
         assert_eq!(s.listen, "127.0.0.1:8070".parse().unwrap());
         assert_eq!(s.on_disconnect, OnDisconnect::Continue);
         assert_eq!(s.backlog, default_backlog());
+        assert_eq!(s.shed, None);
+    }
+
+    #[test]
+    fn shedding_reads_its_flags() {
+        let s = server(&["--shed-above", "200"]).unwrap();
+        assert_eq!(
+            s.shed,
+            Some(Shedding {
+                above: 200,
+                status: StatusCode::SERVICE_UNAVAILABLE,
+                retry_after: Duration::from_secs(1)
+            })
+        );
+        let s = server(&[
+            "--shed-above",
+            "5",
+            "--shed-status",
+            "429",
+            "--retry-after",
+            "250ms",
+        ])
+        .unwrap();
+        assert_eq!(s.shed.unwrap().status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(s.shed.unwrap().retry_after, ms(250));
+    }
+
+    #[test]
+    fn plan_target_ratio_picks_the_geometric_factor() {
+        let p = plan(&[
+            "--strategy",
+            "exponential",
+            "--min-delay",
+            "1s",
+            "--target-ratio",
+            "0.1",
+        ])
+        .unwrap();
+        match p.strategy {
+            Strategy::Exponential { factor, jitter, .. } => {
+                assert!((factor - 1.1).abs() < 1e-12);
+                assert_eq!(jitter, 0.0);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(plan(&["--target-ratio", "0.1"]).is_err());
+        assert!(
+            plan(&[
+                "--strategy",
+                "exponential",
+                "--target-ratio",
+                "0.1",
+                "--factor",
+                "2"
+            ])
+            .is_err()
+        );
+        let p = plan(&["--strategy", "google"]).unwrap();
+        assert_eq!(p.retries, 9, "google gives up after 10 attempts");
+        let p = plan(&["--attempts", "4", "--max-attempts", "10"]).unwrap();
+        assert_eq!(p.retries, 4);
     }
 }

@@ -26,8 +26,13 @@ use tokio::time::Instant;
 
 use crate::arrivals::{ThinkTime, user_rng};
 use crate::output::{CsvSink, say};
-use crate::policy::{Backoff, Strategy};
-use crate::stats::{ClientCounts, ClientRecorder, ClientRow, Outcome, Percentiles, unix_ms};
+use crate::policy::{
+    Backoff, Next, RetryLimits, Strategy, Throttle, ThrottleConfig, Verdict, parse_retry_after,
+};
+use crate::stats::{
+    ATTEMPT_BUCKETS, AttemptRecord, ClientCounts, ClientRecorder, ClientRow, Outcome, Percentiles,
+    RequestRecord, unix_ms,
+};
 
 /// Everything the client needs to run.
 #[derive(Debug, Clone)]
@@ -42,6 +47,10 @@ pub struct ClientConfig {
     pub timeout: Duration,
     /// Delay schedule between attempts.
     pub strategy: Strategy,
+    /// Attempt limit, deadline and `Retry-After` handling.
+    pub limits: RetryLimits,
+    /// Throttle shared by all users, if any.
+    pub throttle: Option<ThrottleConfig>,
     /// How often to report.
     pub report_interval: Duration,
     /// Stop after this long (otherwise when `shutdown` completes).
@@ -100,7 +109,7 @@ pub struct ClientSummary {
 
 impl fmt::Display for ClientSummary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let t = &self.totals;
+        let t = &self.totals.tally;
         let secs = self.elapsed.as_secs_f64().max(f64::MIN_POSITIVE);
         let rate = |n: u64| n as f64 / secs;
         writeln!(
@@ -113,13 +122,27 @@ impl fmt::Display for ClientSummary {
         )?;
         writeln!(
             f,
-            "  attempts: {} (OK {}, errors {}, timed out {}; retries {})",
+            "  attempts: {} (OK {}, errors {}, timed out {}; retries {}, throttled {})",
             t.attempts(),
             t.ok,
             t.errors,
             t.timeouts,
-            t.retries
+            t.retries,
+            t.throttled
         )?;
+        writeln!(
+            f,
+            "  requests: {} started, {} given up, {} attempts per request",
+            t.started,
+            t.gave_up,
+            t.amplification()
+                .map_or("-".to_string(), |a| format!("{a:.2}"))
+        )?;
+        write!(f, "  attempts per finished request:")?;
+        for ((_, label), count) in ATTEMPT_BUCKETS.iter().zip(t.attempts_per_request) {
+            write!(f, " {label}: {count},")?;
+        }
+        writeln!(f)?;
         writeln!(
             f,
             "  OK: {:.2} req/sec, errors: {:.2} req/sec, timedout: {:.2} req/sec",
@@ -130,12 +153,12 @@ impl fmt::Display for ClientSummary {
         writeln!(
             f,
             "  attempt latency (OK): {}",
-            Percentiles::of(&t.attempt_latency)
+            Percentiles::of(&self.totals.attempt_latency)
         )?;
         write!(
             f,
             "  request latency (first attempt to OK): {}",
-            Percentiles::of(&t.request_latency)
+            Percentiles::of(&self.totals.request_latency)
         )
     }
 }
@@ -226,9 +249,10 @@ impl Pool {
         Ok(Conn { sender, task })
     }
 
-    /// One GET; returns the status once the whole body has arrived. If the
-    /// future is dropped midway (timeout), the connection is closed.
-    async fn get(&self) -> Result<StatusCode, BoxError> {
+    /// One GET; returns the status and any `Retry-After` once the whole
+    /// body has arrived. If the future is dropped midway (timeout), the
+    /// connection is closed.
+    async fn get(&self) -> Result<(StatusCode, Option<Duration>), BoxError> {
         let mut conn = match self.checkout() {
             Some(conn) => conn,
             None => self.connect().await?,
@@ -239,17 +263,24 @@ impl Pool {
             .body(Empty::new())?;
         let response = conn.sender.send_request(request).await?;
         let status = response.status();
+        let retry_after = response
+            .headers()
+            .get(header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| parse_retry_after(v, std::time::SystemTime::now()));
         response.into_body().collect().await?;
         self.checkin(conn);
-        Ok(status)
+        Ok((status, retry_after))
     }
 
-    /// One attempt, classified. `deadline` bounds connect and response.
-    async fn attempt(&self, deadline: Instant) -> Outcome {
+    /// One attempt, classified, with the server's `Retry-After` if it sent
+    /// one. `deadline` bounds connect and response.
+    async fn attempt(&self, deadline: Instant) -> (Outcome, Option<Duration>) {
         match tokio::time::timeout_at(deadline, self.get()).await {
-            Err(_) => Outcome::Timeout,
-            Ok(Ok(status)) if status.is_success() => Outcome::Ok,
-            Ok(_) => Outcome::Error,
+            Err(_) => (Outcome::Timeout, None),
+            Ok(Ok((status, _))) if status.is_success() => (Outcome::Ok, None),
+            Ok(Ok((_, retry_after))) => (Outcome::Error, retry_after),
+            Ok(Err(_)) => (Outcome::Error, None),
         }
     }
 }
@@ -261,9 +292,69 @@ struct Shared {
     think: ThinkTime,
     timeout: Duration,
     strategy: Strategy,
+    limits: RetryLimits,
+    throttle: Option<Mutex<Throttle>>,
+    /// Time origin of the throttle's clock.
+    epoch: Instant,
 }
 
-/// One simulated user, forever: think, attempt until OK, think again.
+impl Shared {
+    fn throttle_verdict(&self, is_retry: bool, rng: &mut impl rand::Rng) -> Verdict {
+        match &self.throttle {
+            Some(t) => {
+                let now = self.epoch.elapsed();
+                t.lock()
+                    .expect("throttle lock poisoned")
+                    .before_attempt(is_retry, now, rng)
+            }
+            None => Verdict::Allow,
+        }
+    }
+
+    fn throttle_record(&self, ok: bool) {
+        if let Some(t) = &self.throttle {
+            let now = self.epoch.elapsed();
+            t.lock()
+                .expect("throttle lock poisoned")
+                .after_attempt(ok, now);
+        }
+    }
+
+    /// One attempt of a logical request that started (was intended) at
+    /// `first`, intended to start at `intended`: throttle, network, records.
+    async fn attempt(
+        &self,
+        first: Instant,
+        intended: Instant,
+        is_retry: bool,
+        rng: &mut impl rand::Rng,
+    ) -> Result<(Outcome, Option<Duration>), Verdict> {
+        let verdict = self.throttle_verdict(is_retry, rng);
+        let (outcome, retry_after) = match verdict {
+            Verdict::GiveUp => return Err(verdict),
+            Verdict::Reject => (Outcome::Error, None),
+            Verdict::Allow => {
+                self.recorder.attempt_started();
+                let end = self
+                    .limits
+                    .attempt_end(intended.saturating_duration_since(first), self.timeout);
+                let result = self.pool.attempt(first + end).await;
+                self.throttle_record(result.0 == Outcome::Ok);
+                result
+            }
+        };
+        self.recorder.attempt_finished(AttemptRecord {
+            outcome,
+            is_retry,
+            rejected_locally: verdict == Verdict::Reject,
+            latency: Instant::now().saturating_duration_since(intended),
+        });
+        Ok((outcome, retry_after))
+    }
+}
+
+/// One simulated user, forever: think, attempt until OK or given up, think
+/// again.
 async fn user(shared: Arc<Shared>, seed: u64, index: u64) {
     let mut rng = user_rng(seed, index);
     let mut ready_at = Instant::now();
@@ -272,24 +363,44 @@ async fn user(shared: Arc<Shared>, seed: u64, index: u64) {
         let first = ready_at + think;
         let mut backoff = Backoff::new(think);
         let mut intended = first;
-        loop {
+        let mut attempts = 0;
+        let finished = loop {
             tokio::time::sleep_until(intended).await;
-            shared.recorder.attempt_started();
-            let outcome = shared.pool.attempt(intended + shared.timeout).await;
+            let Ok((outcome, retry_after)) = shared
+                .attempt(first, intended, attempts > 0, &mut rng)
+                .await
+            else {
+                // A throttle refused the retry.
+                break RequestRecord {
+                    attempts,
+                    latency: None,
+                    throttled: true,
+                };
+            };
+            attempts += 1;
             let end = Instant::now();
-            let done = outcome == Outcome::Ok;
-            shared.recorder.attempt_finished(
-                outcome,
-                backoff.retries() > 0,
-                end.saturating_duration_since(intended),
-                done.then(|| end.saturating_duration_since(first)),
-            );
-            if done {
-                ready_at = end;
-                break;
+            let elapsed = end.saturating_duration_since(first);
+            if outcome == Outcome::Ok {
+                break RequestRecord {
+                    attempts,
+                    latency: Some(elapsed),
+                    throttled: false,
+                };
             }
-            intended = end + backoff.next_delay(&shared.strategy, &mut rng);
-        }
+            let proposed = backoff.next_delay(&shared.strategy, &mut rng);
+            match shared.limits.next(attempts, elapsed, proposed, retry_after) {
+                Next::Retry(delay) => intended = end + delay,
+                Next::GiveUp => {
+                    break RequestRecord {
+                        attempts,
+                        latency: None,
+                        throttled: false,
+                    };
+                }
+            }
+        };
+        shared.recorder.request_finished(finished);
+        ready_at = Instant::now();
     }
 }
 
@@ -316,6 +427,9 @@ pub async fn run(
         think: config.think,
         timeout: config.timeout,
         strategy: config.strategy,
+        limits: config.limits,
+        throttle: config.throttle.map(|t| Mutex::new(Throttle::new(t))),
+        epoch: Instant::now(),
     });
 
     let start = Instant::now();
@@ -399,12 +513,15 @@ pub fn describe(config: &ClientConfig) -> String {
     let demand = f64::from(config.clients) / config.think.mean().as_secs_f64();
     format!(
         "{} clients -> {}, mean think {} (about {demand:.0} req/s), timeout {}, \
-         strategy {}, seed {}",
+         strategy {}{}, seed {}",
         config.clients,
         config.url,
         humantime::format_duration(config.think.mean()),
         humantime::format_duration(config.timeout),
         config.strategy.name(),
+        config
+            .throttle
+            .map_or(String::new(), |t| format!(", throttle {}", t.name())),
         config.seed
     )
 }

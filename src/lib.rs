@@ -8,9 +8,10 @@
 //! Pure logic, with no I/O and no clock:
 //! - [`latency`]: the server's delay model;
 //! - [`scheduler`]: exact completion of in-flight requests under that model;
-//! - [`policy`]: retry delay schedules;
+//! - [`policy`]: retry delay schedules, limits and throttles;
 //! - [`arrivals`]: think times and per-user random streams;
-//! - [`stats`]: counters, histograms and report rows.
+//! - [`stats`]: counters, histograms and report rows;
+//! - [`planner`]: a strategy's schedule, computed without any network.
 //!
 //! I/O:
 //! - [`server`]: the hyper server and its reporter;
@@ -24,6 +25,7 @@ pub mod client;
 pub mod latency;
 pub mod limits;
 pub mod output;
+pub mod planner;
 pub mod policy;
 pub mod scheduler;
 pub mod server;

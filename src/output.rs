@@ -35,6 +35,9 @@ impl CsvRow for ClientRow {
         "p50_ms",
         "p99_ms",
         "max_ms",
+        "gave_up_per_s",
+        "throttled_per_s",
+        "attempts_per_request",
     ];
 }
 
@@ -46,6 +49,7 @@ impl CsvRow for ServerRow {
         "last_delay_ms",
         "completed_per_s",
         "abandoned_per_s",
+        "shed_per_s",
     ];
 }
 
@@ -136,6 +140,7 @@ mod tests {
             ServerCounts {
                 completed: 10,
                 abandoned: 0,
+                shed: 2,
             },
             Duration::from_secs(1),
             3,
@@ -145,7 +150,7 @@ mod tests {
         );
         sink.write(&row).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
-        assert_eq!(text.lines().nth(1), Some("1,2.0,3,100.0,10.0,0.0"));
+        assert_eq!(text.lines().nth(1), Some("1,2.0,3,100.0,10.0,0.0,2.0"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

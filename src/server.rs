@@ -31,6 +31,7 @@ use tokio::time::Instant;
 
 use crate::latency::LatencyModel;
 use crate::output::{CsvSink, say};
+use crate::policy::format_retry_after;
 use crate::scheduler::{Completion, CompletionScheduler, Ticket};
 use crate::stats::{ServerCounts, ServerRow, format_delay, unix_ms};
 
@@ -59,6 +60,8 @@ pub struct ServerConfig {
     pub backlog: u32,
     /// What happens to abandoned requests.
     pub on_disconnect: OnDisconnect,
+    /// Push-back: with this many requests in flight, refuse new ones at once.
+    pub shed: Option<Shedding>,
     /// How often to report.
     pub report_interval: Duration,
     /// Where to write report rows, if anywhere.
@@ -74,11 +77,24 @@ impl Default for ServerConfig {
             model: LatencyModel::default(),
             backlog: default_backlog(),
             on_disconnect: OnDisconnect::Continue,
+            shed: None,
             report_interval: Duration::from_secs(1),
             csv: None,
             quiet: false,
         }
     }
+}
+
+/// Load shedding: the server's push-back when it is over a threshold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shedding {
+    /// Requests in flight at which new ones are refused (so concurrency
+    /// never exceeds it).
+    pub above: u64,
+    /// Status of the refusal: 503 (overload) or 429 (rate limit).
+    pub status: StatusCode,
+    /// Value of the `Retry-After` header sent with it.
+    pub retry_after: Duration,
 }
 
 /// The kernel's maximum listen backlog (`/proc/sys/net/core/somaxconn`), or
@@ -142,6 +158,8 @@ pub struct Gauges {
     pub abandoned: AtomicU64,
     /// Failed `accept` calls since start (for example, out of descriptors).
     pub accept_errors: AtomicU64,
+    /// Requests shed since start.
+    pub shed: AtomicU64,
 }
 
 /// Totals of a whole server run.
@@ -155,14 +173,17 @@ pub struct ServerSummary {
     pub peak_concurrency: u64,
     /// Requests still in flight at the stop.
     pub in_flight: u64,
+    /// Requests shed (refused at once).
+    pub shed: u64,
 }
 
 impl fmt::Display for ServerSummary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "server stopped: completed {}, abandoned {}, peak concurrency {}, in flight at stop {}",
-            self.completed, self.abandoned, self.peak_concurrency, self.in_flight
+            "server stopped: completed {}, abandoned {}, shed {}, peak concurrency {}, \
+             in flight at stop {}",
+            self.completed, self.abandoned, self.shed, self.peak_concurrency, self.in_flight
         )
     }
 }
@@ -234,6 +255,13 @@ impl Server {
             to_model: tx,
             next_id: AtomicU64::new(0),
             cancel_on_disconnect: config.on_disconnect == OnDisconnect::Cancel,
+            shed: config.shed.map(|s| {
+                let value = format_retry_after(s.retry_after);
+                (
+                    s.status,
+                    header::HeaderValue::from_str(&value).expect("digits are a valid header value"),
+                )
+            }),
         });
         accept_loop(listener, shared, &gauges, shutdown).await;
         let _ = stop_tx.send(());
@@ -291,10 +319,19 @@ enum ToModel {
     Admit {
         id: u64,
         stamp: Instant,
-        reply: oneshot::Sender<()>,
+        reply: oneshot::Sender<Reply>,
     },
     /// The client of request `id` went away (sent in `cancel` mode only).
     Cancel { id: u64 },
+}
+
+/// The model's answer to an admitted request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reply {
+    /// The modelled delay has elapsed: answer OK.
+    Done,
+    /// Over the shedding threshold: refused without entering the model.
+    Shed,
 }
 
 /// State shared by all request handlers.
@@ -302,6 +339,8 @@ struct Handler {
     to_model: mpsc::UnboundedSender<ToModel>,
     next_id: AtomicU64,
     cancel_on_disconnect: bool,
+    /// Status and `Retry-After` value of a shed request.
+    shed: Option<(StatusCode, header::HeaderValue)>,
 }
 
 impl Handler {
@@ -314,18 +353,24 @@ impl Handler {
         req: Request<Incoming>,
     ) -> impl Future<Output = Result<Response<Full<Bytes>>, Infallible>> + use<> {
         let admission = self.admit(&req);
+        let shed = self.shed.clone();
         async move {
             let (done, guard) = match admission {
                 Admission::Answer(response) => return Ok(response),
                 Admission::Wait { done, guard } => (done, guard),
             };
-            let answered = done.await.is_ok();
+            let reply = done.await;
             // Answered (or shut down): nothing left to cancel.
             std::mem::forget(guard);
-            Ok(if answered {
-                plain(StatusCode::OK, "OK")
-            } else {
-                plain(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n")
+            Ok(match (reply, &shed) {
+                (Ok(Reply::Done), _) => plain(StatusCode::OK, "OK"),
+                (Ok(Reply::Shed), Some((status, retry_after))) => {
+                    let mut resp = plain(*status, "overloaded, retry later\n");
+                    resp.headers_mut()
+                        .insert(header::RETRY_AFTER, retry_after.clone());
+                    resp
+                }
+                _ => plain(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n"),
             })
         }
     }
@@ -366,7 +411,7 @@ enum Admission {
     /// Admitted into the model: wait on `done`; `guard` cancels the work if
     /// dropped first (in `cancel` mode).
     Wait {
-        done: oneshot::Receiver<()>,
+        done: oneshot::Receiver<Reply>,
         guard: Option<CancelOnDrop>,
     },
 }
@@ -393,7 +438,7 @@ fn plain(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
 /// A request waiting in the model.
 struct Pending {
     id: u64,
-    reply: oneshot::Sender<()>,
+    reply: oneshot::Sender<Reply>,
 }
 
 /// Owns the latency model's scheduler, the counters and the report.
@@ -403,6 +448,8 @@ struct ModelActor {
     rx: mpsc::UnboundedReceiver<ToModel>,
     /// Tickets by request id, kept only in `cancel` mode.
     tickets: Option<HashMap<u64, Ticket>>,
+    /// Concurrency at which requests are shed.
+    shed_above: Option<u64>,
     interval: ServerCounts,
     totals: ServerCounts,
     peak: u64,
@@ -424,6 +471,7 @@ impl ModelActor {
             epoch: Instant::now(),
             rx,
             tickets: (config.on_disconnect == OnDisconnect::Cancel).then(HashMap::new),
+            shed_above: config.shed.map(|s| s.above),
             interval: ServerCounts::default(),
             totals: ServerCounts::default(),
             peak: 0,
@@ -481,6 +529,7 @@ impl ModelActor {
             abandoned: self.totals.abandoned,
             peak_concurrency: self.peak,
             in_flight: self.scheduler.concurrency(),
+            shed: self.totals.shed,
         };
         if !self.quiet {
             say(summary);
@@ -496,6 +545,17 @@ impl ModelActor {
         match msg {
             ToModel::Admit { id, stamp, reply } => {
                 let at = stamp.saturating_duration_since(self.epoch);
+                // Completions due by now free their places first.
+                self.scheduler.advance(at);
+                if self
+                    .shed_above
+                    .is_some_and(|above| self.scheduler.concurrency() >= above)
+                {
+                    let _ = reply.send(Reply::Shed);
+                    self.interval.shed += 1;
+                    self.totals.shed += 1;
+                    return;
+                }
                 let ticket = self.scheduler.admit(at, Pending { id, reply });
                 if let Some(tickets) = &mut self.tickets {
                     tickets.insert(id, ticket);
@@ -523,7 +583,7 @@ impl ModelActor {
             }
             // A closed channel means hyper dropped the handler: the client
             // went away and this completion is wasted work.
-            if payload.reply.send(()).is_ok() {
+            if payload.reply.send(Reply::Done).is_ok() {
                 self.interval.completed += 1;
                 self.totals.completed += 1;
             } else {
@@ -537,6 +597,7 @@ impl ModelActor {
         g.peak_concurrency.store(self.peak, Ordering::Relaxed);
         g.completed.store(self.totals.completed, Ordering::Relaxed);
         g.abandoned.store(self.totals.abandoned, Ordering::Relaxed);
+        g.shed.store(self.totals.shed, Ordering::Relaxed);
     }
 
     fn report(&mut self, measured: Duration) {
@@ -570,7 +631,7 @@ pub fn describe(config: &ServerConfig, addr: SocketAddr) -> String {
     let m = &config.model;
     format!(
         "listening on http://{addr}{API_PATH}: base delay {}, limit {}, factor {}, scale {}, \
-         max delay {}, backlog {}, on disconnect {}",
+         max delay {}, backlog {}, on disconnect {}{}",
         format_delay(m.base),
         m.limit,
         m.factor,
@@ -580,6 +641,15 @@ pub fn describe(config: &ServerConfig, addr: SocketAddr) -> String {
         match config.on_disconnect {
             OnDisconnect::Continue => "continue",
             OnDisconnect::Cancel => "cancel",
+        },
+        match config.shed {
+            Some(s) => format!(
+                ", shedding at {} with {} and Retry-After {}",
+                s.above,
+                s.status.as_u16(),
+                format_retry_after(s.retry_after)
+            ),
+            None => String::new(),
         }
     )
 }

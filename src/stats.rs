@@ -77,17 +77,77 @@ pub enum Outcome {
     Timeout,
 }
 
-/// What the client saw during one interval (or, merged, a whole run).
-#[derive(Debug, Clone)]
-pub struct ClientCounts {
+/// Upper bounds of the attempts-per-request buckets: 1, 2, 3, 4, 5, 6-10,
+/// more.
+pub const ATTEMPT_BUCKETS: [(u32, &str); 7] = [
+    (1, "1"),
+    (2, "2"),
+    (3, "3"),
+    (4, "4"),
+    (5, "5"),
+    (10, "6-10"),
+    (u32::MAX, "more"),
+];
+
+/// Counts of what the client saw during one interval (or a whole run).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tally {
     /// Attempts that succeeded.
     pub ok: u64,
-    /// Attempts that failed with an error.
+    /// Attempts that failed with an error (including attempts a throttle
+    /// refused locally).
     pub errors: u64,
     /// Attempts that timed out.
     pub timeouts: u64,
     /// Attempts that were retries (not the first of a logical request).
     pub retries: u64,
+    /// Logical requests started (first attempts).
+    pub started: u64,
+    /// Logical requests given up (attempt limit, deadline, throttle).
+    pub gave_up: u64,
+    /// Attempts refused by a throttle: retries refused (the request then
+    /// given up) and attempts rejected locally (counted as errors too).
+    pub throttled: u64,
+    /// Finished logical requests (succeeded or given up) by attempts made,
+    /// in the buckets of [`ATTEMPT_BUCKETS`].
+    pub attempts_per_request: [u64; 7],
+}
+
+impl Tally {
+    /// Total attempts.
+    pub fn attempts(&self) -> u64 {
+        self.ok + self.errors + self.timeouts
+    }
+
+    /// Attempts per logical request started (amplification), if any started.
+    pub fn amplification(&self) -> Option<f64> {
+        (self.started > 0).then(|| self.attempts() as f64 / self.started as f64)
+    }
+
+    /// Adds another tally to this one.
+    pub fn add(&mut self, other: &Tally) {
+        self.ok += other.ok;
+        self.errors += other.errors;
+        self.timeouts += other.timeouts;
+        self.retries += other.retries;
+        self.started += other.started;
+        self.gave_up += other.gave_up;
+        self.throttled += other.throttled;
+        for (mine, theirs) in self
+            .attempts_per_request
+            .iter_mut()
+            .zip(other.attempts_per_request)
+        {
+            *mine += theirs;
+        }
+    }
+}
+
+/// What the client saw during one interval (or, merged, a whole run).
+#[derive(Debug, Clone)]
+pub struct ClientCounts {
+    /// The counts.
+    pub tally: Tally,
     /// Latency of successful attempts, from their intended start.
     pub attempt_latency: Histogram<u64>,
     /// Latency of logical requests that succeeded, from the intended start of
@@ -98,10 +158,7 @@ pub struct ClientCounts {
 impl Default for ClientCounts {
     fn default() -> Self {
         ClientCounts {
-            ok: 0,
-            errors: 0,
-            timeouts: 0,
-            retries: 0,
+            tally: Tally::default(),
             attempt_latency: latency_histogram(),
             request_latency: latency_histogram(),
         }
@@ -111,10 +168,7 @@ impl Default for ClientCounts {
 impl ClientCounts {
     /// Adds another interval's counts to these.
     pub fn merge(&mut self, other: &ClientCounts) {
-        self.ok += other.ok;
-        self.errors += other.errors;
-        self.timeouts += other.timeouts;
-        self.retries += other.retries;
+        self.tally.add(&other.tally);
         self.attempt_latency
             .add(&other.attempt_latency)
             .expect("histograms share their bounds");
@@ -125,18 +179,35 @@ impl ClientCounts {
 
     /// Empties the counts, keeping the histograms' memory.
     fn clear(&mut self) {
-        self.ok = 0;
-        self.errors = 0;
-        self.timeouts = 0;
-        self.retries = 0;
+        self.tally = Tally::default();
         self.attempt_latency.reset();
         self.request_latency.reset();
     }
+}
 
-    /// Total attempts.
-    pub fn attempts(&self) -> u64 {
-        self.ok + self.errors + self.timeouts
-    }
+/// How one attempt went, for [`ClientRecorder::attempt_finished`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AttemptRecord {
+    /// How it ended.
+    pub outcome: Outcome,
+    /// A retry (not the first attempt of its logical request).
+    pub is_retry: bool,
+    /// Refused locally by a throttle (never sent).
+    pub rejected_locally: bool,
+    /// Time from its intended start to its end.
+    pub latency: Duration,
+}
+
+/// How a logical request ended, for [`ClientRecorder::request_finished`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RequestRecord {
+    /// Attempts it made, local rejections included.
+    pub attempts: u32,
+    /// Time from its first attempt's intended start to its success, or
+    /// `None` if it was given up.
+    pub latency: Option<Duration>,
+    /// Given up because a throttle refused a retry.
+    pub throttled: bool,
 }
 
 /// Collects attempt outcomes from every simulated client of a process.
@@ -157,31 +228,46 @@ impl ClientRecorder {
         self.in_flight.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Records how an attempt ended; `latency` is measured from its intended
-    /// start. `request_latency` is set when it completed a logical request.
-    pub fn attempt_finished(
-        &self,
-        outcome: Outcome,
-        is_retry: bool,
-        latency: Duration,
-        request_latency: Option<Duration>,
-    ) {
-        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+    /// Records how an attempt ended.
+    pub fn attempt_finished(&self, record: AttemptRecord) {
+        if !record.rejected_locally {
+            self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        }
         let mut c = self.current.lock().expect("recorder lock poisoned");
-        match outcome {
-            Outcome::Ok => {
-                c.ok += 1;
-                record_latency(&mut c.attempt_latency, latency);
-            }
-            Outcome::Error => c.errors += 1,
-            Outcome::Timeout => c.timeouts += 1,
+        let t = &mut c.tally;
+        match record.outcome {
+            Outcome::Ok => t.ok += 1,
+            Outcome::Error => t.errors += 1,
+            Outcome::Timeout => t.timeouts += 1,
         }
-        if is_retry {
-            c.retries += 1;
+        if record.is_retry {
+            t.retries += 1;
+        } else {
+            t.started += 1;
         }
-        if let Some(d) = request_latency {
-            record_latency(&mut c.request_latency, d);
+        if record.rejected_locally {
+            t.throttled += 1;
         }
+        if record.outcome == Outcome::Ok {
+            record_latency(&mut c.attempt_latency, record.latency);
+        }
+    }
+
+    /// Records how a logical request ended.
+    pub fn request_finished(&self, record: RequestRecord) {
+        let mut c = self.current.lock().expect("recorder lock poisoned");
+        match record.latency {
+            Some(d) => record_latency(&mut c.request_latency, d),
+            None => c.tally.gave_up += 1,
+        }
+        if record.throttled {
+            c.tally.throttled += 1;
+        }
+        let bucket = ATTEMPT_BUCKETS
+            .iter()
+            .position(|&(max, _)| record.attempts <= max)
+            .expect("the last bucket takes everything");
+        c.tally.attempts_per_request[bucket] += 1;
     }
 
     /// Attempts in flight right now.
@@ -225,6 +311,12 @@ pub struct ClientRow {
     pub p99_ms: Option<f64>,
     /// Largest of the same.
     pub max_ms: Option<f64>,
+    /// Logical requests given up per second.
+    pub gave_up_per_s: f64,
+    /// Attempts refused by a throttle per second.
+    pub throttled_per_s: f64,
+    /// Attempts per logical request started in the interval (amplification).
+    pub attempts_per_request: Option<f64>,
 }
 
 impl ClientRow {
@@ -238,17 +330,21 @@ impl ClientRow {
     ) -> Self {
         let secs = interval.as_secs_f64();
         let latency = Percentiles::of(&counts.attempt_latency);
+        let t = &counts.tally;
         ClientRow {
             unix_ms,
             elapsed_s: round3(elapsed.as_secs_f64()),
-            ok_per_s: round2(per_sec(counts.ok, secs)),
-            errors_per_s: round2(per_sec(counts.errors, secs)),
-            timeouts_per_s: round2(per_sec(counts.timeouts, secs)),
-            retries_per_s: round2(per_sec(counts.retries, secs)),
+            ok_per_s: round2(per_sec(t.ok, secs)),
+            errors_per_s: round2(per_sec(t.errors, secs)),
+            timeouts_per_s: round2(per_sec(t.timeouts, secs)),
+            retries_per_s: round2(per_sec(t.retries, secs)),
             in_flight,
             p50_ms: latency.p50_ms,
             p99_ms: latency.p99_ms,
             max_ms: latency.max_ms,
+            gave_up_per_s: round2(per_sec(t.gave_up, secs)),
+            throttled_per_s: round2(per_sec(t.throttled, secs)),
+            attempts_per_request: t.amplification().map(round2),
         }
     }
 }
@@ -277,7 +373,18 @@ impl fmt::Display for ClientRow {
             self.retries_per_s,
             self.in_flight,
             self.latency()
-        )
+        )?;
+        if self.gave_up_per_s > 0.0 || self.throttled_per_s > 0.0 {
+            write!(
+                f,
+                ", gave up: {:.2} req/sec, throttled: {:.2} req/sec",
+                self.gave_up_per_s, self.throttled_per_s
+            )?;
+        }
+        match self.attempts_per_request {
+            Some(a) => write!(f, ", attempts/request: {a:.2}"),
+            None => write!(f, ", attempts/request: -"),
+        }
     }
 }
 
@@ -296,6 +403,8 @@ pub struct ServerRow {
     pub completed_per_s: f64,
     /// Requests whose client had gone (wasted work) per second.
     pub abandoned_per_s: f64,
+    /// Requests refused at once by `--shed-above` per second.
+    pub shed_per_s: f64,
 }
 
 /// What the server counted during one interval.
@@ -305,6 +414,9 @@ pub struct ServerCounts {
     pub completed: u64,
     /// Requests whose client went away before the answer.
     pub abandoned: u64,
+    /// Requests refused at once because the server was over its shedding
+    /// threshold.
+    pub shed: u64,
 }
 
 impl ServerRow {
@@ -326,6 +438,7 @@ impl ServerRow {
             last_delay_ms: round3(delay.as_secs_f64() * 1e3),
             completed_per_s: round2(per_sec(counts.completed, secs)),
             abandoned_per_s: round2(per_sec(counts.abandoned, secs)),
+            shed_per_s: round2(per_sec(counts.shed, secs)),
         }
     }
 }
@@ -339,7 +452,11 @@ impl fmt::Display for ServerRow {
             format_delay(Duration::from_secs_f64(self.last_delay_ms / 1e3)),
             self.completed_per_s,
             self.abandoned_per_s
-        )
+        )?;
+        if self.shed_per_s > 0.0 {
+            write!(f, ", shed: {:.2} req/sec", self.shed_per_s)?;
+        }
+        Ok(())
     }
 }
 
@@ -373,16 +490,25 @@ fn round3(x: f64) -> f64 {
 mod tests {
     use super::*;
 
+    fn attempt(outcome: Outcome, is_retry: bool, ms: u64) -> AttemptRecord {
+        AttemptRecord {
+            outcome,
+            is_retry,
+            rejected_locally: false,
+            latency: Duration::from_millis(ms),
+        }
+    }
+
     #[test]
     fn rates_use_the_measured_interval() {
         let r = ClientRecorder::new();
         for _ in 0..300 {
             r.attempt_started();
-            r.attempt_finished(Outcome::Ok, false, Duration::from_millis(100), None);
+            r.attempt_finished(attempt(Outcome::Ok, false, 100));
         }
         for _ in 0..30 {
             r.attempt_started();
-            r.attempt_finished(Outcome::Timeout, true, Duration::from_secs(2), None);
+            r.attempt_finished(attempt(Outcome::Timeout, true, 2000));
         }
         r.attempt_started();
         let mut c = ClientCounts::default();
@@ -393,6 +519,7 @@ mod tests {
         assert_eq!(row.timeouts_per_s, 5.0);
         assert_eq!(row.retries_per_s, 5.0);
         assert_eq!(row.in_flight, 1);
+        assert_eq!(row.attempts_per_request, Some(1.1));
         let p50 = row.p50_ms.unwrap();
         assert!((p50 - 100.0).abs() < 0.1, "{p50}");
         assert!(
@@ -402,16 +529,50 @@ mod tests {
     }
 
     #[test]
+    fn requests_fill_the_attempt_buckets_and_count_give_ups() {
+        let r = ClientRecorder::new();
+        for attempts in [1, 1, 2, 5, 6, 10, 11, 400] {
+            r.request_finished(RequestRecord {
+                attempts,
+                latency: Some(Duration::from_millis(5)),
+                throttled: false,
+            });
+        }
+        r.request_finished(RequestRecord {
+            attempts: 3,
+            latency: None,
+            throttled: true,
+        });
+        r.attempt_started();
+        r.attempt_finished(AttemptRecord {
+            rejected_locally: true,
+            ..attempt(Outcome::Error, true, 0)
+        });
+        let mut c = ClientCounts::default();
+        r.take_interval(&mut c);
+        assert_eq!(c.tally.attempts_per_request, [2, 1, 1, 0, 1, 2, 2]);
+        assert_eq!(c.tally.gave_up, 1);
+        assert_eq!(c.tally.throttled, 2);
+        assert_eq!(c.tally.errors, 1);
+        assert_eq!(c.request_latency.len(), 8);
+        let row = ClientRow::new(&c, Duration::from_secs(1), 0, 0, Duration::ZERO);
+        assert!(
+            row.to_string()
+                .contains("gave up: 1.00 req/sec, throttled: 2.00 req/sec")
+        );
+    }
+
+    #[test]
     fn taking_an_interval_resets_counts_but_not_in_flight() {
         let r = ClientRecorder::new();
         r.attempt_started();
         r.attempt_started();
-        r.attempt_finished(Outcome::Error, false, Duration::from_millis(1), None);
+        r.attempt_finished(attempt(Outcome::Error, false, 1));
         let mut c = ClientCounts::default();
         r.take_interval(&mut c);
-        assert_eq!(c.errors, 1);
+        assert_eq!(c.tally.errors, 1);
         r.take_interval(&mut c);
-        assert_eq!(c.attempts(), 0);
+        assert_eq!(c.tally.attempts(), 0);
         assert_eq!(r.in_flight(), 1);
     }
 
@@ -425,7 +586,10 @@ mod tests {
             Duration::ZERO,
         );
         assert_eq!(row.latency(), Percentiles::default());
-        assert!(row.to_string().ends_with("p50: -, p99: -, max: -"));
+        assert!(
+            row.to_string()
+                .contains("p50: -, p99: -, max: -, attempts/request: -")
+        );
     }
 
     #[test]
@@ -443,6 +607,7 @@ mod tests {
             ServerCounts {
                 completed: 100,
                 abandoned: 3,
+                shed: 0,
             },
             Duration::from_millis(500),
             42,

@@ -10,8 +10,8 @@ use std::time::Duration;
 use retry_storm::arrivals::ThinkTime;
 use retry_storm::client::{self, ClientConfig};
 use retry_storm::latency::LatencyModel;
-use retry_storm::policy::Strategy;
-use retry_storm::server::{Gauges, OnDisconnect, Server, ServerConfig, ServerSummary};
+use retry_storm::policy::{RetryLimits, Strategy, ThrottleConfig};
+use retry_storm::server::{Gauges, OnDisconnect, Server, ServerConfig, ServerSummary, Shedding};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
@@ -31,11 +31,20 @@ struct Running {
 
 impl Running {
     fn start(model: LatencyModel, on_disconnect: OnDisconnect) -> Running {
+        Running::start_with(model, on_disconnect, None)
+    }
+
+    fn start_with(
+        model: LatencyModel,
+        on_disconnect: OnDisconnect,
+        shed: Option<Shedding>,
+    ) -> Running {
         let server = Server::bind(ServerConfig {
             listen: "127.0.0.1:0".parse().unwrap(),
             model,
             backlog: 1024,
             on_disconnect,
+            shed,
             report_interval: ms(50),
             csv: None,
             quiet: true,
@@ -80,6 +89,8 @@ fn client_config(url: hyper::Uri) -> ClientConfig {
         think: ThinkTime::new(ms(20)),
         timeout: Duration::from_secs(5),
         strategy: Strategy::Fixed { delay: ms(10) },
+        limits: RetryLimits::default(),
+        throttle: None,
         report_interval: ms(100),
         duration: Some(ms(800)),
         seed: 7,
@@ -116,13 +127,13 @@ async fn steady_state_is_all_ok_at_the_base_latency() {
     let summary = client::run(client_config(server.url()), std::future::pending())
         .await
         .unwrap();
-    let t = &summary.totals;
+    let t = &summary.totals.tally;
     assert_eq!(t.errors, 0);
     assert_eq!(t.timeouts, 0);
     assert_eq!(t.retries, 0);
     // 20 users, 20 ms think + 5 ms latency, 0.8 s: about 640 requests.
     assert!(t.ok > 200 && t.ok < 1000, "ok = {}", t.ok);
-    let p50_us = t.attempt_latency.value_at_quantile(0.5);
+    let p50_us = summary.totals.attempt_latency.value_at_quantile(0.5);
     assert!(
         p50_us >= 5_000,
         "p50 {p50_us} us is below the modelled delay"
@@ -244,7 +255,7 @@ async fn timeouts_are_retried_and_the_server_keeps_the_work() {
         ..client_config(server.url())
     };
     let summary = client::run(config, std::future::pending()).await.unwrap();
-    let t = &summary.totals;
+    let t = &summary.totals.tally;
     assert_eq!(t.ok, 0);
     assert_eq!(t.errors, 0);
     // Each user: 50 ms timeout + 10 ms delay, so several attempts in 400 ms.
@@ -278,9 +289,13 @@ async fn connection_refused_counts_as_errors() {
         ..client_config(format!("http://{addr}/api").parse().unwrap())
     };
     let summary = client::run(config, std::future::pending()).await.unwrap();
-    assert!(summary.totals.errors > 3, "{}", summary.totals.errors);
-    assert_eq!(summary.totals.ok, 0);
-    assert!(summary.totals.retries > 0);
+    assert!(
+        summary.totals.tally.errors > 3,
+        "{}",
+        summary.totals.tally.errors
+    );
+    assert_eq!(summary.totals.tally.ok, 0);
+    assert!(summary.totals.tally.retries > 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -301,9 +316,165 @@ async fn csv_files_hold_the_header_and_every_row() {
     assert_eq!(
         lines.next(),
         Some(
-            "unix_ms,elapsed_s,ok_per_s,errors_per_s,timeouts_per_s,retries_per_s,in_flight,p50_ms,p99_ms,max_ms"
+            "unix_ms,elapsed_s,ok_per_s,errors_per_s,timeouts_per_s,retries_per_s,in_flight,p50_ms,p99_ms,max_ms,gave_up_per_s,throttled_per_s,attempts_per_request"
         )
     );
     assert_eq!(lines.count(), summary.rows.len());
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A port with nothing listening: every connect is refused at once.
+fn refused_url() -> hyper::Uri {
+    let addr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    format!("http://{addr}/api").parse().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_attempts_gives_requests_up() {
+    let config = ClientConfig {
+        clients: 4,
+        limits: RetryLimits {
+            max_attempts: Some(2),
+            ..RetryLimits::default()
+        },
+        duration: Some(ms(300)),
+        ..client_config(refused_url())
+    };
+    let summary = client::run(config, std::future::pending()).await.unwrap();
+    let t = &summary.totals.tally;
+    assert!(t.gave_up >= 4, "{t:?}");
+    // Every finished request made exactly two attempts.
+    assert_eq!(t.attempts_per_request, [0, t.gave_up, 0, 0, 0, 0, 0]);
+    assert_eq!(t.ok, 0);
+    assert!(
+        t.errors >= 2 * t.gave_up && t.errors <= 2 * t.gave_up + 4,
+        "{t:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_bucket_stops_retries_once_drained() {
+    let config = ClientConfig {
+        clients: 4,
+        throttle: Some(ThrottleConfig::TokenBucket {
+            max_tokens: 10.0,
+            token_ratio: 0.1,
+        }),
+        duration: Some(ms(300)),
+        ..client_config(refused_url())
+    };
+    let summary = client::run(config, std::future::pending()).await.unwrap();
+    let t = &summary.totals.tally;
+    // Five failures take the bucket to half: after that no retry goes out,
+    // each request is tried once and given up.
+    assert!(t.retries <= 5, "{t:?}");
+    assert!(t.throttled >= 4 && t.gave_up >= 4, "{t:?}");
+    assert_eq!(t.gave_up, t.throttled);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_breaker_fails_attempts_locally() {
+    let config = ClientConfig {
+        clients: 4,
+        throttle: Some(ThrottleConfig::CircuitBreaker {
+            failure_ratio: 0.5,
+            min_requests: 5,
+            window: Duration::from_secs(10),
+            consecutive: None,
+            cooldown: Duration::from_secs(60),
+            probes: 1,
+        }),
+        duration: Some(ms(300)),
+        ..client_config(refused_url())
+    };
+    let summary = client::run(config, std::future::pending()).await.unwrap();
+    let t = &summary.totals.tally;
+    // Five refused connects open the breaker; then every attempt (one per
+    // user every 10 ms) is rejected locally and counted as an error.
+    assert!(t.throttled > 20, "{t:?}");
+    assert_eq!(t.errors, t.attempts());
+    assert_eq!(t.gave_up, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shedding_answers_at_once_with_retry_after() {
+    let shed = Shedding {
+        above: 2,
+        status: hyper::StatusCode::SERVICE_UNAVAILABLE,
+        retry_after: Duration::from_secs(7),
+    };
+    let server = Running::start_with(
+        model(Duration::from_secs(30)),
+        OnDisconnect::Continue,
+        Some(shed),
+    );
+    let g = server.gauges.clone();
+    // Two requests fill the server (and hang for 30 s); keep them open.
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let mut s = TcpStream::connect(server.addr).await.unwrap();
+        s.write_all(b"GET /api HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        held.push(s);
+    }
+    eventually("two in flight", Duration::from_secs(10), || {
+        g.concurrency.load(Ordering::Relaxed) == 2
+    })
+    .await;
+    let mut s = TcpStream::connect(server.addr).await.unwrap();
+    s.write_all(b"GET /api HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = vec![0; 1024];
+    let n = s.read(&mut buf).await.unwrap();
+    let text = String::from_utf8_lossy(&buf[..n]).to_ascii_lowercase();
+    assert!(text.starts_with("http/1.1 503"), "{text}");
+    assert!(text.contains("retry-after: 7\r\n"), "{text}");
+    assert_eq!(g.concurrency.load(Ordering::Relaxed), 2);
+    let summary = server.stop().await;
+    assert_eq!(summary.shed, 1);
+    assert_eq!(summary.peak_concurrency, 2);
+}
+
+/// Users hammer a server that sheds everything above one request, with and
+/// without respecting its Retry-After; returns the requests it shed.
+async fn shed_with(respect_retry_after: bool) -> u64 {
+    let shed = Shedding {
+        above: 1,
+        status: hyper::StatusCode::TOO_MANY_REQUESTS,
+        retry_after: ms(200),
+    };
+    let server = Running::start_with(
+        model(Duration::from_secs(30)),
+        OnDisconnect::Continue,
+        Some(shed),
+    );
+    let config = ClientConfig {
+        clients: 5,
+        think: ThinkTime::new(ms(1)),
+        strategy: Strategy::Fixed { delay: ms(1) },
+        limits: RetryLimits {
+            respect_retry_after,
+            ..RetryLimits::default()
+        },
+        duration: Some(ms(500)),
+        ..client_config(server.url())
+    };
+    let summary = client::run(config, std::future::pending()).await.unwrap();
+    assert_eq!(summary.totals.tally.ok, 0);
+    server.stop().await.shed
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn respecting_retry_after_slows_retries_to_the_servers_pace() {
+    let respectful = shed_with(true).await;
+    // At most one attempt per user per 200 ms, plus the first: 5 * (1 + 2.5).
+    assert!(respectful <= 20, "{respectful}");
+    let impatient = shed_with(false).await;
+    // A retry every millisecond or so per user.
+    assert!(impatient > 5 * respectful, "{impatient} vs {respectful}");
 }

@@ -13,8 +13,11 @@ const E_2014: f64 = std::f64::consts::E;
 const CAP_2014: Duration = Duration::from_secs(300);
 /// The original client's jitter: normal, standard deviation 0.1 s.
 const JITTER_2014_S: f64 = 0.1;
+/// Google Cloud's random addition: up to 1000 ms.
+const GOOGLE_RANDOM: Duration = Duration::from_millis(1000);
 
-/// A delay schedule: which sleep precedes each retry.
+/// A delay schedule: which sleep precedes each retry. `n` below is the
+/// retry number, 1 for the first retry.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Strategy {
     /// The same delay before every retry.
@@ -41,6 +44,58 @@ pub enum Strategy {
     /// time), capped at 5 minutes, plus normal jitter with a standard
     /// deviation of 0.1 s, clamped at zero.
     Exponential2014,
+    /// "Full jitter": `U(0, min(cap, base * factor^n))`.
+    FullJitter {
+        /// Base delay.
+        base: Duration,
+        /// Cap.
+        cap: Duration,
+        /// Growth factor per retry (2 in the usual formula).
+        factor: f64,
+    },
+    /// "Equal jitter": `v/2 + U(0, v/2)` with `v = min(cap, base * factor^n)`.
+    EqualJitter {
+        /// Base delay.
+        base: Duration,
+        /// Cap.
+        cap: Duration,
+        /// Growth factor per retry (2 in the usual formula).
+        factor: f64,
+    },
+    /// "Decorrelated jitter": `min(cap, U(base, factor * prev))`, where prev
+    /// is the previous sleep (`base` before the first retry).
+    DecorrelatedJitter {
+        /// Base delay, also the smallest sleep.
+        base: Duration,
+        /// Cap.
+        cap: Duration,
+        /// Spread of the next sleep over the previous one (3 in the usual
+        /// formula).
+        factor: f64,
+    },
+    /// Truncated binary exponential backoff (Ethernet; Akka's backoff
+    /// supervisor): `slot * (2^k - 1)` with `k` uniform in `0..=c`, where the
+    /// collision count `c` grows by one per failure up to `ceiling`; at the
+    /// ceiling it either stays or starts again at 1.
+    TruncatedBinary {
+        /// Slot time.
+        slot: Duration,
+        /// Largest collision count.
+        ceiling: u32,
+        /// At the ceiling, stay there (true) or start again at 1 (false).
+        stay_at_ceiling: bool,
+    },
+    /// Google Cloud's documented algorithm: `min(first * factor^(n-1) +
+    /// U(0, 1000 ms), max)`: with the defaults 1 s, 2, 32 s that is Google's
+    /// "1, 2, 4, ... seconds plus up to 1000 ms, at most 32 s".
+    Google {
+        /// First delay (Google: 1 s).
+        first: Duration,
+        /// Growth factor (Google: 2).
+        factor: f64,
+        /// Maximum backoff (Google: 32 or 64 s).
+        max: Duration,
+    },
 }
 
 impl Strategy {
@@ -50,7 +105,37 @@ impl Strategy {
             Strategy::Fixed { .. } => "fixed",
             Strategy::Exponential { .. } => "exponential",
             Strategy::Exponential2014 => "exponential-2014",
+            Strategy::FullJitter { .. } => "full-jitter",
+            Strategy::EqualJitter { .. } => "equal-jitter",
+            Strategy::DecorrelatedJitter { .. } => "decorrelated-jitter",
+            Strategy::TruncatedBinary { .. } => "truncated-binary",
+            Strategy::Google { .. } => "google",
         }
+    }
+
+    /// True when the schedule involves no random draw (so a single run of
+    /// it is the whole story).
+    pub fn is_deterministic(&self) -> bool {
+        match self {
+            Strategy::Fixed { .. } => true,
+            Strategy::Exponential { jitter, .. } => *jitter == 0.0,
+            _ => false,
+        }
+    }
+}
+
+/// `min(cap, base * factor^n)`, saturating.
+fn capped_growth(base: Duration, factor: f64, n: u32, cap: Duration) -> Duration {
+    let n = i32::try_from(n).unwrap_or(i32::MAX);
+    secs(base.as_secs_f64() * factor.powi(n)).min(cap)
+}
+
+/// A uniform draw in `[lo, hi)` seconds (`lo` when the range is empty).
+fn uniform<R: Rng + ?Sized>(rng: &mut R, lo: f64, hi: f64) -> f64 {
+    if hi > lo {
+        lo + (hi - lo) * rng.random::<f64>()
+    } else {
+        lo
     }
 }
 
@@ -86,6 +171,7 @@ impl Backoff {
     /// Called after a failed attempt: the sleep before the next retry.
     pub fn next_delay<R: Rng + ?Sized>(&mut self, strategy: &Strategy, rng: &mut R) -> Duration {
         self.retries += 1;
+        let n = self.retries;
         let sleep = match *strategy {
             Strategy::Fixed { delay } => delay,
             Strategy::Exponential {
@@ -106,6 +192,38 @@ impl Backoff {
                 let grown = secs(self.last_sleep.as_secs_f64() * E_2014).min(CAP_2014);
                 let noise: f64 = rng.sample(StandardNormal);
                 secs(grown.as_secs_f64() + JITTER_2014_S * noise)
+            }
+            Strategy::FullJitter { base, cap, factor } => {
+                let v = capped_growth(base, factor, n, cap).as_secs_f64();
+                secs(uniform(rng, 0.0, v))
+            }
+            Strategy::EqualJitter { base, cap, factor } => {
+                let v = capped_growth(base, factor, n, cap).as_secs_f64();
+                secs(uniform(rng, v / 2.0, v))
+            }
+            Strategy::DecorrelatedJitter { base, cap, factor } => {
+                let prev = if n == 1 { base } else { self.last_sleep };
+                let hi = prev.as_secs_f64() * factor;
+                secs(uniform(rng, base.as_secs_f64(), hi)).min(cap)
+            }
+            Strategy::TruncatedBinary {
+                slot,
+                ceiling,
+                stay_at_ceiling,
+            } => {
+                let ceiling = ceiling.max(1);
+                let collisions = if stay_at_ceiling {
+                    n.min(ceiling)
+                } else {
+                    (n - 1) % ceiling + 1
+                };
+                let k = rng.random_range(0..=collisions);
+                secs(slot.as_secs_f64() * (2f64.powi(k as i32) - 1.0))
+            }
+            Strategy::Google { first, factor, max } => {
+                let grown = capped_growth(first, factor, n - 1, Duration::MAX);
+                let random = uniform(rng, 0.0, GOOGLE_RANDOM.as_secs_f64());
+                secs(grown.as_secs_f64() + random).min(max)
             }
         };
         self.last_sleep = sleep;
@@ -128,9 +246,31 @@ mod tests {
         (0..n).map(|_| b.next_delay(strategy, &mut rng)).collect()
     }
 
+    /// `draws` schedules of `n` retries each: `out[i]` holds every draw of
+    /// retry i + 1, in seconds.
+    fn draws(strategy: &Strategy, n: usize, draws: usize) -> Vec<Vec<f64>> {
+        let mut rng = rng();
+        let mut out = vec![Vec::with_capacity(draws); n];
+        for _ in 0..draws {
+            let mut b = Backoff::new(Duration::from_secs(1));
+            for column in out.iter_mut() {
+                column.push(b.next_delay(strategy, &mut rng).as_secs_f64());
+            }
+        }
+        out
+    }
+
+    fn mean(xs: &[f64]) -> f64 {
+        xs.iter().sum::<f64>() / xs.len() as f64
+    }
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
     #[test]
     fn fixed_is_constant() {
-        let d = Duration::from_millis(100);
+        let d = ms(100);
         let s = schedule(&Strategy::Fixed { delay: d }, Duration::from_secs(7), 20, 1);
         assert!(s.iter().all(|&x| x == d));
     }
@@ -148,43 +288,31 @@ mod tests {
             .map(|d| d.as_millis() as u64)
             .collect();
         assert_eq!(got, vec![1000, 2000, 4000, 8000, 10_000, 10_000]);
+        assert!(s.is_deterministic());
     }
 
     #[test]
     fn exponential_jitter_is_centred_on_the_schedule() {
         let s = Strategy::Exponential {
-            min: Duration::from_millis(100),
+            min: ms(100),
             max: Duration::from_secs(300),
             factor: 2.7,
             jitter: 0.1,
         };
-        let mut rng = rng();
-        let n = 20_000;
-        let (mut sum1, mut sum3) = (0.0, 0.0);
-        for _ in 0..n {
-            let mut b = Backoff::new(Duration::ZERO);
-            let d1 = b.next_delay(&s, &mut rng).as_secs_f64();
-            b.next_delay(&s, &mut rng);
-            let d3 = b.next_delay(&s, &mut rng).as_secs_f64();
-            // Jitter compounds nothing: b_3 = 0.1 * 2.7^2 whatever the noise.
-            assert!((0.0..0.16).contains(&d1));
-            assert!((0.0..0.729 * 1.6).contains(&d3));
-            sum1 += d1;
-            sum3 += d3;
-        }
+        let d = draws(&s, 3, 20_000);
+        // Jitter compounds nothing: b_3 = 0.1 * 2.7^2 whatever the noise.
+        assert!(d[0].iter().all(|x| (0.0..0.16).contains(x)));
+        assert!(d[2].iter().all(|x| (0.0..0.729 * 1.6).contains(x)));
         // Standard error: 0.1 * 0.1 / sqrt(20k) = 7e-5 s for the first.
-        assert!((sum1 / n as f64 - 0.1).abs() < 5e-4, "{}", sum1 / n as f64);
-        assert!(
-            (sum3 / n as f64 - 0.729).abs() < 4e-3,
-            "{}",
-            sum3 / n as f64
-        );
+        assert!((mean(&d[0]) - 0.1).abs() < 5e-4, "{}", mean(&d[0]));
+        assert!((mean(&d[2]) - 0.729).abs() < 4e-3, "{}", mean(&d[2]));
+        assert!(!s.is_deterministic());
     }
 
     #[test]
     fn exponential_jitter_never_goes_negative() {
         let s = Strategy::Exponential {
-            min: Duration::from_millis(100),
+            min: ms(100),
             max: Duration::from_secs(1),
             factor: 2.0,
             jitter: 5.0,
@@ -235,7 +363,7 @@ mod tests {
         let mut zeros = 0;
         for _ in 0..n {
             let d = Backoff::new(Duration::ZERO).next_delay(&Strategy::Exponential2014, &mut rng);
-            assert!(d < Duration::from_millis(600), "{d:?}");
+            assert!(d < ms(600), "{d:?}");
             zeros += usize::from(d.is_zero());
         }
         let share = zeros as f64 / n as f64;
@@ -243,9 +371,141 @@ mod tests {
     }
 
     #[test]
+    fn full_jitter_is_uniform_below_the_capped_exponential() {
+        let s = Strategy::FullJitter {
+            base: ms(100),
+            cap: Duration::from_secs(1),
+            factor: 2.0,
+        };
+        let d = draws(&s, 5, 20_000);
+        // v_n = min(1 s, 0.1 * 2^n): 0.2, 0.4, 0.8, 1, 1.
+        for (i, v) in [0.2, 0.4, 0.8, 1.0, 1.0].into_iter().enumerate() {
+            assert!(d[i].iter().all(|x| (0.0..v).contains(x)), "retry {}", i + 1);
+            // Uniform mean v/2, standard error v / sqrt(12 * 20k) = v * 0.002.
+            assert!((mean(&d[i]) - v / 2.0).abs() < v * 0.01, "retry {}", i + 1);
+        }
+    }
+
+    #[test]
+    fn equal_jitter_keeps_half_the_delay() {
+        let s = Strategy::EqualJitter {
+            base: ms(100),
+            cap: Duration::from_secs(1),
+            factor: 2.0,
+        };
+        let d = draws(&s, 5, 20_000);
+        for (i, v) in [0.2, 0.4, 0.8, 1.0, 1.0].into_iter().enumerate() {
+            assert!(
+                d[i].iter().all(|x| (v / 2.0..v).contains(x)),
+                "retry {}",
+                i + 1
+            );
+            assert!(
+                (mean(&d[i]) - 0.75 * v).abs() < v * 0.005,
+                "retry {}",
+                i + 1
+            );
+        }
+    }
+
+    #[test]
+    fn decorrelated_jitter_spreads_from_the_previous_sleep() {
+        let s = Strategy::DecorrelatedJitter {
+            base: ms(100),
+            cap: Duration::from_secs(2),
+            factor: 3.0,
+        };
+        let mut rng = rng();
+        let mut firsts = Vec::new();
+        for _ in 0..20_000 {
+            let mut b = Backoff::new(Duration::from_secs(9));
+            let mut prev: f64 = 0.1;
+            for n in 0..12 {
+                let d = b.next_delay(&s, &mut rng).as_secs_f64();
+                assert!(
+                    d >= 0.1 - 1e-9 && d <= (3.0 * prev).min(2.0) + 1e-9,
+                    "{d} after {prev}"
+                );
+                if n == 0 {
+                    firsts.push(d);
+                }
+                prev = d;
+            }
+        }
+        // First retry: U(0.1, 0.3), mean 0.2.
+        assert!((mean(&firsts) - 0.2).abs() < 0.002, "{}", mean(&firsts));
+    }
+
+    #[test]
+    fn truncated_binary_draws_from_a_growing_then_reset_window() {
+        let s = Strategy::TruncatedBinary {
+            slot: ms(10),
+            ceiling: 3,
+            stay_at_ceiling: false,
+        };
+        let d = draws(&s, 6, 40_000);
+        // Collisions 1, 2, 3, then reset: 1, 2, 3. With c collisions the wait
+        // is 10 ms * (2^k - 1), k uniform in 0..=c: mean 10 * ((2^(c+1) - 1)
+        // / (c + 1) - 1) ms.
+        let expected = |c: i32| 0.01 * ((2f64.powi(c + 1) - 1.0) / f64::from(c + 1) - 1.0);
+        for (i, c) in [1, 2, 3, 1, 2, 3].into_iter().enumerate() {
+            let allowed: Vec<f64> = (0..=c).map(|k| 0.01 * (2f64.powi(k) - 1.0)).collect();
+            assert!(
+                d[i].iter()
+                    .all(|x| allowed.iter().any(|a| (a - x).abs() < 1e-9)),
+                "retry {}",
+                i + 1
+            );
+            assert!(
+                (mean(&d[i]) - expected(c)).abs() < expected(c) * 0.03,
+                "retry {}",
+                i + 1
+            );
+        }
+        let largest = d[2].iter().cloned().fold(0.0, f64::max);
+        assert!((largest - 0.07).abs() < 1e-9);
+    }
+
+    #[test]
+    fn truncated_binary_can_stay_at_the_ceiling() {
+        let s = Strategy::TruncatedBinary {
+            slot: ms(10),
+            ceiling: 2,
+            stay_at_ceiling: true,
+        };
+        let d = draws(&s, 8, 5_000);
+        for column in &d[1..] {
+            let largest = column.iter().cloned().fold(0.0, f64::max);
+            assert!((largest - 0.03).abs() < 1e-9, "{largest}");
+        }
+    }
+
+    #[test]
+    fn google_doubles_from_one_second_plus_up_to_a_second_capped() {
+        let s = Strategy::Google {
+            first: Duration::from_secs(1),
+            factor: 2.0,
+            max: Duration::from_secs(32),
+        };
+        let d = draws(&s, 8, 20_000);
+        for (i, base) in [1.0, 2.0, 4.0, 8.0, 16.0].into_iter().enumerate() {
+            assert!(
+                d[i].iter().all(|x| (base..base + 1.0).contains(x)),
+                "retry {}",
+                i + 1
+            );
+            assert!((mean(&d[i]) - (base + 0.5)).abs() < 0.01, "retry {}", i + 1);
+        }
+        // 32 + U(0, 1) is capped at 32.
+        for column in &d[5..] {
+            assert!(column.iter().all(|&x| x == 32.0));
+        }
+    }
+
+    #[test]
     fn same_seed_same_schedule() {
         let s = Strategy::Exponential {
-            min: Duration::from_millis(100),
+            min: ms(100),
             max: Duration::from_secs(300),
             factor: 2.7,
             jitter: 0.1,

@@ -1,12 +1,17 @@
-//! Retry policies: how long a client waits before retrying a failed attempt.
+//! Retry policies: how long a client waits before retrying a failed attempt,
+//! when it gives up, and whether a shared throttle lets the attempt out.
 //!
-//! Policies are pure: they take the failure history and a random generator
-//! and return a delay. No clock and no runtime, so one implementation serves
-//! any engine and tests can check exact sequences.
+//! Policies are pure: they take the failure history, the time and a random
+//! generator and return decisions. No clock and no runtime, so one
+//! implementation serves any engine and tests can check exact sequences.
 
 mod backoff;
+mod limits;
+mod throttle;
 
 pub use backoff::{Backoff, Strategy};
+pub use limits::{Next, RetryLimits, format_retry_after, parse_retry_after};
+pub use throttle::{Throttle, ThrottleConfig, Verdict};
 
 use std::time::Duration;
 

@@ -1,0 +1,570 @@
+//! Retry throttles: state shared by all the clients of one process that
+//! decides whether an attempt may go out at all.
+//!
+//! Two kinds. `token-bucket` and `budget` only ever refuse *retries*; the
+//! logical request is then given up. `adaptive` and `circuit-breaker` may
+//! refuse any attempt; such an attempt fails at once, as an error, without
+//! touching the network.
+
+use std::time::Duration;
+
+use rand::{Rng, RngExt};
+
+/// Throttle parameters, as chosen on the command line.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ThrottleConfig {
+    /// gRPC retry throttling: tokens start at `max_tokens`; each failed
+    /// attempt takes one, each success adds `token_ratio`; no retries while
+    /// tokens are at or below half the maximum.
+    TokenBucket {
+        /// Size of the bucket (gRPC example: 10).
+        max_tokens: f64,
+        /// Tokens a success returns (gRPC example: 0.1).
+        token_ratio: f64,
+    },
+    /// A Finagle-style retry budget: over the last `ttl`, retries may not
+    /// exceed `percent` of first attempts plus `min_per_sec * ttl`.
+    Budget {
+        /// Retries allowed per first attempt (0.2 for 20 %).
+        percent: f64,
+        /// Window length.
+        ttl: Duration,
+        /// Retries allowed per second regardless of traffic.
+        min_per_sec: f64,
+    },
+    /// Client-side adaptive throttling (Google SRE book): over the last
+    /// `window`, refuse each attempt locally with probability
+    /// `max(0, (requests - k * accepts) / (requests + 1))`.
+    Adaptive {
+        /// The multiplier K (2 in the book).
+        k: f64,
+        /// Window length (2 minutes in the book).
+        window: Duration,
+    },
+    /// A circuit breaker: closed until failures reach `failure_ratio` of at
+    /// least `min_requests` attempts within `window` (or `consecutive`
+    /// failures in a row); then open, refusing everything, for `cooldown`;
+    /// then half-open, letting `probes` attempts through: a success closes
+    /// it, a failure opens it again.
+    CircuitBreaker {
+        /// Failure share that opens the breaker.
+        failure_ratio: f64,
+        /// Fewest attempts in the window before the ratio counts.
+        min_requests: u64,
+        /// Window over which the ratio is measured.
+        window: Duration,
+        /// Consecutive failures that open the breaker, if set.
+        consecutive: Option<u64>,
+        /// How long it stays open.
+        cooldown: Duration,
+        /// Attempts let through while half-open.
+        probes: u32,
+    },
+}
+
+impl ThrottleConfig {
+    /// The throttle's name as the command line spells it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ThrottleConfig::TokenBucket { .. } => "token-bucket",
+            ThrottleConfig::Budget { .. } => "budget",
+            ThrottleConfig::Adaptive { .. } => "adaptive",
+            ThrottleConfig::CircuitBreaker { .. } => "circuit-breaker",
+        }
+    }
+}
+
+/// Whether an attempt may go out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Send it.
+    Allow,
+    /// A retry refused: give the logical request up.
+    GiveUp,
+    /// Refused locally: the attempt fails at once as an error.
+    Reject,
+}
+
+/// Counts of two things over a sliding window, kept in buckets so that
+/// adding and reading cost O(1) amortised.
+#[derive(Debug, Clone)]
+struct Window {
+    bucket: Duration,
+    /// (bucket index, a, b), oldest first.
+    buckets: std::collections::VecDeque<(u64, u64, u64)>,
+    len: u64,
+    a: u64,
+    b: u64,
+}
+
+impl Window {
+    /// A window of `span`, in twenty buckets.
+    fn new(span: Duration) -> Self {
+        let bucket = (span / 20).max(Duration::from_micros(1));
+        Window {
+            bucket,
+            buckets: Default::default(),
+            len: 20,
+            a: 0,
+            b: 0,
+        }
+    }
+
+    fn index(&self, now: Duration) -> u64 {
+        (now.as_nanos() / self.bucket.as_nanos()) as u64
+    }
+
+    /// Drops buckets that have left the window at `now`.
+    fn expire(&mut self, now: Duration) {
+        let current = self.index(now);
+        while let Some(&(i, a, b)) = self.buckets.front() {
+            if i + self.len > current {
+                break;
+            }
+            self.a -= a;
+            self.b -= b;
+            self.buckets.pop_front();
+        }
+    }
+
+    fn add(&mut self, now: Duration, a: u64, b: u64) {
+        self.expire(now);
+        let current = self.index(now);
+        match self.buckets.back_mut() {
+            Some(last) if last.0 >= current => {
+                last.1 += a;
+                last.2 += b;
+            }
+            _ => self.buckets.push_back((current, a, b)),
+        }
+        self.a += a;
+        self.b += b;
+    }
+
+    /// The two counts over the window ending at `now`.
+    fn counts(&mut self, now: Duration) -> (u64, u64) {
+        self.expire(now);
+        (self.a, self.b)
+    }
+
+    fn clear(&mut self) {
+        self.buckets.clear();
+        self.a = 0;
+        self.b = 0;
+    }
+}
+
+#[derive(Debug, Clone)]
+enum State {
+    TokenBucket {
+        tokens: f64,
+    },
+    /// a = first attempts, b = retries.
+    Budget {
+        window: Window,
+    },
+    /// a = requests, b = accepts.
+    Adaptive {
+        window: Window,
+    },
+    Breaker {
+        phase: Phase,
+        /// a = attempts, b = failures, while closed.
+        window: Window,
+        consecutive: u64,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Phase {
+    Closed,
+    Open { until: Duration },
+    HalfOpen { probes_left: u32 },
+}
+
+/// A throttle's state. Pure: time is passed in, randomness too.
+#[derive(Debug, Clone)]
+pub struct Throttle {
+    config: ThrottleConfig,
+    state: State,
+}
+
+impl Throttle {
+    /// A fresh throttle (full bucket, empty windows, closed breaker).
+    pub fn new(config: ThrottleConfig) -> Self {
+        let state = match config {
+            ThrottleConfig::TokenBucket { max_tokens, .. } => {
+                State::TokenBucket { tokens: max_tokens }
+            }
+            ThrottleConfig::Budget { ttl, .. } => State::Budget {
+                window: Window::new(ttl),
+            },
+            ThrottleConfig::Adaptive { window, .. } => State::Adaptive {
+                window: Window::new(window),
+            },
+            ThrottleConfig::CircuitBreaker { window, .. } => State::Breaker {
+                phase: Phase::Closed,
+                window: Window::new(window),
+                consecutive: 0,
+            },
+        };
+        Throttle { config, state }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ThrottleConfig {
+        &self.config
+    }
+
+    /// Asks whether an attempt may go out at `now`.
+    pub fn before_attempt<R: Rng + ?Sized>(
+        &mut self,
+        is_retry: bool,
+        now: Duration,
+        rng: &mut R,
+    ) -> Verdict {
+        match (&mut self.state, self.config) {
+            (State::TokenBucket { tokens }, ThrottleConfig::TokenBucket { max_tokens, .. }) => {
+                if is_retry && *tokens <= max_tokens / 2.0 {
+                    Verdict::GiveUp
+                } else {
+                    Verdict::Allow
+                }
+            }
+            (
+                State::Budget { window },
+                ThrottleConfig::Budget {
+                    percent,
+                    ttl,
+                    min_per_sec,
+                },
+            ) => {
+                if !is_retry {
+                    window.add(now, 1, 0);
+                    return Verdict::Allow;
+                }
+                let (firsts, retries) = window.counts(now);
+                let allowed = min_per_sec * ttl.as_secs_f64() + percent * firsts as f64;
+                if (retries + 1) as f64 <= allowed {
+                    window.add(now, 0, 1);
+                    Verdict::Allow
+                } else {
+                    Verdict::GiveUp
+                }
+            }
+            (State::Adaptive { window }, ThrottleConfig::Adaptive { k, .. }) => {
+                let (requests, accepts) = window.counts(now);
+                let p = ((requests as f64 - k * accepts as f64) / (requests as f64 + 1.0)).max(0.0);
+                window.add(now, 1, 0);
+                if p > 0.0 && rng.random::<f64>() < p {
+                    Verdict::Reject
+                } else {
+                    Verdict::Allow
+                }
+            }
+            (State::Breaker { phase, .. }, ThrottleConfig::CircuitBreaker { probes, .. }) => {
+                match *phase {
+                    Phase::Closed => Verdict::Allow,
+                    Phase::Open { until } if now >= until => {
+                        *phase = Phase::HalfOpen {
+                            probes_left: probes.saturating_sub(1),
+                        };
+                        Verdict::Allow
+                    }
+                    Phase::Open { .. } => Verdict::Reject,
+                    Phase::HalfOpen { probes_left: 0 } => Verdict::Reject,
+                    Phase::HalfOpen { probes_left } => {
+                        *phase = Phase::HalfOpen {
+                            probes_left: probes_left - 1,
+                        };
+                        Verdict::Allow
+                    }
+                }
+            }
+            _ => unreachable!("state and config are built together"),
+        }
+    }
+
+    /// Records how an attempt that went out ended (`ok`: a 2xx answer).
+    pub fn after_attempt(&mut self, ok: bool, now: Duration) {
+        match (&mut self.state, self.config) {
+            (
+                State::TokenBucket { tokens },
+                ThrottleConfig::TokenBucket {
+                    max_tokens,
+                    token_ratio,
+                },
+            ) => {
+                *tokens = if ok {
+                    (*tokens + token_ratio).min(max_tokens)
+                } else {
+                    (*tokens - 1.0).max(0.0)
+                };
+            }
+            (State::Budget { .. }, _) => {}
+            (State::Adaptive { window }, _) => {
+                if ok {
+                    window.add(now, 0, 1);
+                }
+            }
+            (
+                State::Breaker {
+                    phase,
+                    window,
+                    consecutive,
+                },
+                ThrottleConfig::CircuitBreaker {
+                    failure_ratio,
+                    min_requests,
+                    consecutive: max_consecutive,
+                    cooldown,
+                    ..
+                },
+            ) => match *phase {
+                Phase::Closed => {
+                    window.add(now, 1, u64::from(!ok));
+                    *consecutive = if ok { 0 } else { *consecutive + 1 };
+                    let (attempts, failures) = window.counts(now);
+                    let by_ratio = attempts >= min_requests
+                        && failures as f64 >= failure_ratio * attempts as f64;
+                    let by_count = max_consecutive.is_some_and(|max| *consecutive >= max);
+                    if !ok && (by_ratio || by_count) {
+                        *phase = Phase::Open {
+                            until: now + cooldown,
+                        };
+                        window.clear();
+                        *consecutive = 0;
+                    }
+                }
+                Phase::HalfOpen { .. } if ok => *phase = Phase::Closed,
+                Phase::HalfOpen { .. } => {
+                    *phase = Phase::Open {
+                        until: now + cooldown,
+                    }
+                }
+                // Outcomes of attempts sent before the breaker opened.
+                Phase::Open { .. } => {}
+            },
+            _ => unreachable!("state and config are built together"),
+        }
+    }
+
+    /// A short description of the state, for reports.
+    pub fn describe(&self) -> String {
+        match &self.state {
+            State::TokenBucket { tokens } => format!("tokens {tokens:.1}"),
+            State::Budget { window } => format!("window firsts {} retries {}", window.a, window.b),
+            State::Adaptive { window } => {
+                format!("window requests {} accepts {}", window.a, window.b)
+            }
+            State::Breaker { phase, .. } => match phase {
+                Phase::Closed => "closed".to_string(),
+                Phase::Open { .. } => "open".to_string(),
+                Phase::HalfOpen { .. } => "half-open".to_string(),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{SeedableRng, rngs::Xoshiro256PlusPlus};
+
+    fn rng() -> Xoshiro256PlusPlus {
+        Xoshiro256PlusPlus::seed_from_u64(99)
+    }
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn token_bucket_follows_the_grpc_arithmetic() {
+        let mut t = Throttle::new(ThrottleConfig::TokenBucket {
+            max_tokens: 10.0,
+            token_ratio: 0.1,
+        });
+        let mut r = rng();
+        let now = Duration::ZERO;
+        // 10 tokens: four failures leave 6 (> 5): retries still allowed.
+        for _ in 0..4 {
+            t.after_attempt(false, now);
+        }
+        assert_eq!(t.before_attempt(true, now, &mut r), Verdict::Allow);
+        // The fifth leaves 5 (= max/2): retries stop; first attempts go on.
+        t.after_attempt(false, now);
+        assert_eq!(t.before_attempt(true, now, &mut r), Verdict::GiveUp);
+        assert_eq!(t.before_attempt(false, now, &mut r), Verdict::Allow);
+        // One success: 5.1 > 5, retries allowed again.
+        t.after_attempt(true, now);
+        assert_eq!(t.before_attempt(true, now, &mut r), Verdict::Allow);
+        // Never below zero nor above the maximum.
+        for _ in 0..100 {
+            t.after_attempt(false, now);
+        }
+        assert_eq!(t.describe(), "tokens 0.0");
+        for _ in 0..1000 {
+            t.after_attempt(true, now);
+        }
+        assert_eq!(t.describe(), "tokens 10.0");
+    }
+
+    #[test]
+    fn budget_allows_a_share_of_first_attempts_plus_a_floor() {
+        let mut t = Throttle::new(ThrottleConfig::Budget {
+            percent: 0.2,
+            ttl: Duration::from_secs(10),
+            min_per_sec: 1.0,
+        });
+        let mut r = rng();
+        let now = Duration::from_secs(1);
+        // Floor: 1/s * 10 s = 10 retries with no traffic at all.
+        for i in 0..10 {
+            assert_eq!(
+                t.before_attempt(true, now, &mut r),
+                Verdict::Allow,
+                "retry {i}"
+            );
+        }
+        assert_eq!(t.before_attempt(true, now, &mut r), Verdict::GiveUp);
+        // 50 first attempts buy 10 more.
+        for _ in 0..50 {
+            assert_eq!(t.before_attempt(false, now, &mut r), Verdict::Allow);
+        }
+        for _ in 0..10 {
+            assert_eq!(t.before_attempt(true, now, &mut r), Verdict::Allow);
+        }
+        assert_eq!(t.before_attempt(true, now, &mut r), Verdict::GiveUp);
+        // Once the window has passed, the floor is available again.
+        let later = now + Duration::from_secs(11);
+        assert_eq!(t.before_attempt(true, later, &mut r), Verdict::Allow);
+    }
+
+    #[test]
+    fn adaptive_rejects_with_the_sre_probability() {
+        let mut t = Throttle::new(ThrottleConfig::Adaptive {
+            k: 2.0,
+            window: Duration::from_secs(120),
+        });
+        let mut r = rng();
+        let now = Duration::from_secs(1);
+        // While everything is accepted nothing is rejected.
+        for _ in 0..1000 {
+            assert_eq!(t.before_attempt(false, now, &mut r), Verdict::Allow);
+            t.after_attempt(true, now);
+        }
+        // Backend down: requests pile up with no accepts. After n more
+        // requests, p = (1000 + n - 2000) / (1000 + n + 1): it reaches 0.5 at
+        // about n = 3000 of attempts (rejected ones count too).
+        let mut rejected = 0;
+        for _ in 0..3000 {
+            if t.before_attempt(false, now, &mut r) == Verdict::Reject {
+                rejected += 1;
+            } else {
+                t.after_attempt(false, now);
+            }
+        }
+        // Expected rejections: the sum of p over those requests, give or take
+        // four standard deviations of that sum of Bernoulli draws.
+        let ps: Vec<f64> = (0..3000)
+            .map(|n| ((1000.0 + n as f64 - 2000.0) / (1000.0 + n as f64 + 1.0)).max(0.0))
+            .collect();
+        let expected: f64 = ps.iter().sum();
+        let sigma = ps.iter().map(|p| p * (1.0 - p)).sum::<f64>().sqrt();
+        let got = rejected as f64;
+        assert!(
+            (got - expected).abs() < 4.0 * sigma,
+            "{got} vs {expected} ± {sigma}"
+        );
+        // The window forgets: two minutes later nothing is rejected.
+        let later = now + Duration::from_secs(121);
+        assert_eq!(t.before_attempt(false, later, &mut r), Verdict::Allow);
+    }
+
+    fn breaker() -> Throttle {
+        Throttle::new(ThrottleConfig::CircuitBreaker {
+            failure_ratio: 0.5,
+            min_requests: 10,
+            window: Duration::from_secs(10),
+            consecutive: None,
+            cooldown: ms(500),
+            probes: 1,
+        })
+    }
+
+    #[test]
+    fn breaker_opens_on_the_failure_ratio_then_probes() {
+        let mut t = breaker();
+        let mut r = rng();
+        let mut now = Duration::from_secs(1);
+        // 9 attempts, all failed: below min_requests, still closed.
+        for _ in 0..9 {
+            assert_eq!(t.before_attempt(false, now, &mut r), Verdict::Allow);
+            t.after_attempt(false, now);
+        }
+        assert_eq!(t.describe(), "closed");
+        t.after_attempt(false, now);
+        assert_eq!(t.describe(), "open");
+        assert_eq!(t.before_attempt(false, now, &mut r), Verdict::Reject);
+        now += ms(499);
+        assert_eq!(t.before_attempt(true, now, &mut r), Verdict::Reject);
+        // Cool-down over: one probe goes out, the next is refused.
+        now += ms(1);
+        assert_eq!(t.before_attempt(false, now, &mut r), Verdict::Allow);
+        assert_eq!(t.describe(), "half-open");
+        assert_eq!(t.before_attempt(false, now, &mut r), Verdict::Reject);
+        // The probe fails: open again for a whole cool-down.
+        t.after_attempt(false, now);
+        assert_eq!(t.describe(), "open");
+        now += ms(500);
+        assert_eq!(t.before_attempt(false, now, &mut r), Verdict::Allow);
+        t.after_attempt(true, now);
+        assert_eq!(t.describe(), "closed");
+        assert_eq!(t.before_attempt(false, now, &mut r), Verdict::Allow);
+    }
+
+    #[test]
+    fn breaker_stays_closed_below_the_ratio() {
+        let mut t = breaker();
+        let mut r = rng();
+        let now = Duration::from_secs(1);
+        for i in 0..100 {
+            assert_eq!(t.before_attempt(false, now, &mut r), Verdict::Allow);
+            // 40 % failures, never 50 % of the attempts so far.
+            t.after_attempt(i % 5 < 3, now);
+        }
+        assert_eq!(t.describe(), "closed");
+    }
+
+    #[test]
+    fn breaker_can_open_on_consecutive_failures() {
+        let mut t = Throttle::new(ThrottleConfig::CircuitBreaker {
+            failure_ratio: 1.0,
+            min_requests: 1_000_000,
+            window: Duration::from_secs(10),
+            consecutive: Some(3),
+            cooldown: ms(500),
+            probes: 1,
+        });
+        let now = Duration::ZERO;
+        t.after_attempt(false, now);
+        t.after_attempt(false, now);
+        t.after_attempt(true, now);
+        t.after_attempt(false, now);
+        t.after_attempt(false, now);
+        assert_eq!(t.describe(), "closed");
+        t.after_attempt(false, now);
+        assert_eq!(t.describe(), "open");
+    }
+
+    #[test]
+    fn window_forgets_old_buckets() {
+        let mut w = Window::new(Duration::from_secs(10));
+        w.add(Duration::from_secs(0), 5, 1);
+        w.add(Duration::from_secs(6), 3, 0);
+        assert_eq!(w.counts(Duration::from_secs(9)), (8, 1));
+        assert_eq!(w.counts(Duration::from_secs(11)), (3, 0));
+        assert_eq!(w.counts(Duration::from_secs(17)), (0, 0));
+    }
+}

@@ -3,7 +3,7 @@
 # the server with a real SIGSTOP after the warm-up, resume it with SIGCONT
 # after the pause, observe, and check the outcome of each strategy.
 #
-#   scripts/storm-check.sh            compressed: every time divided by 10 (~35 s)
+#   scripts/storm-check.sh            compressed: every time divided by 10 (~45 s)
 #   scripts/storm-check.sh --full     the real thing: 20 s + 20 s + 60 s per case
 #
 # Cases and what must hold (times given at full scale):
@@ -19,108 +19,36 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-k=10
-if [[ "${1:-}" == "--full" ]]; then k=1; fi
-# Scale a duration in milliseconds.
-ms() { echo "$(( $1 / k ))ms"; }
-secs() { awk -v a="$1" -v k="$k" 'BEGIN { printf "%.3f", a / k }'; }
-
-cargo build --release --quiet --bin server --bin client
-out=$(mktemp -d "${TMPDIR:-/tmp}/storm-check.XXXXXX")
+K=10
+if [[ "${1:-}" == "--full" ]]; then K=1; fi
+OUT=$(mktemp -d "${TMPDIR:-/tmp}/storm-check.XXXXXX")
+# shellcheck source=scripts/storm-lib.sh
+source scripts/storm-lib.sh
+trap storm_cleanup EXIT INT TERM
+storm_build
 port=$(( 20000 + RANDOM % 20000 ))
-server_pid=""
-cleanup() {
-  if [[ -n "$server_pid" ]]; then
-    kill -CONT "$server_pid" 2>/dev/null || true
-    kill -TERM "$server_pid" 2>/dev/null || true
-  fi
-}
-trap cleanup EXIT INT TERM
-
-warmup=$(secs 20); pause=$(secs 20); observe=$(secs 60)
-total=$(awk -v a="$warmup" -v b="$pause" -v c="$observe" 'BEGIN { print a + b + c }')
 failed=0
-
-# run NAME SERVER_FLAGS... -- CLIENT_FLAGS...
-run() {
-  local name=$1; shift
-  local sflags=() cflags=()
-  while [[ $# -gt 0 && "$1" != "--" ]]; do sflags+=("$1"); shift; done
-  shift
-  cflags=("$@")
-  ./target/release/server --listen "127.0.0.1:$port" --base-delay "$(ms 100)" \
-    --max-delay "$(ms 600000)" --report-interval "$(ms 1000)" --csv "$out/$name.server.csv" \
-    "${sflags[@]}" > "$out/$name.server.log" 2>&1 &
-  server_pid=$!
-  # Wait until the server accepts connections.
-  for _ in $(seq 1 100); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-    sleep 0.05
-  done
-  ./target/release/client --url "http://127.0.0.1:$port/api" --lambda "$(ms 10000)" \
-    --timeout "$(ms 2000)" --fixed-delay "$(ms 100)" --min-delay "$(ms 100)" \
-    --report-interval "$(ms 5000)" --duration "${total}s" --seed 2014 \
-    --csv "$out/$name.client.csv" "${cflags[@]}" > "$out/$name.client.log" 2>&1 &
-  local client_pid=$!
-  local t0; t0=$(date +%s%3N)
-  sleep "$warmup"
-  kill -STOP "$server_pid"
-  local stopped; stopped=$(date +%s%3N)
-  sleep "$pause"
-  kill -CONT "$server_pid"
-  local resumed; resumed=$(date +%s%3N)
-  wait "$client_pid"
-  kill -TERM "$server_pid"; wait "$server_pid" || true
-  server_pid=""
-  echo "$t0 $stopped $resumed" > "$out/$name.times"
-}
-
-# figures NAME: prints baseline, peak concurrency after resume, concurrency at
-# the end, seconds (full scale) until concurrency < 100 and until OK reaches
-# 50 % and 80 % of the baseline (-1 if never).
-figures() {
-  local name=$1
-  read -r t0 stopped resumed < "$out/$name.times"
-  awk -F, -v t0="$t0" -v stopped="$stopped" -v resumed="$resumed" -v k="$k" '
-    FNR == 1 { file++; next }
-    file == 1 {  # client
-      if ($1 <= stopped && $1 - t0 > 5000 / k) { base += $3; nb++ }
-      if ($1 > resumed) {
-        at = ($1 - resumed) * k / 1000
-        if (half < 0 && $3 >= 0.5 * base / nb) half = at
-        if (most < 0 && $3 >= 0.8 * base / nb) most = at
-        if ($3 > best) best = $3
-      }
-    }
-    file == 2 {  # server
-      if ($1 > resumed) {
-        if ($3 > peak) peak = $3
-        if (calm < 0 && $3 < 100) calm = ($1 - resumed) * k / 1000
-        last = $3
-      }
-    }
-    BEGIN { half = -1; most = -1; calm = -1 }
-    END { printf "%.1f %d %d %.1f %.1f %.1f %.1f\n", base / nb, peak, last, calm, half, most, best }
-  ' "$out/$name.client.csv" "$out/$name.server.csv"
-}
 
 check() {  # check DESCRIPTION CONDITION
   if awk "BEGIN { exit !($2) }"; then echo "PASS  $1"; else echo "FAIL  $1"; failed=1; fi
 }
 
-echo "results in $out (times scaled by 1/$k; figures below at full scale)"
-run fixed --on-disconnect continue -- --strategy fixed
-run exp2014 -- --exponential-backoff
-run exponential -- --strategy exponential
-run cancel --on-disconnect cancel -- --strategy fixed
+echo "results in $OUT (times scaled by 1/$K; figures below at full scale)"
+# shellcheck disable=SC2046 # the strategy flags are meant to split
+storm_run fixed "$port" -- $(storm_strategy fixed)
+storm_run exp2014 "$port" -- --exponential-backoff
+# shellcheck disable=SC2046
+storm_run exponential "$port" -- $(storm_strategy exponential)
+# shellcheck disable=SC2046
+storm_run cancel "$port" --on-disconnect cancel -- $(storm_strategy fixed)
 
-printf "%-12s %9s %9s %9s %10s %10s %10s %9s\n" case baseline peak end calm_s ok50%_s ok80%_s best_ok
+printf "%-12s %9s %9s %9s %8s %8s %8s %9s\n" case baseline peak end calm_s ok50_s ok80_s best_ok
 for name in fixed exp2014 exponential cancel; do
-  read -r base peak last calm half most best < <(figures "$name")
-  printf "%-12s %9s %9s %9s %10s %10s %10s %9s\n" "$name" "$base" "$peak" "$last" "$calm" "$half" "$most" "$best"
+  read -r base peak last calm half most best _ < <(storm_figures "$name")
+  printf "%-12s %9s %9s %9s %8s %8s %8s %9s\n" "$name" "$base" "$peak" "$last" "$calm" "$half" "$most" "$best"
   eval "${name}_base=$base ${name}_peak=$peak ${name}_last=$last ${name}_calm=$calm ${name}_half=$half ${name}_most=$most ${name}_best=$best"
 done
-echo "(calm_s: seconds after resume until server concurrency < 100; okN%_s: until client OK/s >= N % of baseline; -1 = never)"
+echo "(calm_s: seconds after resume until server concurrency < 100; okN_s: until client OK/s >= N % of baseline; -1 = never)"
 
 check "fixed: concurrency climbs into the thousands ($fixed_peak)" "$fixed_peak >= 1000"
 check "fixed: concurrency stays in the thousands to the end ($fixed_last)" "$fixed_last >= 1000"

@@ -141,7 +141,7 @@ fn refuse_strays(
 /// `server`: an HTTP server whose latency grows exponentially with
 /// concurrency. GET /api answers `OK` after the modelled delay.
 #[derive(Debug, Parser)]
-#[command(version, about, long_about = None, allow_negative_numbers = true)]
+#[command(name = "server", version, about, long_about = None, allow_negative_numbers = true)]
 pub struct ServerArgs {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:8070", value_name = "ADDR")]
@@ -614,6 +614,7 @@ impl ThrottleArgs {
 /// without sending anything.
 #[derive(Debug, Parser)]
 #[command(
+    name = "client",
     version,
     about,
     long_about = None,

@@ -122,17 +122,19 @@ impl fmt::Display for ClientSummary {
         )?;
         writeln!(
             f,
-            "  attempts: {} (OK {}, errors {}, timed out {}; retries {}, throttled {})",
+            "  attempts: {} (OK {}, errors {}, timed out {}; retries {}, throttled {}, \
+             rejected locally {})",
             t.attempts(),
             t.ok,
             t.errors,
             t.timeouts,
             t.retries,
-            t.throttled
+            t.throttled,
+            t.rejected
         )?;
         writeln!(
             f,
-            "  requests: {} started, {} given up, {} attempts per request",
+            "  requests: {} started, {} given up, {} attempts sent per request",
             t.started,
             t.gave_up,
             t.amplification()

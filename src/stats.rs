@@ -108,6 +108,8 @@ pub struct Tally {
     /// Attempts refused by a throttle: retries refused (the request then
     /// given up) and attempts rejected locally (counted as errors too).
     pub throttled: u64,
+    /// Attempts rejected locally (never sent; counted as errors).
+    pub rejected: u64,
     /// Finished logical requests (succeeded or given up) by attempts made,
     /// in the buckets of [`ATTEMPT_BUCKETS`].
     pub attempts_per_request: [u64; 7],
@@ -119,9 +121,15 @@ impl Tally {
         self.ok + self.errors + self.timeouts
     }
 
-    /// Attempts per logical request started (amplification), if any started.
+    /// Attempts sent over the network (local rejections excluded).
+    pub fn sent(&self) -> u64 {
+        self.attempts() - self.rejected
+    }
+
+    /// Attempts sent per logical request started (amplification: the load
+    /// the server sees per unit of demand), if any started.
     pub fn amplification(&self) -> Option<f64> {
-        (self.started > 0).then(|| self.attempts() as f64 / self.started as f64)
+        (self.started > 0).then(|| self.sent() as f64 / self.started as f64)
     }
 
     /// Adds another tally to this one.
@@ -133,6 +141,7 @@ impl Tally {
         self.started += other.started;
         self.gave_up += other.gave_up;
         self.throttled += other.throttled;
+        self.rejected += other.rejected;
         for (mine, theirs) in self
             .attempts_per_request
             .iter_mut()
@@ -247,6 +256,7 @@ impl ClientRecorder {
         }
         if record.rejected_locally {
             t.throttled += 1;
+            t.rejected += 1;
         }
         if record.outcome == Outcome::Ok {
             record_latency(&mut c.attempt_latency, record.latency);
@@ -315,7 +325,8 @@ pub struct ClientRow {
     pub gave_up_per_s: f64,
     /// Attempts refused by a throttle per second.
     pub throttled_per_s: f64,
-    /// Attempts per logical request started in the interval (amplification).
+    /// Attempts sent per logical request started in the interval
+    /// (amplification; local rejections are not sent).
     pub attempts_per_request: Option<f64>,
 }
 
@@ -554,6 +565,8 @@ mod tests {
         assert_eq!(c.tally.gave_up, 1);
         assert_eq!(c.tally.throttled, 2);
         assert_eq!(c.tally.errors, 1);
+        assert_eq!(c.tally.rejected, 1);
+        assert_eq!(c.tally.sent(), 0);
         assert_eq!(c.request_latency.len(), 8);
         let row = ClientRow::new(&c, Duration::from_secs(1), 0, 0, Duration::ZERO);
         assert!(

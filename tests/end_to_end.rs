@@ -395,7 +395,9 @@ async fn an_open_breaker_fails_attempts_locally() {
     // Five refused connects open the breaker; then every attempt (one per
     // user every 10 ms) is rejected locally and counted as an error.
     assert!(t.throttled > 20, "{t:?}");
+    assert_eq!(t.rejected, t.throttled);
     assert_eq!(t.errors, t.attempts());
+    assert!(t.sent() >= 5 && t.sent() < 10, "{t:?}");
     assert_eq!(t.gave_up, 0);
 }
 

@@ -74,14 +74,15 @@ storm_run() {
 }
 
 # storm_figures NAME: one line of figures, times at full scale (x K):
-#   baseline peak end calm_s ok50_s ok80_s best_ok recovery_s amplification wasted
+#   baseline peak end calm_s ok50_s ok80_s best_ok recovery_s amplification abandoned
 # baseline: mean OK/s over the warm-up, first interval excluded; peak/end:
 # server concurrency after resume (highest, last); calm_s: seconds after
 # resume until concurrency < 100; okN_s: until client OK/s >= N % of the
 # baseline; recovery_s: until OK/s stays >= 90 % of the baseline for three
 # consecutive intervals (the end of the first of them); amplification:
-# attempts per logical request from the stop to the end; wasted: requests
-# the server completed for clients that had gone. -1: never.
+# attempts sent per logical request started, from the stop to the end;
+# abandoned: requests the server finished (or dropped, in cancel mode) for
+# clients that had gone. -1: never.
 storm_figures() {
   local name=$1 t0 stopped resumed
   read -r t0 stopped resumed < "$OUT/$name.times"
@@ -92,10 +93,9 @@ storm_figures() {
       ok = $col[1, "ok_per_s"]
       if ($1 <= stopped && $1 - t0 > 5000 / k) { base += ok; nb++ }
       if ($1 > stopped) {
-        attempts = $col[1, "ok_per_s"] + $col[1, "errors_per_s"] + $col[1, "timeouts_per_s"]
-        app = $col[1, "attempts_per_request"]
-        total_attempts += attempts
-        if (app > 0) total_started += attempts / app
+        started = $col[1, "requests_per_s"]
+        total_started += started
+        total_sent += started * $col[1, "attempts_per_request"]
       }
       if ($1 > resumed) {
         at = ($1 - resumed) * k / 1000
@@ -117,7 +117,7 @@ storm_figures() {
       }
     }
     END {
-      amp = total_started > 0 ? total_attempts / total_started : -1
+      amp = total_started > 0 ? total_sent / total_started : -1
       printf "%.1f %d %d %.1f %.1f %.1f %.1f %.1f %.2f %d\n", base / nb, peak, last, calm, half, most, best, recovery, amp, wasted
     }
   ' "$OUT/$name.client.csv" "$OUT/$name.server.csv"

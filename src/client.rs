@@ -8,7 +8,6 @@
 
 use std::fmt;
 use std::future::Future;
-use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::pin::pin;
@@ -25,7 +24,7 @@ use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::Instant;
 
 use crate::arrivals::{ThinkTime, user_rng};
-use crate::output::{CsvSink, say};
+use crate::output::{CsvError, CsvSink, say, write_row};
 use crate::policy::{
     Backoff, Next, RetryLimits, Strategy, Throttle, ThrottleConfig, Verdict, parse_retry_after,
 };
@@ -69,21 +68,14 @@ pub enum StartError {
     /// The URL is not an `http://host:port/path` this client can use.
     Url(String),
     /// The CSV file could not be created.
-    Csv {
-        /// The path asked for.
-        path: PathBuf,
-        /// What the system said.
-        source: io::Error,
-    },
+    Csv(CsvError),
 }
 
 impl fmt::Display for StartError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             StartError::Url(why) => write!(f, "--url: {why}"),
-            StartError::Csv { path, source } => {
-                write!(f, "--csv {}: cannot create file: {source}", path.display())
-            }
+            StartError::Csv(e) => e.fmt(f),
         }
     }
 }
@@ -413,13 +405,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> Result<ClientSummary, StartError> {
     let target = Target::resolve(&config.url).await?;
-    let mut csv = match &config.csv {
-        Some(path) => Some(CsvSink::create(path).map_err(|source| StartError::Csv {
-            path: path.clone(),
-            source,
-        })?),
-        None => None,
-    };
+    let mut csv = CsvSink::create_if(config.csv.as_deref()).map_err(StartError::Csv)?;
     let shared = Arc::new(Shared {
         pool: Pool {
             target,
@@ -461,12 +447,7 @@ pub async fn run(
         if !config.quiet {
             say(&row);
         }
-        if let Some(sink) = &mut csv
-            && let Err(e) = sink.write(&row)
-        {
-            eprintln!("{}: {e}; CSV output stopped", sink.path().display());
-            csv = None;
-        }
+        write_row(&mut csv, &row);
         rows.push(row);
     };
 

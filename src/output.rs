@@ -38,6 +38,7 @@ impl CsvRow for ClientRow {
         "gave_up_per_s",
         "throttled_per_s",
         "attempts_per_request",
+        "requests_per_s",
     ];
 }
 
@@ -53,6 +54,28 @@ impl CsvRow for ServerRow {
     ];
 }
 
+/// A CSV file that could not be created.
+#[derive(Debug)]
+pub struct CsvError {
+    /// The path asked for.
+    pub path: PathBuf,
+    /// What the system said.
+    pub source: io::Error,
+}
+
+impl std::fmt::Display for CsvError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "--csv {}: cannot create file: {}",
+            self.path.display(),
+            self.source
+        )
+    }
+}
+
+impl std::error::Error for CsvError {}
+
 /// A CSV file of report rows, flushed after every row.
 pub struct CsvSink<T> {
     path: PathBuf,
@@ -62,18 +85,29 @@ pub struct CsvSink<T> {
 
 impl<T: CsvRow> CsvSink<T> {
     /// Creates (or truncates) the file and writes the header.
-    pub fn create(path: &Path) -> io::Result<Self> {
-        let file = File::create(path)?;
-        let mut writer = csv::WriterBuilder::new()
-            .has_headers(false)
-            .from_writer(file);
-        writer.write_record(T::HEADER)?;
-        writer.flush()?;
+    pub fn create(path: &Path) -> Result<Self, CsvError> {
+        let header = || -> io::Result<csv::Writer<File>> {
+            let mut writer = csv::WriterBuilder::new()
+                .has_headers(false)
+                .from_writer(File::create(path)?);
+            writer.write_record(T::HEADER)?;
+            writer.flush()?;
+            Ok(writer)
+        };
+        let writer = header().map_err(|source| CsvError {
+            path: path.to_path_buf(),
+            source,
+        })?;
         Ok(CsvSink {
             path: path.to_path_buf(),
             writer,
             _rows: PhantomData,
         })
+    }
+
+    /// Creates the file if a path is given.
+    pub fn create_if(path: Option<&Path>) -> Result<Option<Self>, CsvError> {
+        path.map(Self::create).transpose()
     }
 
     /// Appends one row and flushes it to the file.
@@ -85,6 +119,17 @@ impl<T: CsvRow> CsvSink<T> {
     /// The file's path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+}
+
+/// Writes a row to an optional sink; on a write error says so on stderr and
+/// stops writing, so a full disk does not stop the experiment.
+pub fn write_row<T: CsvRow>(sink: &mut Option<CsvSink<T>>, row: &T) {
+    if let Some(csv) = sink
+        && let Err(e) = csv.write(row)
+    {
+        eprintln!("{}: {e}; CSV output stopped", csv.path().display());
+        *sink = None;
     }
 }
 

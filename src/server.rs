@@ -30,7 +30,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use crate::latency::LatencyModel;
-use crate::output::{CsvSink, say};
+use crate::output::{CsvError, CsvSink, say, write_row};
 use crate::policy::format_retry_after;
 use crate::scheduler::{Completion, CompletionScheduler, Ticket};
 use crate::stats::{ServerCounts, ServerRow, format_delay, unix_ms};
@@ -117,12 +117,7 @@ pub enum StartError {
         source: io::Error,
     },
     /// The CSV file could not be created.
-    Csv {
-        /// The path asked for.
-        path: PathBuf,
-        /// What the system said.
-        source: io::Error,
-    },
+    Csv(CsvError),
 }
 
 impl fmt::Display for StartError {
@@ -136,9 +131,7 @@ impl fmt::Display for StartError {
                 )
             }
             StartError::Listen { addr, source } => write!(f, "--listen {addr}: {source}"),
-            StartError::Csv { path, source } => {
-                write!(f, "--csv {}: cannot create file: {source}", path.display())
-            }
+            StartError::Csv(e) => e.fmt(f),
         }
     }
 }
@@ -211,13 +204,7 @@ impl Server {
         socket.set_reuseaddr(true).map_err(listen_err)?;
         socket.bind(addr).map_err(listen_err)?;
         let listener = socket.listen(config.backlog).map_err(listen_err)?;
-        let csv = match &config.csv {
-            Some(path) => Some(CsvSink::create(path).map_err(|source| StartError::Csv {
-                path: path.clone(),
-                source,
-            })?),
-            None => None,
-        };
+        let csv = CsvSink::create_if(config.csv.as_deref()).map_err(StartError::Csv)?;
         Ok(Server {
             listener,
             config,
@@ -617,12 +604,7 @@ impl ModelActor {
                 say(&row);
             }
         }
-        if let Some(csv) = &mut self.csv
-            && let Err(e) = csv.write(&row)
-        {
-            eprintln!("{}: {e}; CSV output stopped", csv.path().display());
-            self.csv = None;
-        }
+        write_row(&mut self.csv, &row);
     }
 }
 

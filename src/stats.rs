@@ -328,6 +328,8 @@ pub struct ClientRow {
     /// Attempts sent per logical request started in the interval
     /// (amplification; local rejections are not sent).
     pub attempts_per_request: Option<f64>,
+    /// Logical requests started per second (the demand).
+    pub requests_per_s: f64,
 }
 
 impl ClientRow {
@@ -356,6 +358,7 @@ impl ClientRow {
             gave_up_per_s: round2(per_sec(t.gave_up, secs)),
             throttled_per_s: round2(per_sec(t.throttled, secs)),
             attempts_per_request: t.amplification().map(round2),
+            requests_per_s: round2(per_sec(t.started, secs)),
         }
     }
 }

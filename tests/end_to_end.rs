@@ -316,7 +316,7 @@ async fn csv_files_hold_the_header_and_every_row() {
     assert_eq!(
         lines.next(),
         Some(
-            "unix_ms,elapsed_s,ok_per_s,errors_per_s,timeouts_per_s,retries_per_s,in_flight,p50_ms,p99_ms,max_ms,gave_up_per_s,throttled_per_s,attempts_per_request"
+            "unix_ms,elapsed_s,ok_per_s,errors_per_s,timeouts_per_s,retries_per_s,in_flight,p50_ms,p99_ms,max_ms,gave_up_per_s,throttled_per_s,attempts_per_request,requests_per_s"
         )
     );
     assert_eq!(lines.count(), summary.rows.len());

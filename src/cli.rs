@@ -138,8 +138,8 @@ fn refuse_strays(
     Ok(())
 }
 
-/// `server`: an HTTP server whose latency grows exponentially with
-/// concurrency. GET /api answers `OK` after the modelled delay.
+/// An HTTP server whose latency grows exponentially with concurrency:
+/// GET /api answers OK after the modelled delay.
 #[derive(Debug, Parser)]
 #[command(name = "server", version, about, long_about = None, allow_negative_numbers = true)]
 pub struct ServerArgs {
@@ -291,6 +291,7 @@ const GROWING: &[&str] = &[
 /// Retry strategy flags. Flags that do not apply to the chosen strategy are
 /// refused; defaults depend on the strategy.
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Retry strategy")]
 pub struct StrategyArgs {
     /// Retry strategy [default: fixed].
     #[arg(long, value_enum, value_name = "NAME")]
@@ -417,6 +418,7 @@ impl StrategyArgs {
 
 /// Limits on the retries of a logical request, whatever the strategy.
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Retry limits")]
 pub struct LimitArgs {
     /// Attempts per logical request, the first included; then it is given
     /// up [default: no limit; google: 10].
@@ -472,6 +474,7 @@ impl ThrottleArg {
 /// A throttle shared by all users of the process. Flags that do not apply
 /// to the chosen throttle are refused.
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Retry throttle")]
 pub struct ThrottleArgs {
     /// Retry throttle shared by all clients [default: none].
     #[arg(long, value_enum, value_name = "NAME")]
@@ -608,10 +611,10 @@ impl ThrottleArgs {
     }
 }
 
-/// `client`: N simulated users sending Poisson traffic and retrying failed
-/// and timed-out requests under a chosen strategy. Prints OK/error/timeout
-/// rates every report interval. `client plan` prints a strategy's schedule
-/// without sending anything.
+/// N simulated users sending Poisson traffic and retrying failed and
+/// timed-out requests under a chosen strategy; prints OK/error/timeout rates
+/// every report interval. `client plan` prints a strategy's schedule without
+/// sending anything.
 #[derive(Debug, Parser)]
 #[command(
     name = "client",
@@ -655,15 +658,6 @@ pub struct ClientArgs {
     /// connection is closed.
     #[arg(long, default_value = "2s", value_parser = positive_duration, value_name = "DURATION")]
     pub timeout: Duration,
-    /// Retry strategy.
-    #[command(flatten)]
-    pub retry: StrategyArgs,
-    /// Retry limits.
-    #[command(flatten)]
-    pub limits: LimitArgs,
-    /// Retry throttle.
-    #[command(flatten)]
-    pub throttle: ThrottleArgs,
     /// How often to print a report line (and write a CSV row).
     #[arg(long, default_value = "5s", value_parser = positive_duration, value_name = "DURATION")]
     pub report_interval: Duration,
@@ -677,6 +671,15 @@ pub struct ClientArgs {
     /// Write report rows to this CSV file.
     #[arg(long, value_name = "PATH")]
     pub csv: Option<PathBuf>,
+    /// Retry strategy.
+    #[command(flatten)]
+    pub retry: StrategyArgs,
+    /// Retry limits.
+    #[command(flatten)]
+    pub limits: LimitArgs,
+    /// Retry throttle.
+    #[command(flatten)]
+    pub throttle: ThrottleArgs,
 }
 
 fn conflict(msg: String) -> clap::Error {

@@ -87,6 +87,19 @@ pub fn non_negative(s: &str) -> Result<f64, String> {
     }
 }
 
+/// Divides a duration by a time compression factor.
+fn compress(d: Duration, k: f64) -> Duration {
+    Duration::try_from_secs_f64(d.as_secs_f64() / k).unwrap_or(Duration::MAX)
+}
+
+/// A time compression factor: at least 1.
+pub fn time_scale(s: &str) -> Result<f64, String> {
+    match finite(s)? {
+        x if x >= 1.0 => Ok(x),
+        _ => Err("must be at least 1 (1 is real time)".to_string()),
+    }
+}
+
 /// An `http://` URL.
 pub fn http_url(s: &str) -> Result<Uri, String> {
     let uri: Uri = s.parse().map_err(|e| format!("'{s}' is not a URL: {e}"))?;
@@ -185,6 +198,10 @@ pub struct ServerArgs {
     /// Write report rows to this CSV file.
     #[arg(long, value_name = "PATH")]
     pub csv: Option<PathBuf>,
+    /// Compress time: divide every duration given (delays, Retry-After,
+    /// report interval) by K, for quick experiments.
+    #[arg(long, default_value_t = 1.0, value_parser = time_scale, value_name = "K")]
+    pub time_scale: f64,
 }
 
 impl ServerArgs {
@@ -208,14 +225,15 @@ impl ServerArgs {
             "shedding (--shed-above)",
         )
         .map_err(|msg| conflict(&msg))?;
+        let k = self.time_scale;
         Ok(ServerConfig {
             listen: self.listen,
             model: LatencyModel {
-                base: self.base_delay,
+                base: compress(self.base_delay, k),
                 limit: self.limit,
                 factor: self.factor,
                 scale: self.scale,
-                max_delay: self.max_delay,
+                max_delay: compress(self.max_delay, k),
             },
             backlog: self.backlog,
             on_disconnect: match self.on_disconnect {
@@ -228,9 +246,9 @@ impl ServerArgs {
                     Some(ShedStatusArg::TooMany) => StatusCode::TOO_MANY_REQUESTS,
                     _ => StatusCode::SERVICE_UNAVAILABLE,
                 },
-                retry_after: self.retry_after.unwrap_or(Duration::from_secs(1)),
+                retry_after: compress(self.retry_after.unwrap_or(Duration::from_secs(1)), k),
             }),
-            report_interval: self.report_interval,
+            report_interval: compress(self.report_interval, k),
             csv: self.csv.clone(),
             quiet: false,
         })
@@ -386,7 +404,7 @@ impl StrategyArgs {
                 factor,
                 jitter: self.jitter.unwrap_or(0.1),
             },
-            StrategyArg::Exponential2014 => Strategy::Exponential2014,
+            StrategyArg::Exponential2014 => Strategy::exponential_2014(),
             StrategyArg::FullJitter => Strategy::FullJitter {
                 base: min,
                 cap: max,
@@ -411,6 +429,7 @@ impl StrategyArgs {
                 first: min,
                 factor,
                 max,
+                random: Duration::from_millis(1000),
             },
         })
     }
@@ -671,6 +690,11 @@ pub struct ClientArgs {
     /// Write report rows to this CSV file.
     #[arg(long, value_name = "PATH")]
     pub csv: Option<PathBuf>,
+    /// Compress time: divide every duration given (think time, timeout,
+    /// retry delays, windows, report interval, run length) by K and multiply
+    /// rates by it, for quick experiments.
+    #[arg(long, default_value_t = 1.0, value_parser = time_scale, value_name = "K")]
+    pub time_scale: f64,
     /// Retry strategy.
     #[command(flatten)]
     pub retry: StrategyArgs,
@@ -689,18 +713,25 @@ fn conflict(msg: String) -> clap::Error {
 impl ClientArgs {
     /// Checks the flags together and builds the client's configuration.
     pub fn config(&self) -> Result<ClientConfig, clap::Error> {
-        let strategy = self.retry.strategy().map_err(conflict)?;
-        let throttle = self.throttle.throttle().map_err(conflict)?;
+        let k = self.time_scale;
+        let strategy = self.retry.strategy().map_err(conflict)?.scaled(k);
+        let throttle = self
+            .throttle
+            .throttle()
+            .map_err(conflict)?
+            .map(|t| t.scaled(k));
+        let mut limits = self.limits.limits(self.retry.kind());
+        limits.deadline = limits.deadline.map(|d| compress(d, k));
         Ok(ClientConfig {
             url: self.url.clone(),
             clients: self.clients,
-            think: ThinkTime::new(self.lambda),
-            timeout: self.timeout,
+            think: ThinkTime::new(compress(self.lambda, k)),
+            timeout: compress(self.timeout, k),
             strategy,
-            limits: self.limits.limits(self.retry.kind()),
+            limits,
             throttle,
-            report_interval: self.report_interval,
-            duration: self.duration,
+            report_interval: compress(self.report_interval, k),
+            duration: self.duration.map(|d| compress(d, k)),
             seed: self.seed.unwrap_or_else(rand::random),
             csv: self.csv.clone(),
             quiet: false,
@@ -826,7 +857,7 @@ mod tests {
     #[test]
     fn original_flag_names_are_accepted() {
         let c = client(&["--exponential-backoff"]).unwrap();
-        assert_eq!(c.strategy, Strategy::Exponential2014);
+        assert_eq!(c.strategy, Strategy::exponential_2014());
         let c = client(&["--simple-backoff-delay", "250ms"]).unwrap();
         assert_eq!(c.strategy, Strategy::Fixed { delay: ms(250) });
         let s = server(&["--baseDelay", "20ms"]).unwrap();
@@ -917,7 +948,8 @@ mod tests {
             Strategy::Google {
                 first: Duration::from_secs(1),
                 factor: 2.0,
-                max: Duration::from_secs(32)
+                max: Duration::from_secs(32),
+                random: ms(1000)
             }
         );
         assert_eq!(google.limits.max_attempts, Some(10));
@@ -1145,6 +1177,51 @@ mod tests {
         .unwrap();
         assert_eq!(s.shed.unwrap().status, StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(s.shed.unwrap().retry_after, ms(250));
+    }
+
+    #[test]
+    fn time_scale_compresses_every_duration() {
+        let c = client(&[
+            "--time-scale",
+            "10",
+            "--duration",
+            "100s",
+            "--strategy",
+            "google",
+            "--deadline",
+            "1m",
+            "--throttle",
+            "budget",
+        ])
+        .unwrap();
+        assert_eq!(c.think.mean(), Duration::from_secs(1));
+        assert_eq!(c.timeout, ms(200));
+        assert_eq!(c.report_interval, ms(500));
+        assert_eq!(c.duration, Some(Duration::from_secs(10)));
+        assert_eq!(c.limits.deadline, Some(Duration::from_secs(6)));
+        assert_eq!(
+            c.strategy,
+            Strategy::Google {
+                first: ms(100),
+                factor: 2.0,
+                max: Duration::from_millis(3200),
+                random: ms(100)
+            }
+        );
+        assert_eq!(
+            c.throttle,
+            Some(ThrottleConfig::Budget {
+                percent: 0.2,
+                ttl: Duration::from_secs(1),
+                min_per_sec: 100.0
+            })
+        );
+        let s = server(&["--time-scale", "10", "--shed-above", "5"]).unwrap();
+        assert_eq!(s.model.base, ms(10));
+        assert_eq!(s.model.max_delay, Duration::from_secs(60));
+        assert_eq!(s.report_interval, ms(100));
+        assert_eq!(s.shed.unwrap().retry_after, ms(100));
+        assert!(client(&["--time-scale", "0.5"]).is_err());
     }
 
     #[test]

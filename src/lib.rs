@@ -31,3 +31,4 @@ pub mod scheduler;
 pub mod server;
 pub mod shutdown;
 pub mod stats;
+pub mod verdict;

@@ -380,7 +380,7 @@ mod tests {
     #[test]
     fn the_2014_schedule_starts_from_the_think_time() {
         let req = PlanRequest {
-            strategy: Strategy::Exponential2014,
+            strategy: Strategy::exponential_2014(),
             retries: 1,
             samples: 20_000,
             ..geometric(2.0)

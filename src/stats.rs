@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Largest latency a histogram records exactly (one hour); longer ones are
 /// recorded as this.
@@ -299,7 +299,7 @@ fn per_sec(count: u64, secs: f64) -> f64 {
 }
 
 /// One row of the client's report: a line on the terminal, a row of its CSV.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClientRow {
     /// Wall-clock time of the report, milliseconds since the Unix epoch.
     pub unix_ms: u64,
@@ -403,7 +403,7 @@ impl fmt::Display for ClientRow {
 }
 
 /// One row of the server's report.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ServerRow {
     /// Wall-clock time of the report, milliseconds since the Unix epoch.
     pub unix_ms: u64,

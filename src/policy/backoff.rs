@@ -9,12 +9,6 @@ use super::secs;
 
 /// The original client's growth factor (Euler's number).
 const E_2014: f64 = std::f64::consts::E;
-/// The original client's cap on a backoff sleep, before jitter.
-const CAP_2014: Duration = Duration::from_secs(300);
-/// The original client's jitter: normal, standard deviation 0.1 s.
-const JITTER_2014_S: f64 = 0.1;
-/// Google Cloud's random addition: up to 1000 ms.
-const GOOGLE_RANDOM: Duration = Duration::from_millis(1000);
 
 /// A delay schedule: which sleep precedes each retry. `n` below is the
 /// retry number, 1 for the first retry.
@@ -41,9 +35,16 @@ pub enum Strategy {
     },
     /// The 2014 original client, exactly: each retry waits `e` times the
     /// sleep that preceded the failed attempt (for the first retry, the think
-    /// time), capped at 5 minutes, plus normal jitter with a standard
-    /// deviation of 0.1 s, clamped at zero.
-    Exponential2014,
+    /// time), capped at `cap`, plus normal jitter with standard deviation
+    /// `jitter`, clamped at zero. The original's constants, 5 minutes and
+    /// 0.1 s, are [`Strategy::exponential_2014`]; other values serve only
+    /// time-compressed runs.
+    Exponential2014 {
+        /// Cap on a sleep before jitter (the original: 5 minutes).
+        cap: Duration,
+        /// Standard deviation of the jitter (the original: 0.1 s).
+        jitter: Duration,
+    },
     /// "Full jitter": `U(0, min(cap, base * factor^n))`.
     FullJitter {
         /// Base delay.
@@ -95,16 +96,91 @@ pub enum Strategy {
         factor: f64,
         /// Maximum backoff (Google: 32 or 64 s).
         max: Duration,
+        /// Upper bound of the random addition (Google: 1000 ms).
+        random: Duration,
     },
 }
 
+/// Divides a duration by `k` (a time compression factor).
+fn shrink(d: Duration, k: f64) -> Duration {
+    Duration::try_from_secs_f64(d.as_secs_f64() / k).unwrap_or(Duration::MAX)
+}
+
 impl Strategy {
+    /// The 2014 original client with its constants: 5-minute cap, 0.1 s of
+    /// jitter.
+    pub fn exponential_2014() -> Strategy {
+        Strategy::Exponential2014 {
+            cap: Duration::from_secs(300),
+            jitter: Duration::from_millis(100),
+        }
+    }
+
+    /// The same strategy with every duration divided by `k`, for an
+    /// experiment compressed in time (factors are unchanged).
+    pub fn scaled(&self, k: f64) -> Strategy {
+        let s = |d: Duration| shrink(d, k);
+        match *self {
+            Strategy::Fixed { delay } => Strategy::Fixed { delay: s(delay) },
+            Strategy::Exponential {
+                min,
+                max,
+                factor,
+                jitter,
+            } => Strategy::Exponential {
+                min: s(min),
+                max: s(max),
+                factor,
+                jitter,
+            },
+            Strategy::Exponential2014 { cap, jitter } => Strategy::Exponential2014 {
+                cap: s(cap),
+                jitter: s(jitter),
+            },
+            Strategy::FullJitter { base, cap, factor } => Strategy::FullJitter {
+                base: s(base),
+                cap: s(cap),
+                factor,
+            },
+            Strategy::EqualJitter { base, cap, factor } => Strategy::EqualJitter {
+                base: s(base),
+                cap: s(cap),
+                factor,
+            },
+            Strategy::DecorrelatedJitter { base, cap, factor } => Strategy::DecorrelatedJitter {
+                base: s(base),
+                cap: s(cap),
+                factor,
+            },
+            Strategy::TruncatedBinary {
+                slot,
+                ceiling,
+                stay_at_ceiling,
+            } => Strategy::TruncatedBinary {
+                slot: s(slot),
+                ceiling,
+                stay_at_ceiling,
+            },
+            Strategy::Google {
+                first,
+                factor,
+                max,
+                random,
+            } => Strategy::Google {
+                first: s(first),
+                factor,
+                max: s(max),
+                random: s(random),
+            },
+        }
+    }
+
     /// The strategy's name as the command line spells it.
     pub fn name(&self) -> &'static str {
         match self {
             Strategy::Fixed { .. } => "fixed",
             Strategy::Exponential { .. } => "exponential",
-            Strategy::Exponential2014 => "exponential-2014",
+            Strategy::Exponential2014 { .. } => "exponential-2014",
             Strategy::FullJitter { .. } => "full-jitter",
             Strategy::EqualJitter { .. } => "equal-jitter",
             Strategy::DecorrelatedJitter { .. } => "decorrelated-jitter",
@@ -188,10 +264,10 @@ impl Backoff {
                 let noise: f64 = rng.sample(StandardNormal);
                 secs(base.as_secs_f64() * (1.0 + jitter * noise))
             }
-            Strategy::Exponential2014 => {
-                let grown = secs(self.last_sleep.as_secs_f64() * E_2014).min(CAP_2014);
+            Strategy::Exponential2014 { cap, jitter } => {
+                let grown = secs(self.last_sleep.as_secs_f64() * E_2014).min(cap);
                 let noise: f64 = rng.sample(StandardNormal);
-                secs(grown.as_secs_f64() + JITTER_2014_S * noise)
+                secs(grown.as_secs_f64() + jitter.as_secs_f64() * noise)
             }
             Strategy::FullJitter { base, cap, factor } => {
                 let v = capped_growth(base, factor, n, cap).as_secs_f64();
@@ -220,9 +296,14 @@ impl Backoff {
                 let k = rng.random_range(0..=collisions);
                 secs(slot.as_secs_f64() * (2f64.powi(k as i32) - 1.0))
             }
-            Strategy::Google { first, factor, max } => {
+            Strategy::Google {
+                first,
+                factor,
+                max,
+                random,
+            } => {
                 let grown = capped_growth(first, factor, n - 1, Duration::MAX);
-                let random = uniform(rng, 0.0, GOOGLE_RANDOM.as_secs_f64());
+                let random = uniform(rng, 0.0, random.as_secs_f64());
                 secs(grown.as_secs_f64() + random).min(max)
             }
         };
@@ -333,10 +414,10 @@ mod tests {
         for _ in 0..n {
             let mut b = Backoff::new(think);
             first += b
-                .next_delay(&Strategy::Exponential2014, &mut rng)
+                .next_delay(&Strategy::exponential_2014(), &mut rng)
                 .as_secs_f64();
             second += b
-                .next_delay(&Strategy::Exponential2014, &mut rng)
+                .next_delay(&Strategy::exponential_2014(), &mut rng)
                 .as_secs_f64();
         }
         let e = std::f64::consts::E;
@@ -348,7 +429,12 @@ mod tests {
 
     #[test]
     fn exponential_2014_caps_at_five_minutes_plus_jitter() {
-        let s = schedule(&Strategy::Exponential2014, Duration::from_secs(200), 10, 5);
+        let s = schedule(
+            &Strategy::exponential_2014(),
+            Duration::from_secs(200),
+            10,
+            5,
+        );
         for d in &s[1..] {
             assert!((d.as_secs_f64() - 300.0).abs() < 1.0, "{d:?}");
         }
@@ -362,7 +448,8 @@ mod tests {
         let n = 10_000;
         let mut zeros = 0;
         for _ in 0..n {
-            let d = Backoff::new(Duration::ZERO).next_delay(&Strategy::Exponential2014, &mut rng);
+            let d =
+                Backoff::new(Duration::ZERO).next_delay(&Strategy::exponential_2014(), &mut rng);
             assert!(d < ms(600), "{d:?}");
             zeros += usize::from(d.is_zero());
         }
@@ -486,6 +573,7 @@ mod tests {
             first: Duration::from_secs(1),
             factor: 2.0,
             max: Duration::from_secs(32),
+            random: ms(1000),
         };
         let d = draws(&s, 8, 20_000);
         for (i, base) in [1.0, 2.0, 4.0, 8.0, 16.0].into_iter().enumerate() {
@@ -499,6 +587,44 @@ mod tests {
         // 32 + U(0, 1) is capped at 32.
         for column in &d[5..] {
             assert!(column.iter().all(|&x| x == 32.0));
+        }
+    }
+
+    #[test]
+    fn scaling_divides_every_duration_and_keeps_factors() {
+        let s = Strategy::Google {
+            first: Duration::from_secs(1),
+            factor: 2.0,
+            max: Duration::from_secs(32),
+            random: ms(1000),
+        };
+        assert_eq!(
+            s.scaled(10.0),
+            Strategy::Google {
+                first: ms(100),
+                factor: 2.0,
+                max: Duration::from_millis(3200),
+                random: ms(100),
+            }
+        );
+        assert_eq!(
+            Strategy::exponential_2014().scaled(10.0),
+            Strategy::Exponential2014 {
+                cap: Duration::from_secs(30),
+                jitter: ms(10),
+            }
+        );
+        // A scaled schedule is the original one, ten times faster.
+        let e = Strategy::Exponential {
+            min: ms(100),
+            max: Duration::from_secs(300),
+            factor: 2.7,
+            jitter: 0.1,
+        };
+        let full = schedule(&e, Duration::ZERO, 8, 4);
+        let fast = schedule(&e.scaled(10.0), Duration::ZERO, 8, 4);
+        for (a, b) in full.iter().zip(&fast) {
+            assert!((a.as_secs_f64() / 10.0 - b.as_secs_f64()).abs() < 1e-6);
         }
     }
 

@@ -63,6 +63,44 @@ pub enum ThrottleConfig {
 }
 
 impl ThrottleConfig {
+    /// The same throttle for an experiment compressed `k` times in time:
+    /// windows and cool-downs divided by `k`, rates multiplied by it.
+    pub fn scaled(&self, k: f64) -> ThrottleConfig {
+        let s =
+            |d: Duration| Duration::try_from_secs_f64(d.as_secs_f64() / k).unwrap_or(Duration::MAX);
+        match *self {
+            ThrottleConfig::TokenBucket { .. } => *self,
+            ThrottleConfig::Budget {
+                percent,
+                ttl,
+                min_per_sec,
+            } => ThrottleConfig::Budget {
+                percent,
+                ttl: s(ttl),
+                min_per_sec: min_per_sec * k,
+            },
+            ThrottleConfig::Adaptive { k: mult, window } => ThrottleConfig::Adaptive {
+                k: mult,
+                window: s(window),
+            },
+            ThrottleConfig::CircuitBreaker {
+                failure_ratio,
+                min_requests,
+                window,
+                consecutive,
+                cooldown,
+                probes,
+            } => ThrottleConfig::CircuitBreaker {
+                failure_ratio,
+                min_requests,
+                window: s(window),
+                consecutive,
+                cooldown: s(cooldown),
+                probes,
+            },
+        }
+    }
+
     /// The throttle's name as the command line spells it.
     pub fn name(&self) -> &'static str {
         match self {

@@ -1,0 +1,347 @@
+//! The figures of one storm run, computed from its report rows: baseline
+//! goodput, whether and when the system recovered, peak concurrency, wasted
+//! work, amplification and latency before and after.
+//!
+//! Pure: rows in, figures out. Times are Unix milliseconds, as in the CSV
+//! files, so client and server rows line up.
+
+use serde::Serialize;
+
+use crate::stats::{ClientRow, ServerRow};
+
+/// Share of the baseline goodput that counts as recovered.
+pub const RECOVERED_SHARE: f64 = 0.9;
+/// Consecutive intervals that make a recovery (or, below the line, a relapse).
+pub const STREAK: usize = 3;
+
+/// When the protocol's phases happened, in Unix milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Timeline {
+    /// The client started.
+    pub start_ms: u64,
+    /// The server was stopped (SIGSTOP).
+    pub stop_ms: u64,
+    /// The server was resumed (SIGCONT).
+    pub resume_ms: u64,
+    /// The observation window ended: a recovery must start by then. Rows
+    /// after it still confirm (or refute) a recovery that started within it.
+    pub end_ms: u64,
+}
+
+/// The figures of one run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Figures {
+    /// Mean OK/s over the warm-up, first interval excluded.
+    pub baseline_ok_per_s: f64,
+    /// Goodput came back to `RECOVERED_SHARE` of the baseline for `STREAK`
+    /// consecutive intervals, the first of them starting within the
+    /// observation window, and did not relapse (as many intervals below the
+    /// line) afterwards.
+    pub recovered: bool,
+    /// Seconds from resume to the start of that recovery.
+    pub recovery_s: Option<f64>,
+    /// Highest server concurrency seen.
+    pub peak_concurrency: u64,
+    /// Requests the server finished (or, in cancel mode, dropped) after
+    /// their client had gone.
+    pub wasted: u64,
+    /// Attempts sent per logical request started, from the stop to the end.
+    pub amplification: Option<f64>,
+    /// OK-weighted mean of the intervals' p50 latency before the stop, ms.
+    pub p50_before_ms: Option<f64>,
+    /// OK-weighted mean of the intervals' p99 latency before the stop, ms.
+    pub p99_before_ms: Option<f64>,
+    /// The same after recovery (or after resume if it never recovered), ms.
+    pub p50_after_ms: Option<f64>,
+    /// The same for p99, ms.
+    pub p99_after_ms: Option<f64>,
+}
+
+/// One client interval: its span and goodput.
+struct Interval<'a> {
+    start_ms: u64,
+    end_ms: u64,
+    row: &'a ClientRow,
+}
+
+/// Client rows with the span each covers (from the previous row's end, or
+/// from the client's start for the first).
+fn intervals<'a>(rows: &'a [ClientRow], start_ms: u64) -> Vec<Interval<'a>> {
+    let mut previous = start_ms;
+    rows.iter()
+        .map(|row| {
+            let interval = Interval {
+                start_ms: previous.min(row.unix_ms),
+                end_ms: row.unix_ms,
+                row,
+            };
+            previous = row.unix_ms;
+            interval
+        })
+        .collect()
+}
+
+/// Mean of `value` weighted by `weight` over rows where `value` exists.
+fn weighted(rows: &[&ClientRow], value: impl Fn(&ClientRow) -> Option<f64>) -> Option<f64> {
+    let (mut sum, mut total) = (0.0, 0.0);
+    for row in rows {
+        if let Some(v) = value(row) {
+            sum += v * row.ok_per_s;
+            total += row.ok_per_s;
+        }
+    }
+    (total > 0.0).then(|| sum / total)
+}
+
+/// Finds the start of the recovery: the first interval that begins a run of
+/// `STREAK` good intervals after which no run of `STREAK` bad ones follows
+/// within the window. Returns its index.
+fn recovery_index(good: &[bool]) -> Option<usize> {
+    let mut candidate: Option<usize> = None;
+    let mut run_good = 0;
+    let mut run_bad = 0;
+    for (i, &g) in good.iter().enumerate() {
+        if g {
+            run_good += 1;
+            run_bad = 0;
+            if run_good == STREAK && candidate.is_none() {
+                candidate = Some(i + 1 - STREAK);
+            }
+        } else {
+            run_bad += 1;
+            run_good = 0;
+            if run_bad == STREAK {
+                // A relapse: any earlier recovery does not count.
+                candidate = None;
+            }
+        }
+    }
+    candidate
+}
+
+/// Computes a run's figures from its rows.
+pub fn figures(client: &[ClientRow], server: &[ServerRow], timeline: &Timeline) -> Figures {
+    let spans = intervals(client, timeline.start_ms);
+    // Baseline: warm-up intervals, the first one excluded (it starts cold).
+    let warm: Vec<&ClientRow> = spans
+        .iter()
+        .skip(1)
+        .filter(|s| s.end_ms <= timeline.stop_ms)
+        .map(|s| s.row)
+        .collect();
+    let baseline = if warm.is_empty() {
+        0.0
+    } else {
+        warm.iter().map(|r| r.ok_per_s).sum::<f64>() / warm.len() as f64
+    };
+
+    // Intervals that end after the resume.
+    let after: Vec<&Interval> = spans
+        .iter()
+        .filter(|s| s.end_ms > timeline.resume_ms)
+        .collect();
+    let good: Vec<bool> = after
+        .iter()
+        .map(|s| baseline > 0.0 && s.row.ok_per_s >= RECOVERED_SHARE * baseline)
+        .collect();
+    let recovery = recovery_index(&good)
+        .map(|i| after[i])
+        .filter(|s| s.start_ms < timeline.end_ms);
+    let recovery_s =
+        recovery.map(|s| s.start_ms.saturating_sub(timeline.resume_ms) as f64 / 1000.0);
+
+    // Amplification over the stop and after, weighted by demand.
+    let (mut sent, mut started) = (0.0, 0.0);
+    for s in spans.iter().filter(|s| s.end_ms > timeline.stop_ms) {
+        let secs = (s.end_ms - s.start_ms) as f64 / 1000.0;
+        if let Some(app) = s.row.attempts_per_request {
+            sent += s.row.requests_per_s * secs * app;
+        }
+        started += s.row.requests_per_s * secs;
+    }
+
+    let mut wasted = 0.0;
+    let mut previous = None;
+    for row in server {
+        let secs = previous.map_or(row.elapsed_s, |p| row.elapsed_s - p);
+        wasted += row.abandoned_per_s * secs.max(0.0);
+        previous = Some(row.elapsed_s);
+    }
+
+    let since = recovery.map_or(timeline.resume_ms, |s| s.start_ms);
+    let later: Vec<&ClientRow> = spans
+        .iter()
+        .filter(|s| s.start_ms >= since)
+        .map(|s| s.row)
+        .collect();
+    Figures {
+        baseline_ok_per_s: (baseline * 100.0).round() / 100.0,
+        recovered: recovery.is_some(),
+        recovery_s,
+        peak_concurrency: server.iter().map(|r| r.concurrency).max().unwrap_or(0),
+        wasted: wasted.round() as u64,
+        amplification: (started > 0.0).then(|| ((sent / started) * 100.0).round() / 100.0),
+        p50_before_ms: weighted(&warm, |r| r.p50_ms),
+        p99_before_ms: weighted(&warm, |r| r.p99_ms),
+        p50_after_ms: weighted(&later, |r| r.p50_ms),
+        p99_after_ms: weighted(&later, |r| r.p99_ms),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Client rows one second apart from t = 1 s, with the given goodput.
+    fn client(ok: &[f64]) -> Vec<ClientRow> {
+        ok.iter()
+            .enumerate()
+            .map(|(i, &ok)| ClientRow {
+                unix_ms: 1_000 * (i as u64 + 1),
+                elapsed_s: i as f64 + 1.0,
+                ok_per_s: ok,
+                errors_per_s: 0.0,
+                timeouts_per_s: 0.0,
+                retries_per_s: 0.0,
+                in_flight: 0,
+                p50_ms: (ok > 0.0).then_some(100.0),
+                p99_ms: (ok > 0.0).then_some(110.0),
+                max_ms: (ok > 0.0).then_some(120.0),
+                gave_up_per_s: 0.0,
+                throttled_per_s: 0.0,
+                attempts_per_request: Some(1.0),
+                requests_per_s: 100.0,
+            })
+            .collect()
+    }
+
+    /// Warm-up 0-5 s, pause 5-10 s, window to 20 s.
+    fn timeline() -> Timeline {
+        Timeline {
+            start_ms: 0,
+            stop_ms: 5_000,
+            resume_ms: 10_000,
+            end_ms: 20_000,
+        }
+    }
+
+    fn run(ok: &[f64]) -> Figures {
+        figures(&client(ok), &[], &timeline())
+    }
+
+    const DOWN: f64 = 0.0;
+
+    #[test]
+    fn recovers() {
+        let mut ok = vec![50.0, 100.0, 100.0, 100.0, 100.0];
+        ok.extend([DOWN; 5]);
+        // After resume: 10, 40, 95 (starts at 12 s), 95, 100 ...
+        ok.extend([
+            10.0, 40.0, 95.0, 95.0, 100.0, 100.0, 100.0, 100.0, 100.0, 100.0,
+        ]);
+        let f = run(&ok);
+        assert_eq!(
+            f.baseline_ok_per_s, 100.0,
+            "the cold first interval is excluded"
+        );
+        assert!(f.recovered);
+        assert_eq!(f.recovery_s, Some(2.0));
+        assert_eq!(f.p99_before_ms, Some(110.0));
+    }
+
+    #[test]
+    fn never_recovers() {
+        let mut ok = vec![100.0; 5];
+        ok.extend([DOWN; 15]);
+        let f = run(&ok);
+        assert!(!f.recovered);
+        assert_eq!(f.recovery_s, None);
+        assert_eq!(f.p99_after_ms, None);
+    }
+
+    #[test]
+    fn two_good_intervals_are_not_a_recovery() {
+        let mut ok = vec![100.0; 5];
+        ok.extend([DOWN; 5]);
+        ok.extend([DOWN, 95.0, 95.0, DOWN, DOWN, DOWN, DOWN, DOWN, 95.0, 95.0]);
+        assert!(!run(&ok).recovered);
+    }
+
+    #[test]
+    fn recovers_then_relapses() {
+        let mut ok = vec![100.0; 5];
+        ok.extend([DOWN; 5]);
+        // Good for three intervals, then down for the rest of the window.
+        ok.extend([95.0, 95.0, 95.0, DOWN, DOWN, DOWN, DOWN, DOWN, DOWN, DOWN]);
+        let f = run(&ok);
+        assert!(!f.recovered, "a relapse that lasts cancels the recovery");
+        // Back again after the relapse: the recovery counts from the return.
+        let mut ok = vec![100.0; 5];
+        ok.extend([DOWN; 5]);
+        ok.extend([95.0, 95.0, 95.0, DOWN, DOWN, DOWN, 95.0, 95.0, 95.0, 95.0]);
+        let f = run(&ok);
+        assert!(f.recovered);
+        assert_eq!(f.recovery_s, Some(6.0));
+    }
+
+    #[test]
+    fn a_short_dip_after_recovery_is_noise() {
+        let mut ok = vec![100.0; 5];
+        ok.extend([DOWN; 5]);
+        ok.extend([95.0, 95.0, 95.0, 80.0, 80.0, 95.0, 95.0, 95.0, 95.0, 95.0]);
+        let f = run(&ok);
+        assert!(f.recovered);
+        assert_eq!(f.recovery_s, Some(0.0));
+    }
+
+    #[test]
+    fn noisy_baseline_is_averaged() {
+        // Baseline intervals 80..120 around a mean of 100: 90 % is 90.
+        let mut ok = vec![10.0, 80.0, 120.0, 90.0, 110.0];
+        ok.extend([DOWN; 5]);
+        ok.extend([89.0, 91.0, 89.0, 91.0, 92.0, 95.0, 90.0, 99.0, 101.0, 97.0]);
+        let f = run(&ok);
+        assert_eq!(f.baseline_ok_per_s, 100.0);
+        assert!(f.recovered);
+        // 89 is below 90: the streak starts with the 91 at 13 s.
+        assert_eq!(f.recovery_s, Some(3.0));
+    }
+
+    #[test]
+    fn a_recovery_must_start_within_the_window() {
+        // Window ends at 20 s; the rows after it only confirm.
+        let mut ok = vec![100.0; 5];
+        ok.extend([DOWN; 15]);
+        ok.extend([100.0; 5]);
+        assert!(!run(&ok).recovered, "starting at 20 s is too late");
+        let mut ok = vec![100.0; 5];
+        ok.extend([DOWN; 14]);
+        ok.extend([100.0; 5]);
+        let f = run(&ok);
+        assert!(f.recovered, "starting at 19 s, confirmed after the window");
+        assert_eq!(f.recovery_s, Some(9.0));
+    }
+
+    #[test]
+    fn server_figures_and_amplification() {
+        let server: Vec<ServerRow> = (1..=20)
+            .map(|i| ServerRow {
+                unix_ms: i * 1000,
+                elapsed_s: i as f64,
+                concurrency: if i == 12 { 5000 } else { 10 },
+                last_delay_ms: 100.0,
+                completed_per_s: 100.0,
+                abandoned_per_s: if i > 10 { 50.0 } else { 0.0 },
+                shed_per_s: 0.0,
+            })
+            .collect();
+        let mut rows = client(&[100.0; 20]);
+        for row in rows.iter_mut().skip(5) {
+            row.attempts_per_request = Some(3.0);
+        }
+        let f = figures(&rows, &server, &timeline());
+        assert_eq!(f.peak_concurrency, 5000);
+        assert_eq!(f.wasted, 500);
+        assert_eq!(f.amplification, Some(3.0));
+    }
+}

@@ -33,7 +33,7 @@ check() {  # check DESCRIPTION CONDITION
   if awk "BEGIN { exit !($2) }"; then echo "PASS  $1"; else echo "FAIL  $1"; failed=1; fi
 }
 
-echo "results in $OUT (times scaled by 1/$K; figures below at full scale)"
+echo "results in $OUT (times compressed ${K}x: rates as measured, times at full scale)"
 # shellcheck disable=SC2046 # the strategy flags are meant to split
 storm_run fixed "$port" -- $(storm_strategy fixed)
 storm_run exp2014 "$port" -- --exponential-backoff

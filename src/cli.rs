@@ -17,6 +17,7 @@ use crate::latency::LatencyModel;
 use crate::planner::PlanRequest;
 use crate::policy::{RetryLimits, Strategy, ThrottleConfig};
 use crate::server::{OnDisconnect, ServerConfig, Shedding, default_backlog};
+use crate::storm::StormConfig;
 
 /// Parses a duration written like `100ms`, `2s`, `1m 30s` or `5m`.
 pub fn duration(s: &str) -> Result<Duration, String> {
@@ -809,6 +810,133 @@ impl PlanArgs {
             samples: self.samples,
             seed: self.seed,
         })
+    }
+}
+
+/// The whole retry-storm experiment in one command: for each strategy, a
+/// real server and client; the server stopped with SIGSTOP after the warm-up
+/// and resumed with SIGCONT after the pause; a verdict, a summary and plots.
+#[derive(Debug, Parser)]
+#[command(
+    name = "storm",
+    version,
+    about,
+    long_about = None,
+    args_conflicts_with_subcommands = true
+)]
+pub struct StormCli {
+    /// The runner's children (internal): `storm server ...` is `server ...`,
+    /// `storm client ...` is `client ...`.
+    #[command(subcommand)]
+    pub command: Option<StormCommand>,
+    /// The experiment's flags.
+    #[command(flatten)]
+    pub run: StormArgs,
+}
+
+/// What `storm` runs as a child of itself.
+#[derive(Debug, Subcommand)]
+pub enum StormCommand {
+    /// Run the server (the same as the `server` program).
+    #[command(hide = true)]
+    Server(Box<ServerArgs>),
+    /// Run the client (the same as the `client` program).
+    #[command(hide = true)]
+    Client(Box<ClientCli>),
+}
+
+/// Flags of the experiment.
+#[derive(Debug, Args)]
+pub struct StormArgs {
+    /// Strategies to compare, comma-separated.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "fixed,exponential-2014,exponential",
+        value_name = "NAMES"
+    )]
+    pub strategies: Vec<StrategyArg>,
+    /// Warm-up before the server is stopped.
+    #[arg(long, default_value = "20s", value_parser = positive_duration, value_name = "DURATION")]
+    pub warmup: Duration,
+    /// How long the server stays stopped.
+    #[arg(long, default_value = "20s", value_parser = duration, value_name = "DURATION")]
+    pub pause: Duration,
+    /// Observation after the server resumes: a recovery must start within it.
+    #[arg(long, default_value = "60s", value_parser = positive_duration, value_name = "DURATION")]
+    pub observe: Duration,
+    /// Divide every duration by ten (latencies, timeouts, think times,
+    /// retry delays, phases): the same experiment in a tenth of the time.
+    #[arg(long)]
+    pub quick: bool,
+    /// Client report interval: the unit of the recovery verdict.
+    #[arg(long, default_value = "5s", value_parser = positive_duration, value_name = "DURATION")]
+    pub report_interval: Duration,
+    /// Run the strategies one after the other, not side by side against
+    /// separate servers.
+    #[arg(long)]
+    pub in_turn: bool,
+    /// Results folder [default: results/<UTC timestamp>].
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Draw PNG plots instead of SVG.
+    #[arg(long)]
+    pub png: bool,
+    /// Seed of every client.
+    #[arg(long, default_value_t = 2014, value_name = "N")]
+    pub seed: u64,
+    /// Extra flags for every server, e.g. "--limit 40 --on-disconnect cancel".
+    #[arg(long, value_name = "FLAGS", allow_hyphen_values = true)]
+    pub server_args: Option<String>,
+    /// Extra flags for every client, e.g. "--clients 2000 --throttle budget".
+    #[arg(long, value_name = "FLAGS", allow_hyphen_values = true)]
+    pub client_args: Option<String>,
+    /// No live progress on stdout.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// A folder name from the current time: `2026-11-22T01-02-03Z`.
+pub fn timestamp() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+        .to_string()
+        .replace(':', "-")
+}
+
+impl StormArgs {
+    /// Builds the experiment's configuration; `program` is what runs the
+    /// children (`program server ...`, `program client ...`).
+    pub fn config(&self, program: PathBuf) -> StormConfig {
+        let split = |flags: &Option<String>| -> Vec<String> {
+            flags
+                .as_deref()
+                .unwrap_or("")
+                .split_whitespace()
+                .map(str::to_string)
+                .collect()
+        };
+        let mut strategies = self.strategies.clone();
+        strategies.dedup();
+        StormConfig {
+            strategies,
+            warmup: self.warmup,
+            pause: self.pause,
+            observe: self.observe,
+            report_interval: self.report_interval,
+            time_scale: if self.quick { 10.0 } else { 1.0 },
+            in_turn: self.in_turn,
+            out: self
+                .out
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("results").join(timestamp())),
+            png: self.png,
+            seed: self.seed,
+            server_args: split(&self.server_args),
+            client_args: split(&self.client_args),
+            program,
+            progress: !self.quiet,
+        }
     }
 }
 

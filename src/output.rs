@@ -39,6 +39,7 @@ impl CsvRow for ClientRow {
         "throttled_per_s",
         "attempts_per_request",
         "requests_per_s",
+        "sent_per_s",
     ];
 }
 

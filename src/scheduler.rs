@@ -248,7 +248,8 @@ mod tests {
         assert_eq!(s.cancel(ms(150), b), Some("b"));
         assert_eq!(s.concurrency(), 2);
         assert!(drain(&mut s).is_empty());
-        // Cancelling "c" at 250 leaves "a" alone with 100 ms: already due.
+        // Two in flight from 150 on: "a" completes at 200, and then "c",
+        // alone with 100 ms and 200 waited, at once.
         s.advance(ms(199));
         assert_eq!(drain(&mut s), vec![]);
         s.advance(ms(200));

@@ -330,6 +330,9 @@ pub struct ClientRow {
     pub attempts_per_request: Option<f64>,
     /// Logical requests started per second (the demand).
     pub requests_per_s: f64,
+    /// Attempts sent over the network per second (local rejections are
+    /// not sent): the load the server sees.
+    pub sent_per_s: f64,
 }
 
 impl ClientRow {
@@ -359,6 +362,7 @@ impl ClientRow {
             throttled_per_s: round2(per_sec(t.throttled, secs)),
             attempts_per_request: t.amplification().map(round2),
             requests_per_s: round2(per_sec(t.started, secs)),
+            sent_per_s: round2(per_sec(t.sent(), secs)),
         }
     }
 }
@@ -388,13 +392,11 @@ impl fmt::Display for ClientRow {
             self.in_flight,
             self.latency()
         )?;
-        if self.gave_up_per_s > 0.0 || self.throttled_per_s > 0.0 {
-            write!(
-                f,
-                ", gave up: {:.2} req/sec, throttled: {:.2} req/sec",
-                self.gave_up_per_s, self.throttled_per_s
-            )?;
-        }
+        write!(
+            f,
+            ", gave up: {:.2} req/sec, throttled: {:.2} req/sec",
+            self.gave_up_per_s, self.throttled_per_s
+        )?;
         match self.attempts_per_request {
             Some(a) => write!(f, ", attempts/request: {a:.2}"),
             None => write!(f, ", attempts/request: -"),
@@ -602,10 +604,10 @@ mod tests {
             Duration::ZERO,
         );
         assert_eq!(row.latency(), Percentiles::default());
-        assert!(
-            row.to_string()
-                .contains("p50: -, p99: -, max: -, attempts/request: -")
-        );
+        assert!(row.to_string().ends_with(
+            "p50: -, p99: -, max: -, gave up: 0.00 req/sec, throttled: 0.00 req/sec, \
+             attempts/request: -"
+        ));
     }
 
     #[test]

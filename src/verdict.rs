@@ -150,13 +150,12 @@ pub fn figures(client: &[ClientRow], server: &[ServerRow], timeline: &Timeline) 
     let recovery_s =
         recovery.map(|s| s.start_ms.saturating_sub(timeline.resume_ms) as f64 / 1000.0);
 
-    // Amplification over the stop and after, weighted by demand.
+    // Amplification over the stop and after: attempts sent per request
+    // started, summed over the intervals (some start no request at all).
     let (mut sent, mut started) = (0.0, 0.0);
     for s in spans.iter().filter(|s| s.end_ms > timeline.stop_ms) {
         let secs = (s.end_ms - s.start_ms) as f64 / 1000.0;
-        if let Some(app) = s.row.attempts_per_request {
-            sent += s.row.requests_per_s * secs * app;
-        }
+        sent += s.row.sent_per_s * secs;
         started += s.row.requests_per_s * secs;
     }
 
@@ -211,6 +210,7 @@ mod tests {
                 throttled_per_s: 0.0,
                 attempts_per_request: Some(1.0),
                 requests_per_s: 100.0,
+                sent_per_s: 100.0,
             })
             .collect()
     }
@@ -337,11 +337,15 @@ mod tests {
             .collect();
         let mut rows = client(&[100.0; 20]);
         for row in rows.iter_mut().skip(5) {
-            row.attempts_per_request = Some(3.0);
+            row.sent_per_s = 300.0;
         }
+        // An interval that starts no request still sends attempts.
+        rows[12].requests_per_s = 0.0;
+        rows[12].attempts_per_request = None;
         let f = figures(&rows, &server, &timeline());
         assert_eq!(f.peak_concurrency, 5000);
         assert_eq!(f.wasted, 500);
-        assert_eq!(f.amplification, Some(3.0));
+        // 15 intervals from the stop: 4500 sent over 1400 started.
+        assert_eq!(f.amplification, Some(3.21));
     }
 }

@@ -1,0 +1,69 @@
+//! `storm`: the whole experiment, unattended, with verdicts and plots.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use retry_storm::cli::{StormCli, StormCommand};
+use retry_storm::output::say;
+use retry_storm::{programs, shutdown, storm};
+
+fn main() -> ExitCode {
+    let cli = StormCli::parse();
+    match cli.command {
+        Some(StormCommand::Server(args)) => multi_thread().block_on(programs::server(*args)),
+        Some(StormCommand::Client(args)) => multi_thread().block_on(programs::client(*args)),
+        // The runner spawns its children from this one thread, so that the
+        // kernel's parent-death signal follows the runner's lifetime.
+        None => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("build the runtime")
+            .block_on(run(cli)),
+    }
+}
+
+fn multi_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Runtime::new().expect("build the runtime")
+}
+
+async fn run(cli: StormCli) -> ExitCode {
+    let program = std::env::current_exe().expect("the path of this program");
+    let config = cli.run.config(program);
+    say(format!(
+        "storm: {} for {}; results in {}",
+        config
+            .strategies
+            .iter()
+            .map(|s| s.name())
+            .collect::<Vec<_>>()
+            .join(", "),
+        if config.time_scale > 1.0 {
+            "a quick run (times / 10)"
+        } else {
+            "a full run"
+        },
+        config.out.display()
+    ));
+    match storm::run(&config, shutdown::requested()).await {
+        Ok(report) => {
+            say(storm::summary_table(&report).trim_end());
+            say(format!("results: {}", config.out.display()));
+            ExitCode::SUCCESS
+        }
+        Err(storm::StormError::Flags(msg)) => {
+            eprintln!("error: {msg}");
+            ExitCode::from(2)
+        }
+        Err(storm::StormError::Interrupted) => {
+            eprintln!(
+                "interrupted: every server resumed and stopped; partial results in {}",
+                config.out.display()
+            );
+            ExitCode::from(130)
+        }
+        Err(e) => {
+            eprintln!("error: {e}; partial results in {}", config.out.display());
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,271 @@
+//! Plots of a storm: per strategy, the client's OK/error/timeout rates over
+//! time with the pause shaded and the server's concurrency on a second axis;
+//! and one overlay of goodput across strategies. SVG by default, PNG on
+//! request, drawn with plotters.
+
+use std::error::Error;
+use std::path::Path;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use crate::stats::{ClientRow, ServerRow};
+use crate::storm::{RunReport, StormConfig, StormReport};
+
+type DrawResult = Result<(), Box<dyn Error>>;
+
+const WIDTH: u32 = 1000;
+const HEIGHT: u32 = 560;
+const OK_COLOR: RGBColor = RGBColor(0x2c, 0xa0, 0x2c);
+const ERROR_COLOR: RGBColor = RGBColor(0xd6, 0x27, 0x28);
+const TIMEOUT_COLOR: RGBColor = RGBColor(0xff, 0x7f, 0x0e);
+const CONCURRENCY_COLOR: RGBColor = RGBColor(0x1f, 0x77, 0xb4);
+const PAUSE_COLOR: RGBColor = RGBColor(0xcc, 0xcc, 0xcc);
+const PALETTE: [RGBColor; 8] = [
+    RGBColor(0x1f, 0x77, 0xb4),
+    RGBColor(0xd6, 0x27, 0x28),
+    RGBColor(0x2c, 0xa0, 0x2c),
+    RGBColor(0x94, 0x67, 0xbd),
+    RGBColor(0xff, 0x7f, 0x0e),
+    RGBColor(0x8c, 0x56, 0x4b),
+    RGBColor(0xe3, 0x77, 0xc2),
+    RGBColor(0x17, 0xbe, 0xcf),
+];
+
+/// Seconds since the client started, for a Unix-millisecond stamp.
+fn secs(unix_ms: u64, start_ms: u64) -> f64 {
+    unix_ms.saturating_sub(start_ms) as f64 / 1000.0
+}
+
+fn read<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>, Box<dyn Error>> {
+    let mut reader = csv::Reader::from_path(path)?;
+    Ok(reader.deserialize().collect::<Result<Vec<T>, _>>()?)
+}
+
+/// Makes text possible: plotters lays out and draws text with a TrueType
+/// font registered for "sans-serif"; this takes the first of the usual
+/// system fonts it finds, once per process.
+fn register_font() -> Result<(), Box<dyn Error>> {
+    static REGISTERED: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    REGISTERED
+        .get_or_init(|| load_font().map_err(|e| e.to_string()))
+        .clone()
+        .map_err(Into::into)
+}
+
+fn load_font() -> Result<(), Box<dyn Error>> {
+    const CANDIDATES: [&str; 4] = [
+        "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+        "/usr/share/fonts/TTF/DejaVuSans.ttf",
+        "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+        "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
+    ];
+    let bytes = CANDIDATES
+        .iter()
+        .find_map(|p| std::fs::read(p).ok())
+        .ok_or(
+            "PNG plots need a TrueType font (DejaVu Sans or Liberation Sans); none found: use SVG",
+        )?;
+    let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+    plotters::style::register_font("sans-serif", FontStyle::Normal, bytes)
+        .map_err(|_| "the font could not be loaded")?;
+    Ok(())
+}
+
+/// Renders `$draw` (a function of a drawing area) into `$path`, as PNG or
+/// SVG: plotters' backends are distinct types, so each gets its own call.
+macro_rules! render {
+    ($path:expr, $png:expr, $draw:expr) => {{
+        if $png {
+            let area = BitMapBackend::new($path, (WIDTH, HEIGHT)).into_drawing_area();
+            $draw(&area)?;
+            area.present()?;
+        } else {
+            let area = SVGBackend::new($path, (WIDTH, HEIGHT)).into_drawing_area();
+            $draw(&area)?;
+            area.present()?;
+        }
+    }};
+}
+
+/// Draws every plot of a storm into its results folder.
+pub fn draw_all(config: &StormConfig, report: &StormReport) -> DrawResult {
+    register_font()?;
+    let ext = if config.png { "png" } else { "svg" };
+    let mut goodput = Vec::new();
+    for run in &report.runs {
+        let client: Vec<ClientRow> = read(&config.out.join(&run.client_csv))?;
+        let server: Vec<ServerRow> = read(&config.out.join(&run.server_csv))?;
+        let path = config.out.join(format!("{}.{ext}", run.strategy));
+        render!(&path, config.png, |area| draw_run(
+            area, run, &client, &server
+        ));
+        goodput.push((run, client));
+    }
+    let path = config.out.join(format!("goodput.{ext}"));
+    render!(&path, config.png, |area| draw_overlay(area, &goodput));
+    Ok(())
+}
+
+/// The pause, as an x range in seconds since the client started.
+fn pause_span(run: &RunReport) -> (f64, f64) {
+    let t = &run.timeline;
+    (secs(t.stop_ms, t.start_ms), secs(t.resume_ms, t.start_ms))
+}
+
+fn verdict(run: &RunReport) -> String {
+    match run.figures.recovery_s {
+        Some(s) if run.figures.recovered => format!("recovered {s:.1} s after resume"),
+        _ => "did not recover".to_string(),
+    }
+}
+
+/// One strategy: client rates, server concurrency, the pause shaded.
+fn draw_run<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    run: &RunReport,
+    client: &[ClientRow],
+    server: &[ServerRow],
+) -> DrawResult
+where
+    DB::ErrorType: 'static,
+{
+    area.fill(&WHITE)?;
+    let start = run.timeline.start_ms;
+    let x_max = client
+        .iter()
+        .map(|r| secs(r.unix_ms, start))
+        .fold(1.0, f64::max);
+    let y_max = client
+        .iter()
+        .map(|r| r.ok_per_s.max(r.errors_per_s).max(r.timeouts_per_s))
+        .fold(1.0, f64::max)
+        * 1.1;
+    let c_max = server
+        .iter()
+        .map(|r| r.concurrency)
+        .max()
+        .unwrap_or(0)
+        .max(10) as f64
+        * 1.1;
+    let mut chart = ChartBuilder::on(area)
+        .caption(
+            format!("{}: {}", run.strategy, verdict(run)),
+            ("sans-serif", 22),
+        )
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .right_y_label_area_size(70)
+        .build_cartesian_2d(0.0..x_max, 0.0..y_max)?
+        .set_secondary_coord(0.0..x_max, 0.0..c_max);
+    chart
+        .configure_mesh()
+        .x_desc("seconds since the client started")
+        .y_desc("attempts per second")
+        .light_line_style(WHITE.mix(0.0))
+        .draw()?;
+    chart
+        .configure_secondary_axes()
+        .y_desc("server concurrency")
+        .draw()?;
+    let (stop, resume) = pause_span(run);
+    chart
+        .draw_series(std::iter::once(Rectangle::new(
+            [(stop, 0.0), (resume, y_max)],
+            PAUSE_COLOR.mix(0.5).filled(),
+        )))?
+        .label("server stopped")
+        .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], PAUSE_COLOR.filled()));
+    type Series = (&'static str, RGBColor, fn(&ClientRow) -> f64);
+    let series: [Series; 3] = [
+        ("OK/s", OK_COLOR, |r| r.ok_per_s),
+        ("errors/s", ERROR_COLOR, |r| r.errors_per_s),
+        ("timeouts/s", TIMEOUT_COLOR, |r| r.timeouts_per_s),
+    ];
+    for (label, color, value) in series {
+        chart
+            .draw_series(LineSeries::new(
+                client.iter().map(|r| (secs(r.unix_ms, start), value(r))),
+                color.stroke_width(2),
+            ))?
+            .label(label)
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 15, y)], color.stroke_width(2)));
+    }
+    chart
+        .draw_secondary_series(LineSeries::new(
+            server
+                .iter()
+                .map(|r| (secs(r.unix_ms, start), r.concurrency as f64)),
+            CONCURRENCY_COLOR.stroke_width(1),
+        ))?
+        .label("server concurrency (right axis)")
+        .legend(|(x, y)| PathElement::new([(x, y), (x + 15, y)], CONCURRENCY_COLOR));
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.3))
+        .draw()?;
+    Ok(())
+}
+
+/// Goodput of every strategy on one chart, the pause shaded.
+fn draw_overlay<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    runs: &[(&RunReport, Vec<ClientRow>)],
+) -> DrawResult
+where
+    DB::ErrorType: 'static,
+{
+    area.fill(&WHITE)?;
+    let x_max = runs
+        .iter()
+        .flat_map(|(run, rows)| rows.iter().map(|r| secs(r.unix_ms, run.timeline.start_ms)))
+        .fold(1.0, f64::max);
+    let y_max = runs
+        .iter()
+        .flat_map(|(_, rows)| rows.iter().map(|r| r.ok_per_s))
+        .fold(1.0, f64::max)
+        * 1.1;
+    let mut chart = ChartBuilder::on(area)
+        .caption("goodput (OK/s) by strategy", ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..x_max, 0.0..y_max)?;
+    chart
+        .configure_mesh()
+        .x_desc("seconds since the client started")
+        .y_desc("OK per second")
+        .light_line_style(WHITE.mix(0.0))
+        .draw()?;
+    if let Some((run, _)) = runs.first() {
+        let (stop, resume) = pause_span(run);
+        chart
+            .draw_series(std::iter::once(Rectangle::new(
+                [(stop, 0.0), (resume, y_max)],
+                PAUSE_COLOR.mix(0.5).filled(),
+            )))?
+            .label("server stopped")
+            .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], PAUSE_COLOR.filled()));
+    }
+    for (i, (run, rows)) in runs.iter().enumerate() {
+        let color = PALETTE[i % PALETTE.len()];
+        let start = run.timeline.start_ms;
+        chart
+            .draw_series(LineSeries::new(
+                rows.iter().map(|r| (secs(r.unix_ms, start), r.ok_per_s)),
+                color.stroke_width(2),
+            ))?
+            .label(format!("{} ({})", run.strategy, verdict(run)))
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 15, y)], color.stroke_width(2)));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.3))
+        .draw()?;
+    Ok(())
+}

@@ -1,0 +1,177 @@
+//! `storm` end to end, as a user runs it: a quick comparison of two
+//! strategies with real SIGSTOP/SIGCONT, and Ctrl-C during the pause.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use retry_storm::stats::{ClientRow, ServerRow};
+
+const STORM: &str = env!("CARGO_BIN_EXE_storm");
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("retry-storm-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn rows<T: serde::de::DeserializeOwned>(path: &Path) -> Vec<T> {
+    csv::Reader::from_path(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .deserialize()
+        .collect::<Result<Vec<T>, _>>()
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[test]
+fn quick_comparison_gives_verdicts_and_every_file() {
+    let out = temp_dir("storm");
+    // A 90 s observation (9 s compressed) leaves the 2014 client, which
+    // comes back about 50 s after resume, room to show it.
+    let status = Command::new(STORM)
+        .args([
+            "--quick",
+            "--quiet",
+            "--strategies",
+            "fixed,exponential-2014",
+        ])
+        .args(["--observe", "90s"])
+        .arg("--out")
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(status.success());
+
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let runs = summary["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    let run = |name: &str| runs.iter().find(|r| r["strategy"] == name).unwrap().clone();
+    let fixed = run("fixed");
+    assert_eq!(fixed["recovered"], false, "{fixed}");
+    assert!(fixed["recovery_s"].is_null());
+    assert!(
+        fixed["peak_concurrency"].as_u64().unwrap() > 1000,
+        "{fixed}"
+    );
+    let original = run("exponential-2014");
+    assert_eq!(original["recovered"], true, "{original}");
+    assert!(original["recovery_s"].as_f64().unwrap() > 0.0);
+    for r in runs {
+        for key in [
+            "baseline_ok_per_s",
+            "peak_concurrency",
+            "wasted",
+            "amplification",
+        ] {
+            assert!(r[key].is_number(), "{key} in {r}");
+        }
+        assert!(r["baseline_ok_per_s"].as_f64().unwrap() > 500.0, "{r}");
+    }
+
+    for name in ["fixed", "exponential-2014"] {
+        let client: Vec<ClientRow> = rows(&out.join(format!("{name}.client.csv")));
+        let server: Vec<ServerRow> = rows(&out.join(format!("{name}.server.csv")));
+        assert!(client.len() > 20, "{name}: {} client rows", client.len());
+        assert!(server.len() > 50, "{name}: {} server rows", server.len());
+        let svg = std::fs::read_to_string(out.join(format!("{name}.svg"))).unwrap();
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+        assert!(svg.contains(name));
+    }
+    let overlay = std::fs::read_to_string(out.join("goodput.svg")).unwrap();
+    assert!(overlay.starts_with("<svg") && overlay.contains("exponential-2014"));
+    let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(md.contains("| fixed |") && md.contains("| exponential-2014 |"));
+    let commands = std::fs::read_to_string(out.join("commands.txt")).unwrap();
+    assert_eq!(
+        commands.lines().filter(|l| l.contains(" server ")).count(),
+        2
+    );
+    assert_eq!(
+        commands.lines().filter(|l| l.contains(" client ")).count(),
+        2
+    );
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+/// Processes whose parent is `pid`, with their state letter.
+fn children(pid: u32) -> Vec<(u32, char)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid ...
+        let Some(after) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
+            continue;
+        };
+        let mut fields = after.split_whitespace();
+        let state = fields.next().and_then(|s| s.chars().next()).unwrap_or('?');
+        let ppid: u32 = fields.next().and_then(|s| s.parse().ok()).unwrap_or(0);
+        if ppid == pid {
+            let child: u32 = entry.file_name().to_string_lossy().parse().unwrap_or(0);
+            found.push((child, state));
+        }
+    }
+    found
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| !s.contains(") Z "))
+        .unwrap_or(false)
+}
+
+/// Kills the runner if the test ends early.
+struct Guard(Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn ctrl_c_during_the_pause_leaves_nothing_behind() {
+    let out = temp_dir("storm-interrupt");
+    let mut storm = Guard(
+        Command::new(STORM)
+            .args(["--quick", "--quiet", "--strategies", "fixed,exponential"])
+            .arg("--out")
+            .arg(&out)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = storm.0.id();
+    // Wait (bounded) until the servers are stopped: the pause has begun.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let kids = loop {
+        let kids = children(pid);
+        if kids.iter().filter(|(_, state)| *state == 'T').count() == 2 {
+            break kids;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the servers were never stopped: {kids:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(kids.len(), 4, "two servers and two clients: {kids:?}");
+    let status = Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let exit = storm.0.wait().unwrap();
+    assert_eq!(exit.code(), Some(130));
+    for (child, _) in kids {
+        assert!(!alive(child), "child {child} is still there");
+    }
+    // The clients flushed what they had.
+    let rows: Vec<ClientRow> = rows(&out.join("fixed.client.csv"));
+    assert!(!rows.is_empty());
+    std::fs::remove_dir_all(&out).unwrap();
+}

@@ -28,7 +28,8 @@ storm_cleanup() {
 # storm_run NAME PORT SERVER_FLAGS... -- CLIENT_FLAGS...
 # Starts a server and a client, stops the server with SIGSTOP after a 20 s
 # warm-up, resumes it with SIGCONT 20 s later, waits for the client to finish
-# 60 s of observation, then stops the server (times at full scale). Writes
+# 60 s of observation and three more 5 s intervals (to confirm a recovery
+# that starts late in the window), then stops the server (full-scale times). Writes
 # OUT/NAME.* files: server and client CSV and logs, the exact command lines,
 # and the Unix milliseconds of start, stop and resume.
 storm_run() {
@@ -40,7 +41,7 @@ storm_run() {
   local server=(./target/release/server --listen "127.0.0.1:$port" --time-scale "$K"
     --csv "$OUT/$name.server.csv" "${sflags[@]}")
   local client=(./target/release/client --url "http://127.0.0.1:$port/api" --time-scale "$K"
-    --duration 100s --seed 2014 --csv "$OUT/$name.client.csv" "${cflags[@]}")
+    --duration 115s --seed 2014 --csv "$OUT/$name.client.csv" "${cflags[@]}")
   printf '%s\n%s\n' "${server[*]}" "${client[*]}" > "$OUT/$name.commands"
   "${server[@]}" > "$OUT/$name.server.log" 2>&1 &
   local server_pid=$!
@@ -77,16 +78,17 @@ storm_run() {
 # full scale. baseline: mean OK/s over the warm-up, first interval excluded;
 # peak/end: server concurrency after resume (highest, last); calm_s: seconds
 # after resume until concurrency falls under 100 after its peak; okN_s: until
-# client OK/s >= N % of the baseline; recovery_s: until OK/s stays >= 90 % of
-# the baseline for three consecutive intervals (the end of the first of
-# them); amplification: attempts sent per logical request started, from the
+# client OK/s >= N % of the baseline; recovery_s: the start of the first
+# run of three consecutive intervals at >= 90 % of the baseline that is not
+# followed by three below it, if it starts within the 60 s window (the
+# same rule as storm's verdict); amplification: attempts sent per logical request started, from the
 # stop to the end; abandoned: requests the server finished (or dropped, in
 # cancel mode) for clients that had gone. -1: never.
 storm_figures() {
   local name=$1 t0 stopped resumed
   read -r t0 stopped resumed < "$OUT/$name.times"
   awk -F, -v t0="$t0" -v stopped="$stopped" -v resumed="$resumed" -v k="$K" '
-    BEGIN { half = -1; most = -1; calm = -1; recovery = -1; streak = 0; n = 0 }
+    BEGIN { half = -1; most = -1; calm = -1; recovery = -1; n = 0; m = 0; prev = -1 }
     FNR == 1 { file++; for (i = 1; i <= NF; i++) col[file, $i] = i; next }
     file == 1 {  # client
       ok = $col[1, "ok_per_s"]
@@ -101,9 +103,9 @@ storm_figures() {
         if (half < 0 && ok >= 0.5 * b) half = at
         if (most < 0 && ok >= 0.8 * b) most = at
         if (ok > best) best = ok
-        if (ok >= 0.9 * b) { streak++; if (streak == 1) first = at; if (streak == 3 && recovery < 0) recovery = first }
-        else streak = 0
+        m++; good[m] = ok >= 0.9 * b; begin[m] = prev < 0 ? 0 : prev
       }
+      if ($1 > resumed) prev = ($1 - resumed) * k / 1000
     }
     file == 2 {  # server
       dt = $2 - last_elapsed; last_elapsed = $2
@@ -116,6 +118,12 @@ storm_figures() {
     }
     END {
       for (i = peak_at; i <= n; i++) if (conc[i] < 100) { calm = at_[i]; break }
+      cand = 0; rg = 0; rb = 0
+      for (i = 1; i <= m; i++) {
+        if (good[i]) { rg++; rb = 0; if (rg == 3 && cand == 0) cand = i - 2 }
+        else { rb++; rg = 0; if (rb == 3) cand = 0 }
+      }
+      if (cand > 0 && begin[cand] < 60) recovery = begin[cand]
       amp = total_started > 0 ? total_sent / total_started : -1
       printf "%.1f %d %d %.1f %.1f %.1f %.1f %.1f %.2f %d\n", base / nb, peak, last, calm, half, most, best, recovery, amp, wasted
     }

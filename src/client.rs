@@ -495,7 +495,7 @@ pub async fn run(
 pub fn describe(config: &ClientConfig) -> String {
     let demand = f64::from(config.clients) / config.think.mean().as_secs_f64();
     format!(
-        "{} clients -> {}, mean think {} (about {demand:.0} req/s), timeout {}, \
+        "{} clients -> {}, mean think {} (about {demand:.1} req/s), timeout {}, \
          strategy {}{}, seed {}",
         config.clients,
         config.url,

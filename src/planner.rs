@@ -41,6 +41,9 @@ pub struct ExactRow {
     pub elapsed: Duration,
     /// Next sleep divided by `elapsed` (geometric schedules only).
     pub next_over_elapsed: Option<f64>,
+    /// The sleep is held at the strategy's cap (the closed forms of the
+    /// geometric schedule no longer apply).
+    pub capped: bool,
 }
 
 /// Smallest, median and largest of a set of draws.
@@ -113,6 +116,10 @@ pub fn plan(req: &PlanRequest) -> Plan {
             .map(|_| backoff.next_delay(&req.strategy, &mut rng))
             .collect();
         let geometric = is_geometric(&req.strategy);
+        let cap = match req.strategy {
+            Strategy::Exponential { max, .. } => Some(max),
+            _ => None,
+        };
         let mut elapsed = Duration::ZERO;
         let rows = (0..n)
             .map(|i| {
@@ -123,6 +130,7 @@ pub fn plan(req: &PlanRequest) -> Plan {
                     elapsed,
                     next_over_elapsed: geometric
                         .then(|| sleeps[i + 1].as_secs_f64() / elapsed.as_secs_f64()),
+                    capped: cap.is_some_and(|max| sleeps[i] >= max),
                 }
             })
             .collect();
@@ -186,7 +194,15 @@ impl Plan {
                     if let Some(ratio) = r.next_over_elapsed {
                         let _ = write!(out, " {ratio:>14.3}");
                     }
+                    if r.capped {
+                        out.push_str("  (capped)");
+                    }
                     out.push('\n');
+                }
+                if rows.iter().any(|r| r.capped) {
+                    out.push_str(
+                        "(capped): held at --max-delay; raise it to see the pure schedule\n",
+                    );
                 }
             }
             Plan::Sampled {
@@ -330,6 +346,26 @@ mod tests {
         assert_eq!(rows[1], ["2", "1.100", "2.100"]);
         assert_eq!(rows[2], ["3", "1.210", "3.310"]);
         assert_eq!(rows[9], ["10", "2.358", "15.937"]);
+    }
+
+    #[test]
+    fn capped_rows_are_marked() {
+        let req = PlanRequest {
+            strategy: Strategy::Exponential {
+                min: Duration::from_secs(1),
+                max: Duration::from_secs(300),
+                factor: 2.0,
+                jitter: 0.0,
+            },
+            retries: 10,
+            ..geometric(2.0)
+        };
+        let table = plan(&req).table();
+        let capped: Vec<&str> = table.lines().filter(|l| l.ends_with("(capped)")).collect();
+        // 2^9 = 512 > 300: retries 10 only (2^8 = 256 is below the cap).
+        assert_eq!(capped.len(), 1, "{table}");
+        assert!(capped[0].trim_start().starts_with("10 "), "{table}");
+        assert!(table.contains("raise it"));
     }
 
     #[test]

@@ -348,7 +348,9 @@ impl Handler {
             };
             let reply = done.await;
             // Answered (or shut down): nothing left to cancel.
-            std::mem::forget(guard);
+            if let Some(mut guard) = guard {
+                guard.armed = false;
+            }
             Ok(match (reply, &shed) {
                 (Ok(Reply::Done), _) => plain(StatusCode::OK, "OK"),
                 (Ok(Reply::Shed), Some((status, retry_after))) => {
@@ -386,6 +388,7 @@ impl Handler {
         let guard = self.cancel_on_disconnect.then(|| CancelOnDrop {
             id,
             to_model: self.to_model.clone(),
+            armed: true,
         });
         Admission::Wait { done, guard }
     }
@@ -408,11 +411,15 @@ enum Admission {
 struct CancelOnDrop {
     id: u64,
     to_model: mpsc::UnboundedSender<ToModel>,
+    /// Cleared once the request is answered.
+    armed: bool,
 }
 
 impl Drop for CancelOnDrop {
     fn drop(&mut self) {
-        let _ = self.to_model.send(ToModel::Cancel { id: self.id });
+        if self.armed {
+            let _ = self.to_model.send(ToModel::Cancel { id: self.id });
+        }
     }
 }
 

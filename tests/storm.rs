@@ -175,3 +175,63 @@ fn ctrl_c_during_the_pause_leaves_nothing_behind() {
     assert!(!rows.is_empty());
     std::fs::remove_dir_all(&out).unwrap();
 }
+
+fn cmdline(pid: u32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_crashed_client_stops_the_run_and_its_servers() {
+    let out = temp_dir("storm-crash");
+    let mut storm = Guard(
+        Command::new(STORM)
+            .args(["--quick", "--quiet", "--strategies", "fixed,exponential"])
+            .arg("--out")
+            .arg(&out)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = storm.0.id();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let kids = loop {
+        let kids = children(pid);
+        if kids.len() == 4 {
+            break kids;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the children never all started: {kids:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let client = kids
+        .iter()
+        .map(|(p, _)| *p)
+        .find(|&p| cmdline(p).contains(" client "))
+        .expect("a client child");
+    assert!(
+        Command::new("kill")
+            .args(["-KILL", &client.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let output = std::mem::replace(&mut storm.0, Command::new("true").spawn().unwrap())
+        .wait_with_output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("exited early"), "{stderr}");
+    for (child, _) in kids {
+        assert!(
+            !alive(child),
+            "child {child} ({}) is still there",
+            cmdline(child)
+        );
+    }
+    std::fs::remove_dir_all(&out).unwrap();
+}

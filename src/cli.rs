@@ -18,6 +18,7 @@ use crate::planner::PlanRequest;
 use crate::policy::{RetryLimits, Strategy, ThrottleConfig};
 use crate::server::{OnDisconnect, ServerConfig, Shedding, default_backlog};
 use crate::storm::StormConfig;
+use crate::timescale::compress;
 
 /// Parses a duration written like `100ms`, `2s`, `1m 30s` or `5m`.
 pub fn duration(s: &str) -> Result<Duration, String> {
@@ -86,11 +87,6 @@ pub fn non_negative(s: &str) -> Result<f64, String> {
         x if x >= 0.0 => Ok(x),
         _ => Err("must be zero or more".to_string()),
     }
-}
-
-/// Divides a duration by a time compression factor.
-fn compress(d: Duration, k: f64) -> Duration {
-    Duration::try_from_secs_f64(d.as_secs_f64() / k).unwrap_or(Duration::MAX)
 }
 
 /// A time compression factor: at least 1.

@@ -11,13 +11,17 @@
 //! - [`policy`]: retry delay schedules, limits and throttles;
 //! - [`arrivals`]: think times and per-user random streams;
 //! - [`stats`]: counters, histograms and report rows;
-//! - [`planner`]: a strategy's schedule, computed without any network.
+//! - [`planner`]: a strategy's schedule, computed without any network;
+//! - [`verdict`]: a run's figures and recovery verdict from its rows;
+//! - [`timescale`]: time compression for quick experiments.
 //!
 //! I/O:
 //! - [`server`]: the hyper server and its reporter;
 //! - [`client`]: simulated users, connection pool and reporter;
+//! - [`storm`]: the unattended experiment and its summaries; [`plot`]: plots;
+//! - [`programs`]: the server and client programs, shared by the binaries;
 //! - [`output`]: CSV files; [`shutdown`]: signals; [`limits`]: open files;
-//! - [`cli`]: command-line flags of both programs.
+//! - [`cli`]: command-line flags of every program.
 
 pub mod arrivals;
 pub mod cli;
@@ -34,4 +38,5 @@ pub mod server;
 pub mod shutdown;
 pub mod stats;
 pub mod storm;
+pub mod timescale;
 pub mod verdict;

@@ -7,6 +7,7 @@ use std::error::Error;
 use std::path::Path;
 
 use plotters::coord::Shift;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use crate::stats::{ClientRow, ServerRow};
@@ -107,10 +108,25 @@ pub fn draw_all(config: &StormConfig, report: &StormReport) -> DrawResult {
     Ok(())
 }
 
-/// The pause, as an x range in seconds since the client started.
-fn pause_span(run: &RunReport) -> (f64, f64) {
+/// Shades the pause (the server stopped) across the chart's height.
+fn shade_pause<DB: DrawingBackend>(
+    chart: &mut ChartContext<'_, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+    run: &RunReport,
+    y_max: f64,
+) -> DrawResult
+where
+    DB::ErrorType: 'static,
+{
     let t = &run.timeline;
-    (secs(t.stop_ms, t.start_ms), secs(t.resume_ms, t.start_ms))
+    let (stop, resume) = (secs(t.stop_ms, t.start_ms), secs(t.resume_ms, t.start_ms));
+    chart
+        .draw_series(std::iter::once(Rectangle::new(
+            [(stop, 0.0), (resume, y_max)],
+            PAUSE_COLOR.mix(0.5).filled(),
+        )))?
+        .label("server stopped")
+        .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], PAUSE_COLOR.filled()));
+    Ok(())
 }
 
 fn verdict(run: &RunReport) -> String {
@@ -169,14 +185,7 @@ where
         .configure_secondary_axes()
         .y_desc("server concurrency")
         .draw()?;
-    let (stop, resume) = pause_span(run);
-    chart
-        .draw_series(std::iter::once(Rectangle::new(
-            [(stop, 0.0), (resume, y_max)],
-            PAUSE_COLOR.mix(0.5).filled(),
-        )))?
-        .label("server stopped")
-        .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], PAUSE_COLOR.filled()));
+    shade_pause(&mut chart, run, y_max)?;
     type Series = (&'static str, RGBColor, fn(&ClientRow) -> f64);
     let series: [Series; 3] = [
         ("OK/s", OK_COLOR, |r| r.ok_per_s),
@@ -241,14 +250,7 @@ where
         .light_line_style(WHITE.mix(0.0))
         .draw()?;
     if let Some((run, _)) = runs.first() {
-        let (stop, resume) = pause_span(run);
-        chart
-            .draw_series(std::iter::once(Rectangle::new(
-                [(stop, 0.0), (resume, y_max)],
-                PAUSE_COLOR.mix(0.5).filled(),
-            )))?
-            .label("server stopped")
-            .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], PAUSE_COLOR.filled()));
+        shade_pause(&mut chart, run, y_max)?;
     }
     for (i, (run, rows)) in runs.iter().enumerate() {
         let color = PALETTE[i % PALETTE.len()];

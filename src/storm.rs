@@ -30,6 +30,7 @@ use clap::Parser;
 use crate::cli::{ClientCli, ServerArgs, StrategyArg};
 use crate::output::say;
 use crate::stats::{ClientRow, ServerRow, unix_ms};
+use crate::timescale::compress;
 use crate::verdict::{Figures, STREAK, Timeline, figures};
 
 /// Everything a storm run needs.
@@ -165,10 +166,6 @@ fn signal(child: &Child, signal: Signal) {
     if let Some(pid) = child.id() {
         let _ = kill(Pid::from_raw(pid as i32), signal);
     }
-}
-
-fn scaled(d: Duration, k: f64) -> Duration {
-    Duration::try_from_secs_f64(d.as_secs_f64() / k).unwrap_or(Duration::MAX)
 }
 
 fn humanize(d: Duration) -> String {
@@ -520,19 +517,19 @@ async fn drive(
         start_client(config, run)?;
     }
     let p = config.progress;
-    phase("warm-up", scaled(config.warmup, k), runs, p, shutdown).await?;
+    phase("warm-up", compress(config.warmup, k), runs, p, shutdown).await?;
     for run in runs.iter() {
         signal(&run.server, Signal::SIGSTOP);
     }
     let stop_ms = unix_ms();
-    phase("pause", scaled(config.pause, k), runs, p, shutdown).await?;
+    phase("pause", compress(config.pause, k), runs, p, shutdown).await?;
     for run in runs.iter() {
         signal(&run.server, Signal::SIGCONT);
     }
     let resume_ms = unix_ms();
     let rest = config.client_duration() - config.warmup - config.pause;
-    phase("observe", scaled(rest, k), runs, p, shutdown).await?;
-    let end_ms = resume_ms + scaled(config.observe, k).as_millis() as u64;
+    phase("observe", compress(rest, k), runs, p, shutdown).await?;
+    let end_ms = resume_ms + compress(config.observe, k).as_millis() as u64;
     // The clients end on their own at --duration.
     for run in runs.iter_mut() {
         let client = run.client.as_mut().expect("started above");

@@ -6,6 +6,7 @@ use rand::{Rng, RngExt};
 use rand_distr::StandardNormal;
 
 use super::secs;
+use crate::timescale::compress;
 
 /// The original client's growth factor (Euler's number).
 const E_2014: f64 = std::f64::consts::E;
@@ -101,11 +102,6 @@ pub enum Strategy {
     },
 }
 
-/// Divides a duration by `k` (a time compression factor).
-fn shrink(d: Duration, k: f64) -> Duration {
-    Duration::try_from_secs_f64(d.as_secs_f64() / k).unwrap_or(Duration::MAX)
-}
-
 impl Strategy {
     /// The 2014 original client with its constants: 5-minute cap, 0.1 s of
     /// jitter.
@@ -119,7 +115,7 @@ impl Strategy {
     /// The same strategy with every duration divided by `k`, for an
     /// experiment compressed in time (factors are unchanged).
     pub fn scaled(&self, k: f64) -> Strategy {
-        let s = |d: Duration| shrink(d, k);
+        let s = |d: Duration| compress(d, k);
         match *self {
             Strategy::Fixed { delay } => Strategy::Fixed { delay: s(delay) },
             Strategy::Exponential {

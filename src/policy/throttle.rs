@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use rand::{Rng, RngExt};
 
+use crate::timescale::compress;
+
 /// Throttle parameters, as chosen on the command line.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ThrottleConfig {
@@ -66,8 +68,7 @@ impl ThrottleConfig {
     /// The same throttle for an experiment compressed `k` times in time:
     /// windows and cool-downs divided by `k`, rates multiplied by it.
     pub fn scaled(&self, k: f64) -> ThrottleConfig {
-        let s =
-            |d: Duration| Duration::try_from_secs_f64(d.as_secs_f64() / k).unwrap_or(Duration::MAX);
+        let s = |d: Duration| compress(d, k);
         match *self {
             ThrottleConfig::TokenBucket { .. } => *self,
             ThrottleConfig::Budget {

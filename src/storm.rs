@@ -403,10 +403,12 @@ fn progress_line(phase: &str, left: Duration, runs: &[Run]) -> String {
 }
 
 /// Waits `length` (already scaled), showing progress; fails early if a
-/// client exits or `shutdown` completes.
+/// child exits or `shutdown` completes. In the `last` phase a client that
+/// ends well has simply finished (its run length ends with the phase).
 async fn phase(
     name: &str,
     length: Duration,
+    last: bool,
     runs: &mut [Run],
     progress: bool,
     shutdown: &mut (impl Future<Output = ()> + Unpin),
@@ -436,7 +438,9 @@ async fn phase(
                 }
                 for run in runs.iter_mut() {
                     let client = run.client.as_mut().expect("clients run during phases");
-                    if let Ok(Some(status)) = client.try_wait() {
+                    if let Ok(Some(status)) = client.try_wait()
+                        && !(last && status.success())
+                    {
                         return Err(StormError::Child(format!(
                             "the client for {} exited early ({status})", run.name()
                         )));
@@ -517,18 +521,26 @@ async fn drive(
         start_client(config, run)?;
     }
     let p = config.progress;
-    phase("warm-up", compress(config.warmup, k), runs, p, shutdown).await?;
+    phase(
+        "warm-up",
+        compress(config.warmup, k),
+        false,
+        runs,
+        p,
+        shutdown,
+    )
+    .await?;
     for run in runs.iter() {
         signal(&run.server, Signal::SIGSTOP);
     }
     let stop_ms = unix_ms();
-    phase("pause", compress(config.pause, k), runs, p, shutdown).await?;
+    phase("pause", compress(config.pause, k), false, runs, p, shutdown).await?;
     for run in runs.iter() {
         signal(&run.server, Signal::SIGCONT);
     }
     let resume_ms = unix_ms();
     let rest = config.client_duration() - config.warmup - config.pause;
-    phase("observe", compress(rest, k), runs, p, shutdown).await?;
+    phase("observe", compress(rest, k), true, runs, p, shutdown).await?;
     let end_ms = resume_ms + compress(config.observe, k).as_millis() as u64;
     // The clients end on their own at --duration.
     for run in runs.iter_mut() {

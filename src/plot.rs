@@ -78,15 +78,30 @@ fn load_font() -> Result<(), Box<dyn Error>> {
 macro_rules! render {
     ($path:expr, $png:expr, $draw:expr) => {{
         if $png {
-            let area = BitMapBackend::new($path, (WIDTH, HEIGHT)).into_drawing_area();
-            $draw(&area)?;
-            area.present()?;
+            let mut pixels = vec![0u8; (WIDTH * HEIGHT * 3) as usize];
+            {
+                let area =
+                    BitMapBackend::with_buffer(&mut pixels, (WIDTH, HEIGHT)).into_drawing_area();
+                $draw(&area)?;
+                area.present()?;
+            }
+            write_png($path, &pixels)?;
         } else {
             let area = SVGBackend::new($path, (WIDTH, HEIGHT)).into_drawing_area();
             $draw(&area)?;
             area.present()?;
         }
     }};
+}
+
+/// Encodes an RGB buffer of the plot size as a PNG file.
+fn write_png(path: &Path, pixels: &[u8]) -> DrawResult {
+    let file = std::io::BufWriter::new(std::fs::File::create(path)?);
+    let mut encoder = png::Encoder::new(file, WIDTH, HEIGHT);
+    encoder.set_color(png::ColorType::Rgb);
+    encoder.set_depth(png::BitDepth::Eight);
+    encoder.write_header()?.write_image_data(pixels)?;
+    Ok(())
 }
 
 /// Draws every plot of a storm into its results folder.

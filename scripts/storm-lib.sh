@@ -28,7 +28,7 @@ storm_cleanup() {
 # storm_run NAME PORT SERVER_FLAGS... -- CLIENT_FLAGS...
 # Starts a server and a client, stops the server with SIGSTOP after a 20 s
 # warm-up, resumes it with SIGCONT 20 s later, waits for the client to finish
-# 60 s of observation and three more 5 s intervals (to confirm a recovery
+# 60 s of observation and two more 5 s intervals (to confirm a recovery
 # that starts late in the window), then stops the server (full-scale times). Writes
 # OUT/NAME.* files: server and client CSV and logs, the exact command lines,
 # and the Unix milliseconds of start, stop and resume.
@@ -41,7 +41,7 @@ storm_run() {
   local server=(./target/release/server --listen "127.0.0.1:$port" --time-scale "$K"
     --csv "$OUT/$name.server.csv" "${sflags[@]}")
   local client=(./target/release/client --url "http://127.0.0.1:$port/api" --time-scale "$K"
-    --duration 115s --seed 2014 --csv "$OUT/$name.client.csv" "${cflags[@]}")
+    --duration 110s --seed 2014 --csv "$OUT/$name.client.csv" "${cflags[@]}")
   printf '%s\n%s\n' "${server[*]}" "${client[*]}" > "$OUT/$name.commands"
   "${server[@]}" > "$OUT/$name.server.log" 2>&1 &
   local server_pid=$!

@@ -174,9 +174,10 @@ fn humanize(d: Duration) -> String {
 
 impl StormConfig {
     /// How long each client runs (full scale): the protocol plus enough
-    /// intervals to confirm a recovery that starts at the end of the window.
+    /// intervals to confirm a recovery whose first interval is the last one
+    /// that starts within the window.
     fn client_duration(&self) -> Duration {
-        self.warmup + self.pause + self.observe + self.report_interval * STREAK as u32
+        self.warmup + self.pause + self.observe + self.report_interval * (STREAK as u32 - 1)
     }
 
     /// The server's flags.
@@ -233,18 +234,25 @@ impl StormConfig {
             ServerArgs::try_parse_from(argv)
                 .and_then(|a| a.config())
                 .map_err(|e| {
-                    StormError::Flags(format!("--server-args for {name}: {}", e.render()))
+                    StormError::Flags(format!("--server-args for {name}: {}", first_line(&e)))
                 })?;
             let argv = std::iter::once("client".to_string())
                 .chain(self.client_argv(strategy, "http://127.0.0.1:1/api"));
             ClientCli::try_parse_from(argv)
                 .and_then(|c| c.run.config())
                 .map_err(|e| {
-                    StormError::Flags(format!("--client-args for {name}: {}", e.render()))
+                    StormError::Flags(format!("--client-args for {name}: {}", first_line(&e)))
                 })?;
         }
         Ok(())
     }
+}
+
+/// The first line of a clap error, without its `error: ` prefix.
+fn first_line(e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    let line = text.lines().next().unwrap_or_default();
+    line.strip_prefix("error: ").unwrap_or(line).to_string()
 }
 
 fn command(program: &Path, role: &str, args: &[String], log: File) -> Command {

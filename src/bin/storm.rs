@@ -29,6 +29,10 @@ fn multi_thread() -> tokio::runtime::Runtime {
 async fn run(cli: StormCli) -> ExitCode {
     let program = std::env::current_exe().expect("the path of this program");
     let config = cli.run.config(program);
+    if let Err(e) = config.validate() {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     say(format!(
         "storm: {} for {}; results in {}",
         config

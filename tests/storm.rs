@@ -132,33 +132,46 @@ impl Drop for Guard {
     }
 }
 
-#[test]
-fn ctrl_c_during_the_pause_leaves_nothing_behind() {
-    let out = temp_dir("storm-interrupt");
-    let mut storm = Guard(
+/// Starts a quick two-strategy storm writing into `out`.
+fn quick_storm(out: &Path) -> Guard {
+    Guard(
         Command::new(STORM)
             .args(["--quick", "--quiet", "--strategies", "fixed,exponential"])
             .arg("--out")
-            .arg(&out)
+            .arg(out)
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap(),
-    );
-    let pid = storm.0.id();
-    // Wait (bounded) until the servers are stopped: the pause has begun.
+    )
+}
+
+/// Waits (bounded) until the children of `pid` satisfy `ready`.
+fn wait_for_children(
+    pid: u32,
+    what: &str,
+    ready: impl Fn(&[(u32, char)]) -> bool,
+) -> Vec<(u32, char)> {
     let deadline = Instant::now() + Duration::from_secs(60);
-    let kids = loop {
+    loop {
         let kids = children(pid);
-        if kids.iter().filter(|(_, state)| *state == 'T').count() == 2 {
-            break kids;
+        if ready(&kids) {
+            return kids;
         }
-        assert!(
-            Instant::now() < deadline,
-            "the servers were never stopped: {kids:?}"
-        );
+        assert!(Instant::now() < deadline, "{what} never happened: {kids:?}");
         std::thread::sleep(Duration::from_millis(20));
-    };
+    }
+}
+
+#[test]
+fn ctrl_c_during_the_pause_leaves_nothing_behind() {
+    let out = temp_dir("storm-interrupt");
+    let mut storm = quick_storm(&out);
+    let pid = storm.0.id();
+    // The pause has begun when both servers are stopped.
+    let kids = wait_for_children(pid, "the pause", |kids| {
+        kids.iter().filter(|(_, state)| *state == 'T').count() == 2
+    });
     assert_eq!(kids.len(), 4, "two servers and two clients: {kids:?}");
     let status = Command::new("kill")
         .args(["-INT", &pid.to_string()])
@@ -185,29 +198,9 @@ fn cmdline(pid: u32) -> String {
 #[test]
 fn a_crashed_client_stops_the_run_and_its_servers() {
     let out = temp_dir("storm-crash");
-    let mut storm = Guard(
-        Command::new(STORM)
-            .args(["--quick", "--quiet", "--strategies", "fixed,exponential"])
-            .arg("--out")
-            .arg(&out)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
+    let mut storm = quick_storm(&out);
     let pid = storm.0.id();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let kids = loop {
-        let kids = children(pid);
-        if kids.len() == 4 {
-            break kids;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the children never all started: {kids:?}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let kids = wait_for_children(pid, "the start of four children", |kids| kids.len() == 4);
     let client = kids
         .iter()
         .map(|(p, _)| *p)

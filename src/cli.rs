@@ -776,13 +776,25 @@ pub struct PlanArgs {
     pub format: PlanFormat,
 }
 
+/// A usage error of `client plan`, with that subcommand's usage.
+fn plan_conflict(msg: String) -> clap::Error {
+    let mut client = ClientCli::command();
+    match client.find_subcommand_mut("plan") {
+        Some(plan) => plan
+            .clone()
+            .bin_name("client plan")
+            .error(ErrorKind::ArgumentConflict, msg),
+        None => client.error(ErrorKind::ArgumentConflict, msg),
+    }
+}
+
 impl PlanArgs {
     /// Builds the planner's input, or says which flags are wrong.
     pub fn request(&self) -> Result<PlanRequest, clap::Error> {
         let mut retry = self.retry.clone();
         if let Some(x) = self.target_ratio {
             if retry.kind() != StrategyArg::Exponential {
-                return Err(conflict(
+                return Err(plan_conflict(
                     "--target-ratio applies to --strategy exponential (the geometric schedule)"
                         .to_string(),
                 ));
@@ -790,7 +802,7 @@ impl PlanArgs {
             retry.factor = Some(1.0 + x);
             retry.jitter.get_or_insert(0.0);
         }
-        let strategy = retry.strategy().map_err(conflict)?;
+        let strategy = retry.strategy().map_err(plan_conflict)?;
         let limit = LimitArgs {
             max_attempts: self.max_attempts,
             deadline: None,

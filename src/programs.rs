@@ -11,6 +11,9 @@ use crate::{client, limits, planner, server, shutdown};
 /// Runs the server until SIGINT or SIGTERM.
 pub async fn server(args: ServerArgs) -> ExitCode {
     let config = args.config().unwrap_or_else(|e| e.exit());
+    if let Some(warning) = server::exposure_warning(config.listen) {
+        eprintln!("{warning}");
+    }
     // Descriptors for a full backlog plus the connections being served.
     if let Some(warning) = limits::ensure_nofile(u64::from(config.backlog) + 1024, "the server") {
         eprintln!("{warning}");

@@ -615,6 +615,17 @@ impl ModelActor {
     }
 }
 
+/// A warning for a listen address outside loopback: this server is a load
+/// generator's target, built to be overloaded, and should not be exposed.
+pub fn exposure_warning(listen: SocketAddr) -> Option<String> {
+    (!listen.ip().is_loopback()).then(|| {
+        format!(
+            "warning: listening on {listen}, outside loopback: this server exists to be \
+             overloaded by a load generator; keep it on 127.0.0.1 unless you mean it"
+        )
+    })
+}
+
 /// Human-readable description of a model, for the server's start-up line.
 pub fn describe(config: &ServerConfig, addr: SocketAddr) -> String {
     let m = &config.model;
@@ -641,4 +652,19 @@ pub fn describe(config: &ServerConfig, addr: SocketAddr) -> String {
             None => String::new(),
         }
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_non_loopback_addresses_get_a_warning() {
+        assert_eq!(exposure_warning("127.0.0.1:8070".parse().unwrap()), None);
+        assert_eq!(exposure_warning("127.9.9.9:1".parse().unwrap()), None);
+        assert_eq!(exposure_warning("[::1]:8070".parse().unwrap()), None);
+        let w = exposure_warning("0.0.0.0:8070".parse().unwrap()).unwrap();
+        assert!(w.contains("0.0.0.0:8070") && w.contains("loopback"), "{w}");
+        assert!(exposure_warning("[::]:8070".parse().unwrap()).is_some());
+    }
 }

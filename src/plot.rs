@@ -11,7 +11,7 @@ use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use crate::stats::{ClientRow, ServerRow};
-use crate::storm::{RunReport, StormConfig, StormReport};
+use crate::storm::{RunReport, RunRows, StormConfig, StormReport};
 
 type DrawResult = Result<(), Box<dyn Error>>;
 
@@ -36,11 +36,6 @@ const PALETTE: [RGBColor; 8] = [
 /// Seconds since the client started, for a Unix-millisecond stamp.
 fn secs(unix_ms: u64, start_ms: u64) -> f64 {
     unix_ms.saturating_sub(start_ms) as f64 / 1000.0
-}
-
-fn read<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>, Box<dyn Error>> {
-    let mut reader = csv::Reader::from_path(path)?;
-    Ok(reader.deserialize().collect::<Result<Vec<T>, _>>()?)
 }
 
 /// Makes text possible: plotters lays out and draws text with a TrueType
@@ -104,19 +99,21 @@ fn write_png(path: &Path, pixels: &[u8]) -> DrawResult {
     Ok(())
 }
 
-/// Draws every plot of a storm into its results folder.
-pub fn draw_all(config: &StormConfig, report: &StormReport) -> DrawResult {
+/// Draws every plot of a storm into its results folder; `rows` are the
+/// runs' report rows, in the order of `report.runs`.
+pub fn draw_all(config: &StormConfig, report: &StormReport, rows: &[RunRows]) -> DrawResult {
     register_font()?;
     let ext = if config.png { "png" } else { "svg" };
     let mut goodput = Vec::new();
-    for run in &report.runs {
-        let client: Vec<ClientRow> = read(&config.out.join(&run.client_csv))?;
-        let server: Vec<ServerRow> = read(&config.out.join(&run.server_csv))?;
+    for (run, rows) in report.runs.iter().zip(rows) {
         let path = config.out.join(format!("{}.{ext}", run.strategy));
         render!(&path, config.png, |area| draw_run(
-            area, run, &client, &server
+            area,
+            run,
+            &rows.client,
+            &rows.server
         ));
-        goodput.push((run, client));
+        goodput.push((run, rows.client.as_slice()));
     }
     let path = config.out.join(format!("goodput.{ext}"));
     render!(&path, config.png, |area| draw_overlay(area, &goodput));
@@ -237,7 +234,7 @@ where
 /// Goodput of every strategy on one chart, the pause shaded.
 fn draw_overlay<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
-    runs: &[(&RunReport, Vec<ClientRow>)],
+    runs: &[(&RunReport, &[ClientRow])],
 ) -> DrawResult
 where
     DB::ErrorType: 'static,

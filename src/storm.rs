@@ -591,20 +591,31 @@ fn read_csv<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>, Storm
         .map_err(|e| StormError::Io(path.display().to_string(), io::Error::other(e)))
 }
 
-/// Judges a finished run from its CSV files.
-fn judge(config: &StormConfig, run: &Run) -> Result<RunReport, StormError> {
+/// A finished run's report rows, as read back from its CSV files.
+#[derive(Debug, Clone)]
+pub struct RunRows {
+    /// The client's rows.
+    pub client: Vec<ClientRow>,
+    /// The server's rows.
+    pub server: Vec<ServerRow>,
+}
+
+/// Judges a finished run from its CSV files, returning the rows too (for
+/// the plots).
+fn judge(config: &StormConfig, run: &Run) -> Result<(RunReport, RunRows), StormError> {
     let client_csv = format!("{}.client.csv", run.name());
     let server_csv = format!("{}.server.csv", run.name());
     let client: Vec<ClientRow> = read_csv(&config.out.join(&client_csv))?;
     let server: Vec<ServerRow> = read_csv(&config.out.join(&server_csv))?;
     let timeline = run.timeline.expect("judged runs are finished");
-    Ok(RunReport {
+    let report = RunReport {
         strategy: run.name(),
         figures: figures(&client, &server, &timeline),
         timeline,
         client_csv,
         server_csv,
-    })
+    };
+    Ok((report, RunRows { client, server }))
 }
 
 /// Runs the whole comparison; writes every file into `config.out`.
@@ -623,11 +634,13 @@ pub async fn run(
     } else {
         vec![config.strategies.clone()]
     };
-    let mut reports = Vec::new();
+    let (mut reports, mut rows) = (Vec::new(), Vec::new());
     for batch in batches {
         let runs = run_batch(config, &batch, &mut shutdown, &mut commands).await?;
         for run in &runs {
-            reports.push(judge(config, run)?);
+            let (report, run_rows) = judge(config, run)?;
+            reports.push(report);
+            rows.push(run_rows);
         }
     }
     let report = StormReport {
@@ -642,7 +655,8 @@ pub async fn run(
         runs: reports,
     };
     write_summaries(config, &report)?;
-    crate::plot::draw_all(config, &report).map_err(|e| StormError::Child(format!("plots: {e}")))?;
+    crate::plot::draw_all(config, &report, &rows)
+        .map_err(|e| StormError::Child(format!("plots: {e}")))?;
     Ok(report)
 }
 

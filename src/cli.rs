@@ -903,6 +903,22 @@ pub struct StormArgs {
     /// No live progress on stdout.
     #[arg(long)]
     pub quiet: bool,
+    /// real: child processes over loopback, SIGSTOP and SIGCONT, in real
+    /// time; sim: the same model in virtual time, in milliseconds.
+    #[arg(long, value_enum, default_value_t = EngineArg::Real)]
+    pub engine: EngineArg,
+    /// Print what the engine did (with sim: events and their rate).
+    #[arg(long, short)]
+    pub verbose: bool,
+}
+
+/// Which engine runs an experiment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EngineArg {
+    /// Real processes over loopback, in real time.
+    Real,
+    /// The discrete-event engine, in virtual time.
+    Sim,
 }
 
 /// A folder name from the current time: `2026-11-22T01-02-03Z`.
@@ -926,13 +942,17 @@ impl StormArgs {
         };
         let mut strategies = self.strategies.clone();
         strategies.dedup();
+        let sim = self.engine == EngineArg::Sim;
         StormConfig {
             strategies,
             warmup: self.warmup,
             pause: self.pause,
             observe: self.observe,
             report_interval: self.report_interval,
-            time_scale: if self.quick { 10.0 } else { 1.0 },
+            // Virtual time needs no compression.
+            time_scale: if self.quick && !sim { 10.0 } else { 1.0 },
+            virtual_time: sim,
+            verbose: self.verbose,
             in_turn: self.in_turn,
             out: self
                 .out

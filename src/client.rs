@@ -25,13 +25,11 @@ use tokio::time::Instant;
 
 use crate::arrivals::{ThinkTime, user_rng};
 use crate::output::{CsvError, CsvSink, say, write_row};
-use crate::policy::{
-    Backoff, Next, RetryLimits, Strategy, Throttle, ThrottleConfig, Verdict, parse_retry_after,
-};
+use crate::policy::{RetryLimits, Strategy, Throttle, ThrottleConfig, Verdict, parse_retry_after};
 use crate::stats::{
-    ATTEMPT_BUCKETS, AttemptRecord, ClientCounts, ClientRecorder, ClientRow, Outcome, Percentiles,
-    RequestRecord, unix_ms,
+    ATTEMPT_BUCKETS, ClientCounts, ClientRecorder, ClientRow, Outcome, Percentiles, unix_ms,
 };
+use crate::user::{Attempt, Finished, Rules, User};
 
 /// Everything the client needs to run.
 #[derive(Debug, Clone)]
@@ -60,6 +58,18 @@ pub struct ClientConfig {
     pub csv: Option<PathBuf>,
     /// Print nothing on stdout (for tests and embedding).
     pub quiet: bool,
+}
+
+impl ClientConfig {
+    /// The rules every user follows.
+    pub fn rules(&self) -> Rules {
+        Rules {
+            think: self.think,
+            timeout: self.timeout,
+            strategy: self.strategy,
+            limits: self.limits,
+        }
+    }
 }
 
 /// Why the client could not start.
@@ -283,23 +293,23 @@ impl Pool {
 struct Shared {
     pool: Pool,
     recorder: ClientRecorder,
-    think: ThinkTime,
-    timeout: Duration,
-    strategy: Strategy,
-    limits: RetryLimits,
+    rules: Rules,
     throttle: Option<Mutex<Throttle>>,
-    /// Time origin of the throttle's clock.
+    /// The run's time origin: users and the throttle count from it.
     epoch: Instant,
 }
 
 impl Shared {
+    fn now(&self) -> Duration {
+        self.epoch.elapsed()
+    }
+
     fn throttle_verdict(&self, is_retry: bool, rng: &mut impl rand::Rng) -> Verdict {
         match &self.throttle {
             Some(t) => {
-                let now = self.epoch.elapsed();
                 t.lock()
                     .expect("throttle lock poisoned")
-                    .before_attempt(is_retry, now, rng)
+                    .before_attempt(is_retry, self.now(), rng)
             }
             None => Verdict::Allow,
         }
@@ -307,94 +317,96 @@ impl Shared {
 
     fn throttle_record(&self, ok: bool) {
         if let Some(t) = &self.throttle {
-            let now = self.epoch.elapsed();
             t.lock()
                 .expect("throttle lock poisoned")
-                .after_attempt(ok, now);
+                .after_attempt(ok, self.now());
         }
     }
+}
 
-    /// One attempt of a logical request that started (was intended) at
-    /// `first`, intended to start at `intended`: throttle, network, records.
-    async fn attempt(
-        &self,
-        first: Instant,
-        intended: Instant,
-        is_retry: bool,
-        rng: &mut impl rand::Rng,
-    ) -> Result<(Outcome, Option<Duration>), Verdict> {
-        let verdict = self.throttle_verdict(is_retry, rng);
-        let (outcome, retry_after) = match verdict {
-            Verdict::GiveUp => return Err(verdict),
-            Verdict::Reject => (Outcome::Error, None),
-            Verdict::Allow => {
-                self.recorder.attempt_started();
-                let end = self
-                    .limits
-                    .attempt_end(intended.saturating_duration_since(first), self.timeout);
-                let result = self.pool.attempt(first + end).await;
-                self.throttle_record(result.0 == Outcome::Ok);
-                result
-            }
-        };
-        self.recorder.attempt_finished(AttemptRecord {
-            outcome,
-            is_retry,
-            rejected_locally: verdict == Verdict::Reject,
-            latency: Instant::now().saturating_duration_since(intended),
-        });
-        Ok((outcome, retry_after))
+/// Records what an ended attempt produced.
+pub(crate) fn record(recorder: &ClientRecorder, finished: Finished) {
+    recorder.attempt_finished(finished.attempt);
+    if let Some(request) = finished.request {
+        recorder.request_finished(request);
     }
 }
 
 /// One simulated user, forever: think, attempt until OK or given up, think
 /// again.
 async fn user(shared: Arc<Shared>, seed: u64, index: u64) {
-    let mut rng = user_rng(seed, index);
-    let mut ready_at = Instant::now();
+    let rules = &shared.rules;
+    let mut user = User::new(rules, user_rng(seed, index), shared.now());
     loop {
-        let think = shared.think.sample(&mut rng);
-        let first = ready_at + think;
-        let mut backoff = Backoff::new(think);
-        let mut intended = first;
-        let mut attempts = 0;
-        let finished = loop {
-            tokio::time::sleep_until(intended).await;
-            let Ok((outcome, retry_after)) = shared
-                .attempt(first, intended, attempts > 0, &mut rng)
-                .await
-            else {
-                // A throttle refused the retry.
-                break RequestRecord {
-                    attempts,
-                    latency: None,
-                    throttled: true,
-                };
-            };
-            attempts += 1;
-            let end = Instant::now();
-            let elapsed = end.saturating_duration_since(first);
-            if outcome == Outcome::Ok {
-                break RequestRecord {
-                    attempts,
-                    latency: Some(elapsed),
-                    throttled: false,
-                };
+        tokio::time::sleep_until(shared.epoch + user.due()).await;
+        let verdict = shared.throttle_verdict(user.is_retry(), user.rng());
+        match user.begin(rules, verdict, shared.now()) {
+            Attempt::Refused(request) => shared.recorder.request_finished(request),
+            Attempt::Rejected(finished) => record(&shared.recorder, finished),
+            Attempt::Send { deadline } => {
+                shared.recorder.attempt_started();
+                let (outcome, retry_after) = shared.pool.attempt(shared.epoch + deadline).await;
+                shared.throttle_record(outcome == Outcome::Ok);
+                let finished = user.finish(rules, outcome, retry_after, shared.now());
+                record(&shared.recorder, finished);
             }
-            let proposed = backoff.next_delay(&shared.strategy, &mut rng);
-            match shared.limits.next(attempts, elapsed, proposed, retry_after) {
-                Next::Retry(delay) => intended = end + delay,
-                Next::GiveUp => {
-                    break RequestRecord {
-                        attempts,
-                        latency: None,
-                        throttled: false,
-                    };
-                }
-            }
-        };
-        shared.recorder.request_finished(finished);
-        ready_at = Instant::now();
+        }
+    }
+}
+
+/// Turns a run's recorded counts into report rows: the terminal line, the
+/// CSV row and the run's totals. Shared by both engines.
+pub(crate) struct Reporter {
+    csv: Option<CsvSink<ClientRow>>,
+    quiet: bool,
+    /// Intervals shorter than this only add to the totals.
+    sliver: Duration,
+    interval: ClientCounts,
+    /// Counts over the whole run.
+    pub totals: ClientCounts,
+    /// Every row reported, in order.
+    pub rows: Vec<ClientRow>,
+}
+
+impl Reporter {
+    pub(crate) fn new(config: &ClientConfig) -> Result<Self, StartError> {
+        Ok(Reporter {
+            csv: CsvSink::create_if(config.csv.as_deref()).map_err(StartError::Csv)?,
+            quiet: config.quiet,
+            sliver: config.report_interval / 20,
+            interval: ClientCounts::default(),
+            totals: ClientCounts::default(),
+            rows: Vec::new(),
+        })
+    }
+
+    /// Reports the interval of length `measured` that ends now. A sliver
+    /// too short for meaningful rates (the stop landing just after a tick)
+    /// only adds to the totals.
+    pub(crate) fn report(
+        &mut self,
+        recorder: &ClientRecorder,
+        measured: Duration,
+        unix_ms: u64,
+        elapsed: Duration,
+    ) {
+        recorder.take_interval(&mut self.interval);
+        self.totals.merge(&self.interval);
+        if measured < self.sliver {
+            return;
+        }
+        let row = ClientRow::new(
+            &self.interval,
+            measured,
+            recorder.in_flight(),
+            unix_ms,
+            elapsed,
+        );
+        if !self.quiet {
+            say(&row);
+        }
+        write_row(&mut self.csv, &row);
+        self.rows.push(row);
     }
 }
 
@@ -405,51 +417,23 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> Result<ClientSummary, StartError> {
     let target = Target::resolve(&config.url).await?;
-    let mut csv = CsvSink::create_if(config.csv.as_deref()).map_err(StartError::Csv)?;
+    let mut reporter = Reporter::new(&config)?;
     let shared = Arc::new(Shared {
         pool: Pool {
             target,
             idle: Mutex::new(Vec::new()),
         },
         recorder: ClientRecorder::new(),
-        think: config.think,
-        timeout: config.timeout,
-        strategy: config.strategy,
-        limits: config.limits,
+        rules: config.rules(),
         throttle: config.throttle.map(|t| Mutex::new(Throttle::new(t))),
         epoch: Instant::now(),
     });
 
-    let start = Instant::now();
+    let start = shared.epoch;
     let mut users = JoinSet::new();
     for index in 0..config.clients {
         users.spawn(user(shared.clone(), config.seed, u64::from(index)));
     }
-
-    let mut totals = ClientCounts::default();
-    let mut interval = ClientCounts::default();
-    let mut rows = Vec::new();
-    // Reports an interval; a sliver too short for meaningful rates (the stop
-    // landing just after a tick) only adds to the totals.
-    let mut report = |measured: Duration, rows: &mut Vec<ClientRow>| {
-        shared.recorder.take_interval(&mut interval);
-        totals.merge(&interval);
-        if measured < config.report_interval / 20 {
-            return;
-        }
-        let row = ClientRow::new(
-            &interval,
-            measured,
-            shared.recorder.in_flight(),
-            unix_ms(),
-            start.elapsed(),
-        );
-        if !config.quiet {
-            say(&row);
-        }
-        write_row(&mut csv, &row);
-        rows.push(row);
-    };
 
     let until = async {
         match config.duration {
@@ -471,7 +455,7 @@ pub async fn run(
         tokio::select! {
             _ = ticker.tick() => {
                 let now = Instant::now();
-                report(now - last, &mut rows);
+                reporter.report(&shared.recorder, now - last, unix_ms(), now - start);
                 last = now;
             }
             _ = &mut stop => break,
@@ -480,11 +464,11 @@ pub async fn run(
     // Attempts still in flight are cut short and not counted.
     users.abort_all();
     let now = Instant::now();
-    report(now - last, &mut rows);
+    reporter.report(&shared.recorder, now - last, unix_ms(), now - start);
     Ok(ClientSummary {
         elapsed: now - start,
-        totals,
-        rows,
+        totals: reporter.totals,
+        rows: reporter.rows,
         seed: config.seed,
         strategy: config.strategy.name(),
         clients: config.clients,

@@ -13,7 +13,8 @@
 //! - [`stats`]: counters, histograms and report rows;
 //! - [`planner`]: a strategy's schedule, computed without any network;
 //! - [`verdict`]: a run's figures and recovery verdict from its rows;
-//! - [`timescale`]: time compression for quick experiments.
+//! - [`timescale`]: time compression for quick experiments;
+//! - [`user`]: one simulated user's request cycle, shared by both engines.
 //!
 //! I/O:
 //! - [`server`]: the hyper server and its reporter;
@@ -36,7 +37,9 @@ pub mod programs;
 pub mod scheduler;
 pub mod server;
 pub mod shutdown;
+pub mod sim;
 pub mod stats;
 pub mod storm;
 pub mod timescale;
+pub mod user;
 pub mod verdict;

@@ -28,7 +28,10 @@ use tokio::time::Instant;
 use clap::Parser;
 
 use crate::cli::{ClientCli, ServerArgs, StrategyArg};
+use crate::client::ClientConfig;
 use crate::output::say;
+use crate::server::ServerConfig;
+use crate::sim::{self, Pause, SimConfig};
 use crate::stats::{ClientRow, ServerRow, unix_ms};
 use crate::timescale::compress;
 use crate::verdict::{Figures, STREAK, Timeline, figures};
@@ -64,6 +67,10 @@ pub struct StormConfig {
     pub program: PathBuf,
     /// Show live progress on stdout.
     pub progress: bool,
+    /// Run in virtual time ([`crate::sim`]) instead of real processes.
+    pub virtual_time: bool,
+    /// Say what the engine did.
+    pub verbose: bool,
 }
 
 /// Why a storm run failed.
@@ -226,25 +233,64 @@ impl StormConfig {
         argv
     }
 
+    /// The server's and client's configurations for `strategy`, exactly as
+    /// the children parse their flags.
+    pub fn configs(
+        &self,
+        strategy: StrategyArg,
+    ) -> Result<(ServerConfig, ClientConfig), StormError> {
+        let name = strategy.name();
+        let argv = std::iter::once("server".to_string()).chain(self.server_argv(strategy));
+        let server = ServerArgs::try_parse_from(argv)
+            .and_then(|a| a.config())
+            .map_err(|e| {
+                StormError::Flags(format!("--server-args for {name}: {}", first_line(&e)))
+            })?;
+        let argv = std::iter::once("client".to_string())
+            .chain(self.client_argv(strategy, "http://127.0.0.1:1/api"));
+        let client = ClientCli::try_parse_from(argv)
+            .and_then(|c| c.run.config())
+            .map_err(|e| {
+                StormError::Flags(format!("--client-args for {name}: {}", first_line(&e)))
+            })?;
+        Ok((server, client))
+    }
+
     /// Checks every child's flags before anything starts.
     pub fn validate(&self) -> Result<(), StormError> {
         for &strategy in &self.strategies {
-            let name = strategy.name();
-            let argv = std::iter::once("server".to_string()).chain(self.server_argv(strategy));
-            ServerArgs::try_parse_from(argv)
-                .and_then(|a| a.config())
-                .map_err(|e| {
-                    StormError::Flags(format!("--server-args for {name}: {}", first_line(&e)))
-                })?;
-            let argv = std::iter::once("client".to_string())
-                .chain(self.client_argv(strategy, "http://127.0.0.1:1/api"));
-            ClientCli::try_parse_from(argv)
-                .and_then(|c| c.run.config())
-                .map_err(|e| {
-                    StormError::Flags(format!("--client-args for {name}: {}", first_line(&e)))
-                })?;
+            self.configs(strategy)?;
         }
         Ok(())
+    }
+
+    /// The protocol's phases as planned from `start_ms`, at full scale:
+    /// the timeline of a virtual-time run.
+    fn timeline(&self, start_ms: u64) -> Timeline {
+        let ms = |d: Duration| d.as_millis() as u64;
+        let stop_ms = start_ms + ms(self.warmup);
+        let resume_ms = stop_ms + ms(self.pause);
+        Timeline {
+            start_ms,
+            stop_ms,
+            resume_ms,
+            end_ms: resume_ms + ms(self.observe),
+        }
+    }
+
+    /// The virtual-time experiment for `strategy`.
+    pub fn sim_config(&self, strategy: StrategyArg) -> Result<SimConfig, StormError> {
+        let (mut server, mut client) = self.configs(strategy)?;
+        server.quiet = true;
+        client.quiet = true;
+        Ok(SimConfig {
+            server,
+            client,
+            pauses: vec![Pause {
+                at: self.warmup,
+                length: self.pause,
+            }],
+        })
     }
 }
 
@@ -582,6 +628,42 @@ async fn drive(
     Ok(())
 }
 
+/// Runs one strategy in virtual time: the same files as a real run.
+fn simulate(
+    config: &StormConfig,
+    strategy: StrategyArg,
+    commands: &mut File,
+) -> Result<(RunReport, RunRows), StormError> {
+    let name = strategy.name();
+    let sim_config = config.sim_config(strategy)?;
+    let outcome = sim::run(&sim_config).map_err(|e| StormError::Child(format!("{name}: {e}")))?;
+    let quote = |args: Vec<String>| args.join(" ");
+    writeln!(
+        commands,
+        "# {name}, in virtual time (storm --engine sim) with these flags\n\
+         server {}\nclient {}",
+        quote(config.server_argv(strategy)),
+        quote(config.client_argv(strategy, "sim"))
+    )
+    .map_err(io_err("write commands.txt"))?;
+    if config.verbose {
+        say(format!("{name}: {}", outcome.speed()));
+    }
+    let rows = RunRows {
+        client: outcome.client.rows,
+        server: outcome.server_rows,
+    };
+    let timeline = config.timeline(0);
+    let report = RunReport {
+        strategy: name,
+        figures: figures(&rows.client, &rows.server, &timeline),
+        timeline,
+        client_csv: format!("{name}.client.csv"),
+        server_csv: format!("{name}.server.csv"),
+    };
+    Ok((report, rows))
+}
+
 fn read_csv<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>, StormError> {
     let mut reader = csv::Reader::from_path(path)
         .map_err(|e| StormError::Io(path.display().to_string(), io::Error::other(e)))?;
@@ -635,7 +717,14 @@ pub async fn run(
         vec![config.strategies.clone()]
     };
     let (mut reports, mut rows) = (Vec::new(), Vec::new());
-    for batch in batches {
+    if config.virtual_time {
+        for &strategy in &config.strategies {
+            let (report, run_rows) = simulate(config, strategy, &mut commands)?;
+            reports.push(report);
+            rows.push(run_rows);
+        }
+    }
+    for batch in batches.into_iter().filter(|_| !config.virtual_time) {
         let runs = run_batch(config, &batch, &mut shutdown, &mut commands).await?;
         for run in &runs {
             let (report, run_rows) = judge(config, run)?;

@@ -41,7 +41,9 @@ async fn run(cli: StormCli) -> ExitCode {
             .map(|s| s.name())
             .collect::<Vec<_>>()
             .join(", "),
-        if config.time_scale > 1.0 {
+        if config.virtual_time {
+            "a run in virtual time"
+        } else if config.time_scale > 1.0 {
             "a quick run (times / 10)"
         } else {
             "a full run"

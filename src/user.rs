@@ -1,0 +1,291 @@
+//! One simulated user's request cycle, as a pure state machine: think, try,
+//! retry under the policy until OK or given up, think again.
+//!
+//! Both engines drive this same code: the real client ([`crate::client`])
+//! with the wall clock and a socket per attempt, the virtual-time engine
+//! ([`crate::sim`]) with its event queue. Time is a [`Duration`] since the
+//! engine's epoch; nothing here reads a clock.
+
+use std::time::Duration;
+
+use rand::Rng;
+
+use crate::arrivals::ThinkTime;
+use crate::policy::{Backoff, Next, RetryLimits, Strategy, Verdict};
+use crate::stats::{AttemptRecord, Outcome, RequestRecord};
+
+/// What every user of a run shares: think times, timeout and policy.
+#[derive(Debug, Clone, Copy)]
+pub struct Rules {
+    /// Think-time distribution between a user's logical requests.
+    pub think: ThinkTime,
+    /// Time an attempt may take, from its intended start.
+    pub timeout: Duration,
+    /// Delay schedule between attempts.
+    pub strategy: Strategy,
+    /// Attempt limit, deadline and `Retry-After` handling.
+    pub limits: RetryLimits,
+}
+
+/// What to do with the attempt that is due, once the throttle has spoken.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Attempt {
+    /// Send it; it times out at `deadline` (since the epoch).
+    Send {
+        /// The instant the attempt is given up as timed out.
+        deadline: Duration,
+    },
+    /// Rejected locally by the throttle: an error that never left the
+    /// process; record it.
+    Rejected(Finished),
+    /// The throttle refused a retry: the logical request is given up.
+    Refused(RequestRecord),
+}
+
+/// The records an ended attempt produces.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Finished {
+    /// How the attempt went.
+    pub attempt: AttemptRecord,
+    /// How the logical request ended, if this attempt ended it.
+    pub request: Option<RequestRecord>,
+}
+
+/// A simulated user: its random stream and the state of its current
+/// logical request.
+#[derive(Debug, Clone)]
+pub struct User<R> {
+    rng: R,
+    /// Intended start of the current logical request's first attempt.
+    first: Duration,
+    /// Intended start of the attempt that is due next.
+    due: Duration,
+    backoff: Backoff,
+    attempts: u32,
+}
+
+impl<R: Rng> User<R> {
+    /// A user that starts thinking at `now`, drawing from `rng`.
+    pub fn new(rules: &Rules, mut rng: R, now: Duration) -> Self {
+        let think = rules.think.sample(&mut rng);
+        User {
+            rng,
+            first: now + think,
+            due: now + think,
+            backoff: Backoff::new(think),
+            attempts: 0,
+        }
+    }
+
+    /// The intended start of the next attempt.
+    pub fn due(&self) -> Duration {
+        self.due
+    }
+
+    /// Whether the next attempt is a retry.
+    pub fn is_retry(&self) -> bool {
+        self.attempts > 0
+    }
+
+    /// The user's random stream (a throttle's draws come from it too).
+    pub fn rng(&mut self) -> &mut R {
+        &mut self.rng
+    }
+
+    /// Starts the due attempt at `now`, given the throttle's `verdict`
+    /// (`Allow` without a throttle).
+    pub fn begin(&mut self, rules: &Rules, verdict: Verdict, now: Duration) -> Attempt {
+        match verdict {
+            Verdict::Allow => {
+                let started = self.due.saturating_sub(self.first);
+                Attempt::Send {
+                    deadline: self.first + rules.limits.attempt_end(started, rules.timeout),
+                }
+            }
+            Verdict::Reject => Attempt::Rejected(self.end(rules, Outcome::Error, None, now, true)),
+            Verdict::GiveUp => {
+                let record = RequestRecord {
+                    attempts: self.attempts,
+                    latency: None,
+                    throttled: true,
+                };
+                self.next_request(rules, now);
+                Attempt::Refused(record)
+            }
+        }
+    }
+
+    /// Ends the attempt that was sent, at `now`, with the server's
+    /// `Retry-After` if it sent one; schedules what comes next.
+    pub fn finish(
+        &mut self,
+        rules: &Rules,
+        outcome: Outcome,
+        retry_after: Option<Duration>,
+        now: Duration,
+    ) -> Finished {
+        self.end(rules, outcome, retry_after, now, false)
+    }
+
+    fn end(
+        &mut self,
+        rules: &Rules,
+        outcome: Outcome,
+        retry_after: Option<Duration>,
+        now: Duration,
+        rejected_locally: bool,
+    ) -> Finished {
+        let attempt = AttemptRecord {
+            outcome,
+            is_retry: self.is_retry(),
+            rejected_locally,
+            latency: now.saturating_sub(self.due),
+        };
+        self.attempts += 1;
+        let elapsed = now.saturating_sub(self.first);
+        let ended = |latency| RequestRecord {
+            attempts: self.attempts,
+            latency,
+            throttled: false,
+        };
+        let request = if outcome == Outcome::Ok {
+            Some(ended(Some(elapsed)))
+        } else {
+            let proposed = self.backoff.next_delay(&rules.strategy, &mut self.rng);
+            match rules
+                .limits
+                .next(self.attempts, elapsed, proposed, retry_after)
+            {
+                Next::Retry(delay) => {
+                    self.due = now + delay;
+                    None
+                }
+                Next::GiveUp => Some(ended(None)),
+            }
+        };
+        if request.is_some() {
+            self.next_request(rules, now);
+        }
+        Finished { attempt, request }
+    }
+
+    /// Thinks from `now` before the next logical request.
+    fn next_request(&mut self, rules: &Rules, now: Duration) {
+        let think = rules.think.sample(&mut self.rng);
+        self.first = now + think;
+        self.due = self.first;
+        self.backoff = Backoff::new(think);
+        self.attempts = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arrivals::user_rng;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn rules(max_attempts: Option<u32>) -> Rules {
+        Rules {
+            think: ThinkTime::new(Duration::from_secs(1)),
+            timeout: ms(2000),
+            strategy: Strategy::Fixed { delay: ms(100) },
+            limits: RetryLimits {
+                max_attempts,
+                ..RetryLimits::default()
+            },
+        }
+    }
+
+    #[test]
+    fn first_attempt_is_due_after_one_think_time() {
+        let r = rules(None);
+        let user = User::new(&r, user_rng(1, 0), ms(500));
+        let think = r.think.sample(&mut user_rng(1, 0));
+        assert_eq!(user.due(), ms(500) + think);
+        assert!(!user.is_retry());
+    }
+
+    #[test]
+    fn failures_retry_on_schedule_and_success_ends_the_request() {
+        let r = rules(None);
+        let mut user = User::new(&r, user_rng(2, 0), Duration::ZERO);
+        let t0 = user.due();
+        assert_eq!(
+            user.begin(&r, Verdict::Allow, t0),
+            Attempt::Send {
+                deadline: t0 + ms(2000)
+            }
+        );
+        let end = t0 + ms(2000);
+        let f = user.finish(&r, Outcome::Timeout, None, end);
+        assert_eq!(f.request, None);
+        assert_eq!(f.attempt.latency, ms(2000));
+        assert!(!f.attempt.is_retry);
+        assert_eq!(user.due(), end + ms(100));
+        assert!(user.is_retry());
+
+        let t1 = user.due();
+        assert!(matches!(
+            user.begin(&r, Verdict::Allow, t1),
+            Attempt::Send { .. }
+        ));
+        let f = user.finish(&r, Outcome::Ok, None, t1 + ms(100));
+        assert!(f.attempt.is_retry);
+        assert_eq!(
+            f.request,
+            Some(RequestRecord {
+                attempts: 2,
+                latency: Some(t1 + ms(100) - t0),
+                throttled: false,
+            })
+        );
+        assert!(!user.is_retry());
+        assert!(user.due() >= t1 + ms(100));
+    }
+
+    #[test]
+    fn attempt_limit_gives_up() {
+        let r = rules(Some(1));
+        let mut user = User::new(&r, user_rng(3, 0), Duration::ZERO);
+        let t0 = user.due();
+        user.begin(&r, Verdict::Allow, t0);
+        let f = user.finish(&r, Outcome::Error, None, t0 + ms(5));
+        assert_eq!(
+            f.request,
+            Some(RequestRecord {
+                attempts: 1,
+                latency: None,
+                throttled: false,
+            })
+        );
+        assert!(!user.is_retry());
+    }
+
+    #[test]
+    fn throttle_verdicts() {
+        let r = rules(None);
+        let mut user = User::new(&r, user_rng(4, 0), Duration::ZERO);
+        let t0 = user.due();
+        let Attempt::Rejected(f) = user.begin(&r, Verdict::Reject, t0) else {
+            panic!("a rejection is recorded as an attempt");
+        };
+        assert!(f.attempt.rejected_locally);
+        assert_eq!(f.attempt.outcome, Outcome::Error);
+        assert_eq!(user.due(), t0 + ms(100));
+        let t1 = user.due();
+        assert_eq!(
+            user.begin(&r, Verdict::GiveUp, t1),
+            Attempt::Refused(RequestRecord {
+                attempts: 1,
+                latency: None,
+                throttled: true,
+            })
+        );
+        assert!(!user.is_retry());
+        assert!(user.due() >= t1);
+    }
+}

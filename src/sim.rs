@@ -660,3 +660,136 @@ pub fn run(config: &SimConfig) -> Result<SimOutcome, SimError> {
         wall: wall.elapsed(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::latency::LatencyModel;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn host(backlog: u32, on_disconnect: OnDisconnect) -> Host<u32> {
+        Host::new(&ServerConfig {
+            backlog,
+            on_disconnect,
+            ..ServerConfig::default()
+        })
+    }
+
+    fn complete_all(h: &mut Host<u32>, now: Duration, waiting: &[u32]) -> Vec<u32> {
+        let mut answered = Vec::new();
+        h.advance(now, |id| {
+            let w = waiting.contains(&id);
+            if w {
+                answered.push(id);
+            }
+            w
+        });
+        answered
+    }
+
+    #[test]
+    fn a_running_server_admits_at_once_and_answers_after_the_base_delay() {
+        let mut h = host(4096, OnDisconnect::Continue);
+        assert!(matches!(h.send(ms(10), 1, false), Delivery::Admitted(_)));
+        assert_eq!(h.concurrency(), 1);
+        assert_eq!(h.next_completion(), Some(ms(110)));
+        assert_eq!(complete_all(&mut h, ms(110), &[1]), vec![1]);
+        assert_eq!((h.totals.completed, h.totals.abandoned), (1, 0));
+        assert_eq!(h.next_completion(), None);
+    }
+
+    #[test]
+    fn a_cascade_of_completions_at_one_instant() {
+        // delay(c) = 100 ms * 2^(c - 1): with three in flight, 400 ms.
+        let mut h: Host<u32> = Host::new(&ServerConfig {
+            model: LatencyModel {
+                base: ms(100),
+                limit: 1,
+                factor: 2.0,
+                scale: 1.0,
+                max_delay: Duration::from_secs(60),
+            },
+            ..ServerConfig::default()
+        });
+        for (i, at) in [0, 10, 20].into_iter().enumerate() {
+            h.send(ms(at), i as u32, false);
+        }
+        // The first is due at 0 + 400 ms. Its completion brings the delay
+        // to 200 ms, which the second (10 + 200) has already passed, and
+        // then to 100 ms, which the third (20 + 100) has passed too.
+        assert_eq!(h.next_completion(), Some(ms(400)));
+        assert!(complete_all(&mut h, ms(399), &[0, 1, 2]).is_empty());
+        // The second client gave up: its completion is wasted work.
+        assert_eq!(complete_all(&mut h, ms(400), &[0, 2]), vec![0, 2]);
+        assert_eq!((h.totals.completed, h.totals.abandoned), (2, 1));
+        assert_eq!(h.concurrency(), 0);
+    }
+
+    #[test]
+    fn a_full_backlog_drops_connections_but_not_requests_on_open_ones() {
+        let mut h = host(2, OnDisconnect::Continue);
+        h.stop();
+        assert_eq!(h.send(ms(1), 1, false), Delivery::Waiting);
+        assert_eq!(h.send(ms(2), 2, false), Delivery::Waiting);
+        assert_eq!(h.send(ms(3), 3, false), Delivery::Dropped);
+        // A pooled connection is already accepted: its request just waits.
+        assert_eq!(h.send(ms(4), 4, true), Delivery::Waiting);
+        assert_eq!(h.retry_connect(ms(5), 3), Delivery::Dropped);
+        assert_eq!(h.concurrency(), 0);
+        assert_eq!(
+            h.next_completion(),
+            None,
+            "a stopped server completes nothing"
+        );
+        // At resume every waiting request is read, gone or not (1 is gone).
+        let mut read = Vec::new();
+        h.resume(ms(500), |&id| id == 1, |id, fate| read.push((id, fate)));
+        assert_eq!(read.iter().map(|r| r.0).collect::<Vec<_>>(), vec![1, 2, 4]);
+        assert!(read.iter().all(|r| matches!(r.1, Delivery::Admitted(_))));
+        assert_eq!(h.concurrency(), 3);
+        assert_eq!(h.peak, 3);
+        // The backlog is free again, and the server runs.
+        assert!(matches!(h.retry_connect(ms(501), 3), Delivery::Admitted(_)));
+        assert_eq!(complete_all(&mut h, ms(601), &[2, 3, 4]), vec![2, 4, 3]);
+        assert_eq!((h.totals.completed, h.totals.abandoned), (3, 1));
+    }
+
+    #[test]
+    fn cancel_mode_drops_gone_requests_when_it_notices() {
+        let mut h = host(8, OnDisconnect::Cancel);
+        let Delivery::Admitted(ticket) = h.send(ms(0), 1, false) else {
+            panic!("a running server admits");
+        };
+        h.stop();
+        h.send(ms(10), 2, false);
+        h.send(ms(20), 3, false);
+        // Client 1 gives up while the server is stopped: noticed at resume.
+        h.disconnect(ms(50), ticket);
+        assert_eq!(h.concurrency(), 1);
+        let mut read = Vec::new();
+        h.resume(ms(80), |&id| id == 2, |id, _| read.push(id));
+        assert_eq!(read, vec![3]);
+        assert_eq!(h.concurrency(), 1);
+        assert_eq!(h.totals.abandoned, 2);
+    }
+
+    #[test]
+    fn shedding_refuses_at_the_threshold() {
+        let mut h: Host<u32> = Host::new(&ServerConfig {
+            shed: Some(crate::server::Shedding {
+                above: 1,
+                status: hyper::StatusCode::SERVICE_UNAVAILABLE,
+                retry_after: Duration::from_secs(1),
+            }),
+            ..ServerConfig::default()
+        });
+        assert!(matches!(h.send(ms(0), 1, false), Delivery::Admitted(_)));
+        assert_eq!(h.send(ms(1), 2, false), Delivery::Shed);
+        assert_eq!(h.totals.shed, 1);
+        complete_all(&mut h, ms(100), &[1]);
+        assert!(matches!(h.send(ms(101), 3, false), Delivery::Admitted(_)));
+    }
+}

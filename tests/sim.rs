@@ -1,0 +1,240 @@
+//! The virtual-time engine on cases worked out by hand, its determinism,
+//! and the default storm's verdicts.
+
+use std::time::Duration;
+
+use clap::Parser;
+use retry_storm::arrivals::{ThinkTime, user_rng};
+use retry_storm::cli::{ClientCli, ServerArgs};
+use retry_storm::sim::{self, Pause, SimConfig};
+use retry_storm::storm::StormConfig;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// A quiet virtual experiment from the programs' own flags.
+fn config(server: &[&str], client: &[&str], pauses: Vec<Pause>) -> SimConfig {
+    let mut server = ServerArgs::try_parse_from(["server"].iter().chain(server))
+        .unwrap()
+        .config()
+        .unwrap();
+    let mut client = ClientCli::try_parse_from(["client"].iter().chain(client))
+        .unwrap()
+        .run
+        .config()
+        .unwrap();
+    server.quiet = true;
+    client.quiet = true;
+    SimConfig {
+        server,
+        client,
+        pauses,
+    }
+}
+
+#[test]
+fn one_client_alone_sees_exactly_the_base_delay() {
+    let c = config(
+        &[],
+        &[
+            "--clients",
+            "1",
+            "--lambda",
+            "1",
+            "--duration",
+            "60s",
+            "--seed",
+            "7",
+        ],
+        vec![],
+    );
+    let out = sim::run(&c).unwrap();
+    // By hand: think, 100 ms of service, think again; an attempt still in
+    // flight at the end is not counted.
+    let think = ThinkTime::new(Duration::from_secs(1));
+    let mut rng = user_rng(7, 0);
+    let (mut t, mut expected) = (Duration::ZERO, 0);
+    loop {
+        t += think.sample(&mut rng);
+        if t + ms(100) >= Duration::from_secs(60) {
+            break;
+        }
+        t += ms(100);
+        expected += 1;
+    }
+    let totals = &out.client.totals;
+    assert_eq!(totals.tally.ok, expected);
+    assert_eq!(totals.tally.attempts(), expected);
+    assert_eq!(out.server.completed, expected);
+    let h = &totals.attempt_latency;
+    // Exactly 100 ms every time (the histogram keeps three digits).
+    assert!(
+        h.min() >= 99_900 && h.max() <= 100_100,
+        "{}..{}",
+        h.min(),
+        h.max()
+    );
+    assert_eq!(out.server.peak_concurrency, 1);
+    assert_eq!(out.client.rows.len(), 12);
+}
+
+#[test]
+fn connections_beyond_a_full_backlog_wait_for_the_syn_retransmission() {
+    // Five users fire at once (think 1 µs) while the server is stopped for
+    // 500 ms with a backlog of 2. Two wait in the backlog and are answered
+    // at 0.6 s; three SYNs are dropped and retransmitted at 1 s, answered at
+    // 1.1 s. The first two then go round every 100 ms: 0.6, 0.7 ... 1.1.
+    let c = config(
+        &["--backlog", "2", "--report-interval", "100ms"],
+        &[
+            "--clients",
+            "5",
+            "--lambda",
+            "0.000001",
+            "--timeout",
+            "10s",
+            "--duration",
+            "1150ms",
+        ],
+        vec![Pause {
+            at: Duration::ZERO,
+            length: ms(500),
+        }],
+    );
+    let out = sim::run(&c).unwrap();
+    let t = &out.client.totals.tally;
+    assert_eq!((t.ok, t.errors, t.timeouts), (2 * 6 + 3, 0, 0));
+    let h = &out.client.totals.attempt_latency;
+    let max_ms = h.max() as f64 / 1000.0;
+    assert!((1099.0..=1101.0).contains(&max_ms), "slowest: {max_ms} ms");
+    assert_eq!(h.count_between(595_000, 605_000), 2);
+    assert_eq!(out.server.peak_concurrency, 5);
+}
+
+#[test]
+fn a_timed_out_request_read_at_resume_is_wasted_work() {
+    // One user, timeout 1 s, server stopped from 0 to 3 s: its first attempt
+    // waits in the backlog, times out at 1 s, and its retries (100 ms apart,
+    // each new connection in the backlog) all wait too. At resume the server
+    // reads them all: one answer still awaited, the rest wasted.
+    let c = config(
+        &[],
+        &[
+            "--clients",
+            "1",
+            "--lambda",
+            "0.000001",
+            "--timeout",
+            "1s",
+            "--duration",
+            "3200ms",
+        ],
+        vec![Pause {
+            at: Duration::ZERO,
+            length: Duration::from_secs(3),
+        }],
+    );
+    let out = sim::run(&c).unwrap();
+    let t = &out.client.totals.tally;
+    // Attempts start at 0, 1.1 and 2.2 s; the first two time out.
+    assert_eq!((t.timeouts, t.ok), (2, 1));
+    assert_eq!(out.server.completed, 1);
+    assert_eq!(out.server.abandoned, 2);
+    assert_eq!(out.server.peak_concurrency, 3);
+}
+
+fn default_storm(strategy: &str, seed: &str) -> SimConfig {
+    config(
+        &[],
+        &["--strategy", strategy, "--duration", "110s", "--seed", seed],
+        vec![Pause {
+            at: Duration::from_secs(20),
+            length: Duration::from_secs(20),
+        }],
+    )
+}
+
+#[test]
+fn the_same_seed_gives_byte_identical_files() {
+    let dir = std::env::temp_dir().join(format!("retry-storm-sim-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut files = Vec::new();
+    for (run, seed) in [(0, "5"), (1, "5"), (2, "6")] {
+        let mut c = default_storm("exponential-2014", seed);
+        let client = dir.join(format!("{run}.client.csv"));
+        let server = dir.join(format!("{run}.server.csv"));
+        c.client.csv = Some(client.clone());
+        c.server.csv = Some(server.clone());
+        sim::run(&c).unwrap();
+        files.push((
+            std::fs::read(client).unwrap(),
+            std::fs::read(server).unwrap(),
+        ));
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(files[0].0.len() > 1000 && files[0].1.len() > 1000);
+    assert_eq!(files[0], files[1]);
+    assert_ne!(files[0].0, files[2].0);
+}
+
+#[test]
+fn the_default_storm_keeps_fixed_retries_down_and_lets_the_2014_client_recover() {
+    let storm = |strategy| {
+        let c = default_storm(strategy, "2014");
+        let out = sim::run(&c).unwrap();
+        let after: Vec<_> = out.client.rows[8..20].iter().map(|r| r.ok_per_s).collect();
+        (out, after)
+    };
+    let (fixed, after) = storm("fixed");
+    // At resume: the full backlog (4096 by default) plus the users whose
+    // connections wait for a SYN retransmission.
+    assert!(
+        fixed.server.peak_concurrency > 4096 + 500,
+        "{}",
+        fixed.server.peak_concurrency
+    );
+    assert!(after.iter().all(|&ok| ok < 10.0), "{after:?}");
+    let (exp, after) = storm("exponential-2014");
+    let peak = exp.server.peak_concurrency;
+    assert!((800..2000).contains(&peak), "{peak}");
+    assert!(
+        after[after.len() - 3..].iter().all(|&ok| ok > 80.0),
+        "{after:?}"
+    );
+}
+
+#[test]
+fn storm_configurations_run_in_virtual_time() {
+    let config = StormConfig {
+        strategies: vec![retry_storm::cli::StrategyArg::Fixed],
+        warmup: Duration::from_secs(20),
+        pause: Duration::from_secs(20),
+        observe: Duration::from_secs(60),
+        report_interval: Duration::from_secs(5),
+        time_scale: 1.0,
+        in_turn: false,
+        out: std::env::temp_dir(),
+        png: false,
+        seed: 1,
+        server_args: vec!["--backlog".into(), "100".into()],
+        client_args: vec!["--clients".into(), "200".into()],
+        program: "storm".into(),
+        progress: false,
+        virtual_time: true,
+        verbose: false,
+    };
+    let c = config
+        .sim_config(retry_storm::cli::StrategyArg::Fixed)
+        .unwrap();
+    assert_eq!(c.server.backlog, 100);
+    assert_eq!(c.client.clients, 200);
+    assert_eq!(c.client.duration, Some(Duration::from_secs(110)));
+    assert_eq!(
+        c.pauses,
+        vec![Pause {
+            at: Duration::from_secs(20),
+            length: Duration::from_secs(20)
+        }]
+    );
+}

@@ -88,24 +88,26 @@ storm_figures() {
   local name=$1 t0 stopped resumed
   read -r t0 stopped resumed < "$OUT/$name.times"
   awk -F, -v t0="$t0" -v stopped="$stopped" -v resumed="$resumed" -v k="$K" '
-    BEGIN { half = -1; most = -1; calm = -1; recovery = -1; n = 0; m = 0; prev = -1 }
+    BEGIN { half = -1; most = -1; calm = -1; recovery = -1; n = 0; m = 0; pr = t0 }
     FNR == 1 { file++; for (i = 1; i <= NF; i++) col[file, $i] = i; next }
     file == 1 {  # client
       ok = $col[1, "ok_per_s"]
-      if ($1 <= stopped && $1 - t0 > 5000 / k) { base += ok; nb++ }
-      if ($1 > stopped) {
+      # An interval belongs to the phase its middle falls in.
+      mid = (pr + $1) / 2
+      if (mid <= stopped && FNR > 2) { base += ok; nb++ }
+      if (mid > stopped) {
         total_started += $col[1, "requests_per_s"]
         total_sent += $col[1, "sent_per_s"]
       }
-      if ($1 > resumed) {
+      if (mid > resumed) {
         at = ($1 - resumed) * k / 1000
         b = base / nb
         if (half < 0 && ok >= 0.5 * b) half = at
         if (most < 0 && ok >= 0.8 * b) most = at
         if (ok > best) best = ok
-        m++; good[m] = ok >= 0.9 * b; begin[m] = prev < 0 ? 0 : prev
+        m++; good[m] = ok >= 0.9 * b; begin[m] = pr > resumed ? (pr - resumed) * k / 1000 : 0
       }
-      if ($1 > resumed) prev = ($1 - resumed) * k / 1000
+      pr = $1
     }
     file == 2 {  # server
       dt = $2 - last_elapsed; last_elapsed = $2

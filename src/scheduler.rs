@@ -43,6 +43,9 @@ pub struct CompletionScheduler<T> {
     model: LatencyModel,
     queue: VecDeque<Entry<T>>,
     live: u64,
+    /// `model.delay(live)`, kept up to date: read on every event, it
+    /// changes only with the concurrency.
+    delay: Duration,
     next_ticket: u64,
     /// Instant of the last event seen: admissions, cancellations, completions.
     clock: Duration,
@@ -56,6 +59,7 @@ impl<T> CompletionScheduler<T> {
             model,
             queue: VecDeque::new(),
             live: 0,
+            delay: model.delay(0),
             next_ticket: 0,
             clock: Duration::ZERO,
             done: Vec::new(),
@@ -74,7 +78,12 @@ impl<T> CompletionScheduler<T> {
 
     /// The delay the model gives every in-flight request right now.
     pub fn current_delay(&self) -> Duration {
-        self.model.delay(self.live)
+        self.delay
+    }
+
+    fn set_live(&mut self, live: u64) {
+        self.live = live;
+        self.delay = self.model.delay(live);
     }
 
     /// The instant of the next completion if nothing else happens before it.
@@ -95,7 +104,7 @@ impl<T> CompletionScheduler<T> {
             }
             let entry = self.queue.pop_front().expect("a due request exists");
             let payload = entry.payload.expect("the front entry is live");
-            self.live -= 1;
+            self.set_live(self.live - 1);
             self.clock = due;
             self.done.push(Completion {
                 payload,
@@ -117,7 +126,7 @@ impl<T> CompletionScheduler<T> {
             start: self.clock,
             payload: Some(payload),
         });
-        self.live += 1;
+        self.set_live(self.live + 1);
         ticket
     }
 
@@ -131,7 +140,7 @@ impl<T> CompletionScheduler<T> {
             .binary_search_by_key(&ticket, |e| e.ticket)
             .ok()?;
         let payload = self.queue[index].payload.take()?;
-        self.live -= 1;
+        self.set_live(self.live - 1);
         self.drop_cancelled_front();
         self.advance(now);
         Some(payload)

@@ -64,6 +64,16 @@ struct Interval<'a> {
     row: &'a ClientRow,
 }
 
+impl Interval<'_> {
+    /// The middle of the span. An interval belongs to the phase its middle
+    /// falls in: a real client's report lands a few milliseconds after a
+    /// phase change, a virtual one exactly on it, and both must be judged
+    /// alike.
+    fn mid_ms(&self) -> u64 {
+        self.start_ms + (self.end_ms - self.start_ms) / 2
+    }
+}
+
 /// Client rows with the span each covers (from the previous row's end, or
 /// from the client's start for the first).
 fn intervals<'a>(rows: &'a [ClientRow], start_ms: u64) -> Vec<Interval<'a>> {
@@ -126,7 +136,7 @@ pub fn figures(client: &[ClientRow], server: &[ServerRow], timeline: &Timeline) 
     let warm: Vec<&ClientRow> = spans
         .iter()
         .skip(1)
-        .filter(|s| s.end_ms <= timeline.stop_ms)
+        .filter(|s| s.mid_ms() <= timeline.stop_ms)
         .map(|s| s.row)
         .collect();
     let baseline = if warm.is_empty() {
@@ -135,10 +145,10 @@ pub fn figures(client: &[ClientRow], server: &[ServerRow], timeline: &Timeline) 
         warm.iter().map(|r| r.ok_per_s).sum::<f64>() / warm.len() as f64
     };
 
-    // Intervals that end after the resume.
+    // Intervals after the resume.
     let after: Vec<&Interval> = spans
         .iter()
-        .filter(|s| s.end_ms > timeline.resume_ms)
+        .filter(|s| s.mid_ms() > timeline.resume_ms)
         .collect();
     let good: Vec<bool> = after
         .iter()
@@ -153,7 +163,7 @@ pub fn figures(client: &[ClientRow], server: &[ServerRow], timeline: &Timeline) 
     // Amplification over the stop and after: attempts sent per request
     // started, summed over the intervals (some start no request at all).
     let (mut sent, mut started) = (0.0, 0.0);
-    for s in spans.iter().filter(|s| s.end_ms > timeline.stop_ms) {
+    for s in spans.iter().filter(|s| s.mid_ms() > timeline.stop_ms) {
         let secs = (s.end_ms - s.start_ms) as f64 / 1000.0;
         sent += s.row.sent_per_s * secs;
         started += s.row.requests_per_s * secs;
@@ -320,6 +330,27 @@ mod tests {
         let f = run(&ok);
         assert!(f.recovered, "starting at 19 s, confirmed after the window");
         assert_eq!(f.recovery_s, Some(9.0));
+    }
+
+    #[test]
+    fn a_report_landing_just_after_a_phase_change_belongs_to_the_phase_before() {
+        // A real client reports a few milliseconds late: the row ending at
+        // 5.012 s is a warm-up interval, the one at 10.012 s a pause one.
+        let mut ok = vec![50.0, 100.0, 100.0, 100.0, 100.0];
+        ok.extend([DOWN; 5]);
+        ok.extend([100.0; 10]);
+        let mut rows = client(&ok);
+        for row in &mut rows {
+            row.unix_ms += 12;
+        }
+        rows[5].sent_per_s = 900.0;
+        rows[4].sent_per_s = 0.0;
+        let f = figures(&rows, &[], &timeline());
+        assert_eq!(f.baseline_ok_per_s, 100.0);
+        assert_eq!(f.recovery_s, Some(0.012));
+        // From the stop: 15 intervals of 100 started, one of them (not the
+        // warm-up's last) with 900 sent: 2300 / 1500.
+        assert_eq!(f.amplification, Some(1.53));
     }
 
     #[test]

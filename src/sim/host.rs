@@ -1,0 +1,347 @@
+//! The server process as the network sees it in virtual time: the
+//! latency model, the listen backlog, and the requests that wait while the
+//! server is stopped.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use crate::scheduler::{CompletionScheduler, Ticket};
+use crate::server::{OnDisconnect, ServerConfig, ServerSummary};
+use crate::stats::{ServerCounts, ServerRow};
+
+use super::virtual_unix_ms;
+
+/// How a request reached a stopped server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// Read and admitted into the model.
+    Admitted(Ticket),
+    /// Refused at once by load shedding.
+    Shed,
+    /// Waiting in a socket or the listen backlog until the server runs.
+    Waiting,
+    /// No room in the backlog: the SYN was dropped.
+    Dropped,
+}
+
+/// The server process as the network sees it: the latency model, the
+/// listen backlog and requests waiting while it is stopped.
+pub struct Host<T> {
+    scheduler: CompletionScheduler<T>,
+    stopped: bool,
+    /// Requests written but not read (the server is stopped), in order,
+    /// each marked if its connection holds a backlog slot.
+    unread: VecDeque<(T, bool)>,
+    /// Backlog slots in use.
+    queued: usize,
+    backlog: usize,
+    shed_above: Option<u64>,
+    cancel: bool,
+    /// Disconnects the stopped server will notice when it resumes.
+    cancels: Vec<Ticket>,
+    /// Counts since the last report.
+    pub interval: ServerCounts,
+    /// Counts over the whole run.
+    pub totals: ServerCounts,
+    /// Highest concurrency reached.
+    pub peak: u64,
+}
+
+impl<T: Copy> Host<T> {
+    /// A running server with `config`'s model, backlog and policies.
+    pub fn new(config: &ServerConfig) -> Self {
+        Host {
+            scheduler: CompletionScheduler::new(config.model),
+            stopped: false,
+            unread: VecDeque::new(),
+            queued: 0,
+            backlog: config.backlog as usize,
+            shed_above: config.shed.map(|s| s.above),
+            cancel: config.on_disconnect == OnDisconnect::Cancel,
+            cancels: Vec::new(),
+            interval: ServerCounts::default(),
+            totals: ServerCounts::default(),
+            peak: 0,
+        }
+    }
+
+    /// Requests in the model.
+    pub fn concurrency(&self) -> u64 {
+        self.scheduler.concurrency()
+    }
+
+    /// Whether the server is stopped.
+    pub fn is_stopped(&self) -> bool {
+        self.stopped
+    }
+
+    /// The next modelled completion, if the server runs.
+    pub fn next_completion(&self) -> Option<Duration> {
+        if self.stopped {
+            None
+        } else {
+            self.scheduler.next_completion()
+        }
+    }
+
+    /// A request arrives at `now`, on a connection from the pool
+    /// (`pooled`) or a new one.
+    pub fn send(&mut self, now: Duration, request: T, pooled: bool) -> Delivery {
+        if !self.stopped {
+            return self.read(now, request);
+        }
+        if !pooled && self.queued >= self.backlog {
+            return Delivery::Dropped;
+        }
+        self.queued += usize::from(!pooled);
+        self.unread.push_back((request, !pooled));
+        Delivery::Waiting
+    }
+
+    /// A retransmitted SYN arrives: queued if there is room now.
+    pub fn retry_connect(&mut self, now: Duration, request: T) -> Delivery {
+        self.send(now, request, false)
+    }
+
+    /// The server reads a request: shed, or admitted into the model.
+    fn read(&mut self, now: Duration, request: T) -> Delivery {
+        // Completions due by now free their places first.
+        self.scheduler.advance(now);
+        if self
+            .shed_above
+            .is_some_and(|above| self.scheduler.concurrency() >= above)
+        {
+            self.interval.shed += 1;
+            self.totals.shed += 1;
+            return Delivery::Shed;
+        }
+        let ticket = self.scheduler.admit(now, request);
+        self.peak = self.peak.max(self.scheduler.concurrency());
+        Delivery::Admitted(ticket)
+    }
+
+    /// The client of an admitted request closed its connection.
+    pub fn disconnect(&mut self, now: Duration, ticket: Ticket) {
+        if !self.cancel {
+            return;
+        }
+        if self.stopped {
+            self.cancels.push(ticket);
+        } else if self.scheduler.cancel(now, ticket).is_some() {
+            self.count_abandoned();
+        }
+    }
+
+    /// SIGSTOP.
+    pub fn stop(&mut self) {
+        self.stopped = true;
+    }
+
+    /// SIGCONT at `now`: completes what fell due while stopped, notices
+    /// disconnects, then reads every waiting request. `gone` tells whether
+    /// a request's client has closed its connection; each read request is
+    /// passed to `delivered` with its fate.
+    pub fn resume(
+        &mut self,
+        now: Duration,
+        gone: impl Fn(&T) -> bool,
+        mut delivered: impl FnMut(T, Delivery),
+    ) {
+        self.stopped = false;
+        self.scheduler.advance(now);
+        for ticket in std::mem::take(&mut self.cancels) {
+            if self.scheduler.cancel(now, ticket).is_some() {
+                self.count_abandoned();
+            }
+        }
+        self.queued = 0;
+        while let Some((request, _)) = self.unread.pop_front() {
+            if self.cancel && gone(&request) {
+                // Read, then dropped as soon as the closed socket shows.
+                self.count_abandoned();
+                continue;
+            }
+            let fate = self.read(now, request);
+            delivered(request, fate);
+        }
+    }
+
+    /// Completes every request due by `now` (if running), passing each to
+    /// `answer`, which says whether its client was still waiting.
+    pub fn advance(&mut self, now: Duration, mut answer: impl FnMut(T) -> bool) {
+        if self.stopped {
+            return;
+        }
+        self.scheduler.advance(now);
+        for done in self.scheduler.drain_completed() {
+            let counts = if answer(done.payload) {
+                |c: &mut ServerCounts| c.completed += 1
+            } else {
+                |c: &mut ServerCounts| c.abandoned += 1
+            };
+            counts(&mut self.interval);
+            counts(&mut self.totals);
+        }
+    }
+
+    fn count_abandoned(&mut self) {
+        self.interval.abandoned += 1;
+        self.totals.abandoned += 1;
+    }
+
+    /// The report row of the interval of length `measured` ending at `now`.
+    pub fn report(&mut self, now: Duration, measured: Duration) -> ServerRow {
+        ServerRow::new(
+            std::mem::take(&mut self.interval),
+            measured,
+            self.scheduler.concurrency(),
+            self.scheduler.current_delay(),
+            virtual_unix_ms(now),
+            now,
+        )
+    }
+
+    /// The run's totals.
+    pub fn summary(&self) -> ServerSummary {
+        ServerSummary {
+            completed: self.totals.completed,
+            abandoned: self.totals.abandoned,
+            peak_concurrency: self.peak,
+            in_flight: self.scheduler.concurrency(),
+            shed: self.totals.shed,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::latency::LatencyModel;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn host(backlog: u32, on_disconnect: OnDisconnect) -> Host<u32> {
+        Host::new(&ServerConfig {
+            backlog,
+            on_disconnect,
+            ..ServerConfig::default()
+        })
+    }
+
+    fn complete_all(h: &mut Host<u32>, now: Duration, waiting: &[u32]) -> Vec<u32> {
+        let mut answered = Vec::new();
+        h.advance(now, |id| {
+            let w = waiting.contains(&id);
+            if w {
+                answered.push(id);
+            }
+            w
+        });
+        answered
+    }
+
+    #[test]
+    fn a_running_server_admits_at_once_and_answers_after_the_base_delay() {
+        let mut h = host(4096, OnDisconnect::Continue);
+        assert!(matches!(h.send(ms(10), 1, false), Delivery::Admitted(_)));
+        assert_eq!(h.concurrency(), 1);
+        assert_eq!(h.next_completion(), Some(ms(110)));
+        assert_eq!(complete_all(&mut h, ms(110), &[1]), vec![1]);
+        assert_eq!((h.totals.completed, h.totals.abandoned), (1, 0));
+        assert_eq!(h.next_completion(), None);
+    }
+
+    #[test]
+    fn a_cascade_of_completions_at_one_instant() {
+        // delay(c) = 100 ms * 2^(c - 1): with three in flight, 400 ms.
+        let mut h: Host<u32> = Host::new(&ServerConfig {
+            model: LatencyModel {
+                base: ms(100),
+                limit: 1,
+                factor: 2.0,
+                scale: 1.0,
+                max_delay: Duration::from_secs(60),
+            },
+            ..ServerConfig::default()
+        });
+        for (i, at) in [0, 10, 20].into_iter().enumerate() {
+            h.send(ms(at), i as u32, false);
+        }
+        // The first is due at 0 + 400 ms. Its completion brings the delay
+        // to 200 ms, which the second (10 + 200) has already passed, and
+        // then to 100 ms, which the third (20 + 100) has passed too.
+        assert_eq!(h.next_completion(), Some(ms(400)));
+        assert!(complete_all(&mut h, ms(399), &[0, 1, 2]).is_empty());
+        // The second client gave up: its completion is wasted work.
+        assert_eq!(complete_all(&mut h, ms(400), &[0, 2]), vec![0, 2]);
+        assert_eq!((h.totals.completed, h.totals.abandoned), (2, 1));
+        assert_eq!(h.concurrency(), 0);
+    }
+
+    #[test]
+    fn a_full_backlog_drops_connections_but_not_requests_on_open_ones() {
+        let mut h = host(2, OnDisconnect::Continue);
+        h.stop();
+        assert_eq!(h.send(ms(1), 1, false), Delivery::Waiting);
+        assert_eq!(h.send(ms(2), 2, false), Delivery::Waiting);
+        assert_eq!(h.send(ms(3), 3, false), Delivery::Dropped);
+        // A pooled connection is already accepted: its request just waits.
+        assert_eq!(h.send(ms(4), 4, true), Delivery::Waiting);
+        assert_eq!(h.retry_connect(ms(5), 3), Delivery::Dropped);
+        assert_eq!(h.concurrency(), 0);
+        assert_eq!(
+            h.next_completion(),
+            None,
+            "a stopped server completes nothing"
+        );
+        // At resume every waiting request is read, gone or not (1 is gone).
+        let mut read = Vec::new();
+        h.resume(ms(500), |&id| id == 1, |id, fate| read.push((id, fate)));
+        assert_eq!(read.iter().map(|r| r.0).collect::<Vec<_>>(), vec![1, 2, 4]);
+        assert!(read.iter().all(|r| matches!(r.1, Delivery::Admitted(_))));
+        assert_eq!(h.concurrency(), 3);
+        assert_eq!(h.peak, 3);
+        // The backlog is free again, and the server runs.
+        assert!(matches!(h.retry_connect(ms(501), 3), Delivery::Admitted(_)));
+        assert_eq!(complete_all(&mut h, ms(601), &[2, 3, 4]), vec![2, 4, 3]);
+        assert_eq!((h.totals.completed, h.totals.abandoned), (3, 1));
+    }
+
+    #[test]
+    fn cancel_mode_drops_gone_requests_when_it_notices() {
+        let mut h = host(8, OnDisconnect::Cancel);
+        let Delivery::Admitted(ticket) = h.send(ms(0), 1, false) else {
+            panic!("a running server admits");
+        };
+        h.stop();
+        h.send(ms(10), 2, false);
+        h.send(ms(20), 3, false);
+        // Client 1 gives up while the server is stopped: noticed at resume.
+        h.disconnect(ms(50), ticket);
+        assert_eq!(h.concurrency(), 1);
+        let mut read = Vec::new();
+        h.resume(ms(80), |&id| id == 2, |id, _| read.push(id));
+        assert_eq!(read, vec![3]);
+        assert_eq!(h.concurrency(), 1);
+        assert_eq!(h.totals.abandoned, 2);
+    }
+
+    #[test]
+    fn shedding_refuses_at_the_threshold() {
+        let mut h: Host<u32> = Host::new(&ServerConfig {
+            shed: Some(crate::server::Shedding {
+                above: 1,
+                status: hyper::StatusCode::SERVICE_UNAVAILABLE,
+                retry_after: Duration::from_secs(1),
+            }),
+            ..ServerConfig::default()
+        });
+        assert!(matches!(h.send(ms(0), 1, false), Delivery::Admitted(_)));
+        assert_eq!(h.send(ms(1), 2, false), Delivery::Shed);
+        assert_eq!(h.totals.shed, 1);
+        complete_all(&mut h, ms(100), &[1]);
+        assert!(matches!(h.send(ms(101), 3, false), Delivery::Admitted(_)));
+    }
+}

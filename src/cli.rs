@@ -18,6 +18,7 @@ use crate::planner::PlanRequest;
 use crate::policy::{RetryLimits, Strategy, ThrottleConfig};
 use crate::server::{OnDisconnect, ServerConfig, Shedding, default_backlog};
 use crate::storm::StormConfig;
+use crate::sweep::SweepConfig;
 use crate::timescale::compress;
 
 /// Parses a duration written like `100ms`, `2s`, `1m 30s` or `5m`.
@@ -845,6 +846,9 @@ pub struct StormCli {
 /// What `storm` runs as a child of itself.
 #[derive(Debug, Subcommand)]
 pub enum StormCommand {
+    /// Map where each policy breaks: critical pauses and a heat map, in
+    /// virtual time.
+    Sweep(Box<SweepArgs>),
     /// Run the server (the same as the `server` program).
     #[command(hide = true)]
     Server(Box<ServerArgs>),
@@ -865,26 +869,41 @@ pub struct StormArgs {
         value_name = "NAMES"
     )]
     pub strategies: Vec<StrategyArg>,
-    /// Warm-up before the server is stopped.
-    #[arg(long, default_value = "20s", value_parser = positive_duration, value_name = "DURATION")]
-    pub warmup: Duration,
     /// How long the server stays stopped.
     #[arg(long, default_value = "20s", value_parser = duration, value_name = "DURATION")]
     pub pause: Duration,
-    /// Observation after the server resumes: a recovery must start within it.
-    #[arg(long, default_value = "60s", value_parser = positive_duration, value_name = "DURATION")]
-    pub observe: Duration,
     /// Divide every duration by ten (latencies, timeouts, think times,
     /// retry delays, phases): the same experiment in a tenth of the time.
     #[arg(long)]
     pub quick: bool,
-    /// Client report interval: the unit of the recovery verdict.
-    #[arg(long, default_value = "5s", value_parser = positive_duration, value_name = "DURATION")]
-    pub report_interval: Duration,
     /// Run the strategies one after the other, not side by side against
     /// separate servers.
     #[arg(long)]
     pub in_turn: bool,
+    /// real: child processes over loopback, SIGSTOP and SIGCONT, in real
+    /// time; sim: the same model in virtual time, in milliseconds.
+    #[arg(long, value_enum, default_value_t = EngineArg::Real)]
+    pub engine: EngineArg,
+    /// Print what the engine did (with sim: events and their rate).
+    #[arg(long, short)]
+    pub verbose: bool,
+    /// Flags shared with `storm sweep`.
+    #[command(flatten)]
+    pub common: ProtocolArgs,
+}
+
+/// Flags of the protocol and its output, shared by `storm` and `storm sweep`.
+#[derive(Debug, Clone, Args)]
+pub struct ProtocolArgs {
+    /// Warm-up before the server is stopped.
+    #[arg(long, default_value = "20s", value_parser = positive_duration, value_name = "DURATION")]
+    pub warmup: Duration,
+    /// Observation after the server resumes: a recovery must start within it.
+    #[arg(long, default_value = "60s", value_parser = positive_duration, value_name = "DURATION")]
+    pub observe: Duration,
+    /// Client report interval: the unit of the recovery verdict.
+    #[arg(long, default_value = "5s", value_parser = positive_duration, value_name = "DURATION")]
+    pub report_interval: Duration,
     /// Results folder [default: results/<UTC timestamp>].
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -903,13 +922,132 @@ pub struct StormArgs {
     /// No live progress on stdout.
     #[arg(long)]
     pub quiet: bool,
-    /// real: child processes over loopback, SIGSTOP and SIGCONT, in real
-    /// time; sim: the same model in virtual time, in milliseconds.
-    #[arg(long, value_enum, default_value_t = EngineArg::Real)]
-    pub engine: EngineArg,
-    /// Print what the engine did (with sim: events and their rate).
+}
+
+/// `storm sweep`: where each policy breaks. For each strategy (and each
+/// number of clients, timeout and server limit given), the critical pause:
+/// the longest pause after which the system still recovers, by bisection in
+/// virtual time; and a heat map of recovery time by pause.
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    /// Strategies to map, comma-separated [default: all].
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "NAMES")]
+    pub strategies: Vec<StrategyArg>,
+    /// Numbers of clients, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1000", value_name = "N,...",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub clients: Vec<u32>,
+    /// Client timeouts, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "2s", value_parser = positive_duration,
+          value_name = "DURATION,...")]
+    pub timeout: Vec<Duration>,
+    /// Server limits (concurrency where latency starts to grow), comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "30",
+        value_name = "N,..."
+    )]
+    pub limit: Vec<u64>,
+    /// Seeds per point (from --seed on); a point recovers when most do.
+    #[arg(long, default_value_t = 3, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub seeds: u32,
+    /// Longest pause tried.
+    #[arg(long, default_value = "120s", value_parser = positive_duration, value_name = "DURATION")]
+    pub max_pause: Duration,
+    /// Precision of the critical pause.
+    #[arg(long, default_value = "1s", value_parser = positive_duration, value_name = "DURATION")]
+    pub resolution: Duration,
+    /// Pause step of the heat map.
+    #[arg(long, default_value = "5s", value_parser = positive_duration, value_name = "DURATION")]
+    pub step: Duration,
+    /// Worker threads [default: one per core].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub threads: Option<u32>,
+    /// Print the number of runs and events, and their rate.
     #[arg(long, short)]
     pub verbose: bool,
+    /// Flags shared with `storm`.
+    #[command(flatten)]
+    pub common: ProtocolArgs,
+}
+
+impl SweepArgs {
+    /// Builds the sweep's configuration.
+    pub fn config(&self) -> SweepConfig {
+        let strategies = if self.strategies.is_empty() {
+            StrategyArg::value_variants().to_vec()
+        } else {
+            let mut s = self.strategies.clone();
+            s.dedup();
+            s
+        };
+        let threads = self.threads.map_or_else(
+            || std::thread::available_parallelism().map_or(1, |n| n.get()),
+            |n| n as usize,
+        );
+        let mut storm = self
+            .common
+            .storm_config(strategies, Duration::ZERO, 1.0, PathBuf::new());
+        storm.virtual_time = true;
+        storm.verbose = self.verbose;
+        if self.common.out.is_none() {
+            storm.out = PathBuf::from("results").join(format!("{}-sweep", timestamp()));
+        }
+        SweepConfig {
+            storm,
+            clients: self.clients.clone(),
+            timeouts: self.timeout.clone(),
+            limits: self.limit.clone(),
+            seeds: self.seeds,
+            max_pause: self.max_pause,
+            resolution: self.resolution,
+            step: self.step,
+            threads,
+        }
+    }
+}
+
+impl ProtocolArgs {
+    /// A storm configuration with these flags.
+    fn storm_config(
+        &self,
+        strategies: Vec<StrategyArg>,
+        pause: Duration,
+        time_scale: f64,
+        program: PathBuf,
+    ) -> StormConfig {
+        let split = |flags: &Option<String>| -> Vec<String> {
+            flags
+                .as_deref()
+                .unwrap_or("")
+                .split_whitespace()
+                .map(str::to_string)
+                .collect()
+        };
+        StormConfig {
+            strategies,
+            warmup: self.warmup,
+            pause,
+            observe: self.observe,
+            report_interval: self.report_interval,
+            time_scale,
+            in_turn: false,
+            out: self
+                .out
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("results").join(timestamp())),
+            png: self.png,
+            seed: self.seed,
+            server_args: split(&self.server_args),
+            client_args: split(&self.client_args),
+            program,
+            progress: !self.quiet,
+            virtual_time: false,
+            verbose: false,
+        }
+    }
 }
 
 /// Which engine runs an experiment.
@@ -932,39 +1070,18 @@ impl StormArgs {
     /// Builds the experiment's configuration; `program` is what runs the
     /// children (`program server ...`, `program client ...`).
     pub fn config(&self, program: PathBuf) -> StormConfig {
-        let split = |flags: &Option<String>| -> Vec<String> {
-            flags
-                .as_deref()
-                .unwrap_or("")
-                .split_whitespace()
-                .map(str::to_string)
-                .collect()
-        };
         let mut strategies = self.strategies.clone();
         strategies.dedup();
         let sim = self.engine == EngineArg::Sim;
-        StormConfig {
-            strategies,
-            warmup: self.warmup,
-            pause: self.pause,
-            observe: self.observe,
-            report_interval: self.report_interval,
-            // Virtual time needs no compression.
-            time_scale: if self.quick && !sim { 10.0 } else { 1.0 },
-            virtual_time: sim,
-            verbose: self.verbose,
-            in_turn: self.in_turn,
-            out: self
-                .out
-                .clone()
-                .unwrap_or_else(|| PathBuf::from("results").join(timestamp())),
-            png: self.png,
-            seed: self.seed,
-            server_args: split(&self.server_args),
-            client_args: split(&self.client_args),
-            program,
-            progress: !self.quiet,
-        }
+        // Virtual time needs no compression.
+        let time_scale = if self.quick && !sim { 10.0 } else { 1.0 };
+        let mut config = self
+            .common
+            .storm_config(strategies, self.pause, time_scale, program);
+        config.in_turn = self.in_turn;
+        config.virtual_time = sim;
+        config.verbose = self.verbose;
+        config
     }
 }
 

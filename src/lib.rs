@@ -40,6 +40,7 @@ pub mod shutdown;
 pub mod sim;
 pub mod stats;
 pub mod storm;
+pub mod sweep;
 pub mod timescale;
 pub mod user;
 pub mod verdict;

@@ -12,6 +12,7 @@ use plotters::prelude::*;
 
 use crate::stats::{ClientRow, ServerRow};
 use crate::storm::{RunReport, RunRows, StormConfig, StormReport};
+use crate::sweep::{SweepConfig, SweepReport};
 
 type DrawResult = Result<(), Box<dyn Error>>;
 
@@ -71,28 +72,32 @@ fn load_font() -> Result<(), Box<dyn Error>> {
 /// Renders `$draw` (a function of a drawing area) into `$path`, as PNG or
 /// SVG: plotters' backends are distinct types, so each gets its own call.
 macro_rules! render {
-    ($path:expr, $png:expr, $draw:expr) => {{
+    ($path:expr, $png:expr, $draw:expr) => {
+        render!($path, $png, (WIDTH, HEIGHT), $draw)
+    };
+    ($path:expr, $png:expr, $size:expr, $draw:expr) => {{
+        let (width, height): (u32, u32) = $size;
         if $png {
-            let mut pixels = vec![0u8; (WIDTH * HEIGHT * 3) as usize];
+            let mut pixels = vec![0u8; (width * height * 3) as usize];
             {
                 let area =
-                    BitMapBackend::with_buffer(&mut pixels, (WIDTH, HEIGHT)).into_drawing_area();
+                    BitMapBackend::with_buffer(&mut pixels, (width, height)).into_drawing_area();
                 $draw(&area)?;
                 area.present()?;
             }
-            write_png($path, &pixels)?;
+            write_png($path, &pixels, (width, height))?;
         } else {
-            let area = SVGBackend::new($path, (WIDTH, HEIGHT)).into_drawing_area();
+            let area = SVGBackend::new($path, (width, height)).into_drawing_area();
             $draw(&area)?;
             area.present()?;
         }
     }};
 }
 
-/// Encodes an RGB buffer of the plot size as a PNG file.
-fn write_png(path: &Path, pixels: &[u8]) -> DrawResult {
+/// Encodes an RGB buffer of `size` as a PNG file.
+fn write_png(path: &Path, pixels: &[u8], (width, height): (u32, u32)) -> DrawResult {
     let file = std::io::BufWriter::new(std::fs::File::create(path)?);
-    let mut encoder = png::Encoder::new(file, WIDTH, HEIGHT);
+    let mut encoder = png::Encoder::new(file, width, height);
     encoder.set_color(png::ColorType::Rgb);
     encoder.set_depth(png::BitDepth::Eight);
     encoder.write_header()?.write_image_data(pixels)?;
@@ -281,5 +286,180 @@ where
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK.mix(0.3))
         .draw()?;
+    Ok(())
+}
+
+/// Colour of a heat-map cell that never recovers.
+const NEVER_COLOR: RGBColor = RGBColor(0x40, 0x40, 0x40);
+
+/// A recovery time's colour: green for at once, through yellow, to red at
+/// the end of the observation window.
+fn recovery_color(recovery_s: f64, observe_s: f64) -> RGBColor {
+    let x = (recovery_s / observe_s.max(1e-9)).clamp(0.0, 1.0);
+    let mix = |a: u8, b: u8, t: f64| (f64::from(a) + (f64::from(b) - f64::from(a)) * t) as u8;
+    let (green, yellow, red) = ((0x1a, 0x98, 0x50), (0xfe, 0xe0, 0x8b), (0xd7, 0x30, 0x27));
+    let (from, to, t) = if x < 0.5 {
+        (green, yellow, x * 2.0)
+    } else {
+        (yellow, red, x * 2.0 - 1.0)
+    };
+    RGBColor(
+        mix(from.0, to.0, t),
+        mix(from.1, to.1, t),
+        mix(from.2, to.2, t),
+    )
+}
+
+/// The heat map of a sweep: one row per setting, pause length across,
+/// each cell coloured by median recovery time, "never" in dark grey with a
+/// cross, and each row's critical pause marked.
+pub fn draw_heatmap(path: &Path, config: &SweepConfig, report: &SweepReport) -> DrawResult {
+    register_font()?;
+    let rows = report.critical.len().max(1);
+    let size = (WIDTH, 150 + 30 * rows as u32);
+    render!(path, config.storm.png, size, |area| heatmap(
+        area, config, report
+    ));
+    Ok(())
+}
+
+fn heatmap<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    config: &SweepConfig,
+    report: &SweepReport,
+) -> DrawResult
+where
+    DB::ErrorType: 'static,
+{
+    area.fill(&WHITE)?;
+    let (map, legend) = area.split_horizontally(area.dim_in_pixel().0 - 130);
+    let step = config.step.as_secs_f64();
+    let x_max = config.max_pause.as_secs_f64() + step / 2.0;
+    let observe = config.storm.observe.as_secs_f64();
+    // Name what varies, and only that.
+    let varies = |f: &dyn Fn(&crate::sweep::Critical) -> String| {
+        report
+            .critical
+            .iter()
+            .map(f)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+            > 1
+    };
+    let (by_clients, by_timeout, by_limit) = (
+        varies(&|c| c.clients.to_string()),
+        varies(&|c| c.timeout_s.to_string()),
+        varies(&|c| c.server_limit.to_string()),
+    );
+    let labels: Vec<String> = report
+        .critical
+        .iter()
+        .map(|c| {
+            let mut label = c.strategy.to_string();
+            if by_clients {
+                label.push_str(&format!(", {} clients", c.clients));
+            }
+            if by_timeout {
+                label.push_str(&format!(", timeout {} s", c.timeout_s));
+            }
+            if by_limit {
+                label.push_str(&format!(", limit {}", c.server_limit));
+            }
+            label
+        })
+        .collect();
+    let n = labels.len() as i32;
+    let mut chart = ChartBuilder::on(&map)
+        .caption(
+            "recovery time by pause length (median over seeds)",
+            ("sans-serif", 22),
+        )
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(260)
+        .build_cartesian_2d(-step / 2.0..x_max, (0..n).into_segmented())?;
+    chart
+        .configure_mesh()
+        .disable_mesh()
+        .x_desc("pause (s); black bar: critical pause")
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_labels(labels.len())
+        .y_label_formatter(&|v| match v {
+            // The first setting on top.
+            SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => labels
+                .get((n - 1 - *i) as usize)
+                .cloned()
+                .unwrap_or_default(),
+            SegmentValue::Last => String::new(),
+        })
+        .draw()?;
+    for (row, critical) in report.critical.iter().enumerate() {
+        let y = n - 1 - row as i32;
+        let points = report.grid.iter().filter(|p| {
+            p.strategy == critical.strategy
+                && p.clients == critical.clients
+                && p.timeout_s == critical.timeout_s
+                && p.server_limit == critical.server_limit
+        });
+        for p in points {
+            let (x0, x1) = (p.pause_s - step / 2.0, p.pause_s + step / 2.0);
+            let cell = [
+                (x0, SegmentValue::Exact(y)),
+                (x1, SegmentValue::Exact(y + 1)),
+            ];
+            match p.recovery_s {
+                Some(r) => {
+                    chart.draw_series(std::iter::once(Rectangle::new(
+                        cell,
+                        recovery_color(r, observe).filled(),
+                    )))?;
+                }
+                None => {
+                    chart
+                        .draw_series(std::iter::once(Rectangle::new(cell, NEVER_COLOR.filled())))?;
+                    chart.draw_series(std::iter::once(Text::new(
+                        "x",
+                        (p.pause_s - step / 8.0, SegmentValue::CenterOf(y)),
+                        ("sans-serif", 14).into_font().color(&WHITE.mix(0.8)),
+                    )))?;
+                }
+            }
+        }
+        if !critical.overloaded {
+            let x = critical.critical_pause_s;
+            chart.draw_series(std::iter::once(Rectangle::new(
+                [
+                    (x - step / 12.0, SegmentValue::Exact(y)),
+                    (x + step / 12.0, SegmentValue::Exact(y + 1)),
+                ],
+                BLACK.filled(),
+            )))?;
+        }
+    }
+    // The colour scale.
+    let legend = legend.margin(60, 60, 10, 10);
+    let (_, h) = legend.dim_in_pixel();
+    let bands = 12;
+    let band = (h as i32 - 60) / bands;
+    for i in 0..bands {
+        let r = observe * f64::from(i) / f64::from(bands - 1);
+        legend.draw(&Rectangle::new(
+            [(0, i * band), (24, (i + 1) * band)],
+            recovery_color(r, observe).filled(),
+        ))?;
+    }
+    let font = ("sans-serif", 14).into_font();
+    legend.draw(&Text::new("0 s", (30, 0), font.clone()))?;
+    legend.draw(&Text::new(
+        format!("{observe:.0} s"),
+        (30, bands * band - 14),
+        font.clone(),
+    ))?;
+    let y = bands * band + 16;
+    legend.draw(&Rectangle::new(
+        [(0, y), (24, y + band)],
+        NEVER_COLOR.filled(),
+    ))?;
+    legend.draw(&Text::new("never", (30, y), font))?;
     Ok(())
 }

@@ -1,12 +1,61 @@
 //! The `server` and `client` programs as functions, so that their binaries
 //! and `storm` (which runs them as child processes of itself) share one
-//! implementation.
+//! implementation; and `storm sweep`.
 
 use std::process::ExitCode;
 
-use crate::cli::{ClientCli, ClientCommand, PlanFormat, ServerArgs};
+use crate::cli::{ClientCli, ClientCommand, PlanFormat, ServerArgs, SweepArgs};
 use crate::output::say;
-use crate::{client, limits, planner, server, shutdown};
+use crate::storm::StormError;
+use crate::{client, limits, planner, server, shutdown, sweep};
+
+/// Runs `storm sweep`: the critical pauses, their files and the heat map.
+pub fn sweep(args: SweepArgs) -> ExitCode {
+    let config = args.config();
+    let quiet = args.common.quiet;
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let settings = config.settings().len();
+    if !quiet {
+        say(format!(
+            "sweep: {settings} setting(s), pauses up to {} s, {} seed(s) per point, {} thread(s); \
+             results in {}",
+            config.max_pause.as_secs_f64(),
+            config.seeds,
+            config.threads,
+            config.storm.out.display()
+        ));
+    }
+    let result = sweep::run(&config, |critical| {
+        if !quiet {
+            say(critical);
+        }
+    })
+    .and_then(|report| sweep::write(&config, &report, &command).map(|()| report));
+    match result {
+        Ok(report) => {
+            if args.verbose {
+                say(format!(
+                    "sim: {} runs, {} events in {:.2} s ({:.1} M events/s on {} thread(s))",
+                    report.runs,
+                    report.events,
+                    report.wall.as_secs_f64(),
+                    report.events as f64 / report.wall.as_secs_f64().max(1e-9) / 1e6,
+                    config.threads
+                ));
+            }
+            say(format!("results: {}", config.storm.out.display()));
+            ExitCode::SUCCESS
+        }
+        Err(StormError::Flags(msg)) => {
+            eprintln!("error: {msg}");
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
 
 /// Runs the server until SIGINT or SIGTERM.
 pub async fn server(args: ServerArgs) -> ExitCode {

@@ -266,7 +266,7 @@ impl StormConfig {
 
     /// The protocol's phases as planned from `start_ms`, at full scale:
     /// the timeline of a virtual-time run.
-    fn timeline(&self, start_ms: u64) -> Timeline {
+    pub fn timeline(&self, start_ms: u64) -> Timeline {
         let ms = |d: Duration| d.as_millis() as u64;
         let stop_ms = start_ms + ms(self.warmup);
         let resume_ms = stop_ms + ms(self.pause);

@@ -228,3 +228,118 @@ fn a_crashed_client_stops_the_run_and_its_servers() {
     }
     std::fs::remove_dir_all(&out).unwrap();
 }
+
+fn header(path: &Path) -> String {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn the_virtual_engine_writes_the_same_files_in_the_same_schema() {
+    use retry_storm::output::CsvRow;
+    let out = temp_dir("storm-sim");
+    let output = Command::new(STORM)
+        .args(["--engine", "sim", "--quiet", "--verbose", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("events in"),
+        "--verbose gives the rate: {stdout}"
+    );
+
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let runs = summary["runs"].as_array().unwrap();
+    let verdict = |name: &str| {
+        runs.iter().find(|r| r["strategy"] == name).unwrap()["recovered"]
+            .as_bool()
+            .unwrap()
+    };
+    assert!(!verdict("fixed"));
+    assert!(verdict("exponential-2014"));
+    assert!(!verdict("exponential"));
+    for name in ["fixed", "exponential-2014", "exponential"] {
+        let client = out.join(format!("{name}.client.csv"));
+        let server = out.join(format!("{name}.server.csv"));
+        assert_eq!(header(&client), ClientRow::HEADER.join(","));
+        assert_eq!(header(&server), ServerRow::HEADER.join(","));
+        let client: Vec<ClientRow> = rows(&client);
+        let server: Vec<ServerRow> = rows(&server);
+        assert_eq!(client.len(), 22, "{name}: 110 s in 5 s reports");
+        assert!(server.len() > 80, "{name}: {} server rows", server.len());
+        assert!(out.join(format!("{name}.svg")).exists());
+    }
+    assert!(out.join("goodput.svg").exists() && out.join("summary.md").exists());
+    let commands = std::fs::read_to_string(out.join("commands.txt")).unwrap();
+    assert!(commands.contains("virtual time"), "{commands}");
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+#[test]
+fn sweep_writes_critical_pauses_and_a_heat_map() {
+    let out = temp_dir("sweep");
+    let status = Command::new(STORM)
+        .args([
+            "sweep",
+            "--strategies",
+            "fixed",
+            "--clients",
+            "200,400",
+            "--seeds",
+            "1",
+            "--max-pause",
+            "20s",
+            "--resolution",
+            "2s",
+            "--step",
+            "10s",
+            "--quiet",
+            "--out",
+        ])
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let critical = std::fs::read_to_string(out.join("critical.csv")).unwrap();
+    let mut lines = critical.lines();
+    assert!(
+        lines
+            .next()
+            .unwrap()
+            .starts_with("strategy,clients,critical_pause_s,")
+    );
+    let rows: Vec<&str> = lines.collect();
+    assert_eq!(rows.len(), 2, "{critical}");
+    assert!(rows[0].starts_with("fixed,200,") && rows[1].starts_with("fixed,400,"));
+    let grid = std::fs::read_to_string(out.join("grid.csv")).unwrap();
+    assert_eq!(
+        grid.lines().count(),
+        1 + 2 * 3,
+        "pauses 0, 10, 20 s: {grid}"
+    );
+    let svg = std::fs::read_to_string(out.join("heatmap.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("never"));
+    assert!(
+        std::fs::read_to_string(out.join("summary.md"))
+            .unwrap()
+            .contains("| fixed | 200 |")
+    );
+    std::fs::remove_dir_all(&out).unwrap();
+
+    // Bad flags: exit 2, a message naming the flag, nothing written.
+    let output = Command::new(STORM)
+        .args(["sweep", "--clients", "0", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--clients"));
+    assert!(!out.exists());
+}

@@ -12,6 +12,7 @@ fn main() -> ExitCode {
     match cli.command {
         Some(StormCommand::Server(args)) => multi_thread().block_on(programs::server(*args)),
         Some(StormCommand::Client(args)) => multi_thread().block_on(programs::client(*args)),
+        Some(StormCommand::Sweep(args)) => programs::sweep(*args),
         // The runner spawns its children from this one thread, so that the
         // kernel's parent-death signal follows the runner's lifetime.
         None => tokio::runtime::Builder::new_current_thread()

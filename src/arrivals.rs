@@ -69,6 +69,39 @@ mod tests {
     }
 
     #[test]
+    fn kolmogorov_smirnov_against_the_exponential_at_the_1_percent_level() {
+        let n = 100_000;
+        let mean = 2.0;
+        let mut xs = samples(Duration::from_secs(2), n, 2014);
+        xs.sort_by(f64::total_cmp);
+        // D = sup |F_n(x) - F(x)|, checked on both sides of every step.
+        let d = xs
+            .iter()
+            .enumerate()
+            .map(|(i, &x)| {
+                let f = 1.0 - (-x / mean).exp();
+                let below = i as f64 / n as f64;
+                let above = (i + 1) as f64 / n as f64;
+                (f - below).abs().max((above - f).abs())
+            })
+            .fold(0.0, f64::max);
+        // Asymptotic critical value at the 1 % level: 1.628 / sqrt(n).
+        let critical = 1.628 / (n as f64).sqrt();
+        assert!(d < critical, "D = {d}, critical {critical}");
+        // The test can fail: a uniform sample of the same mean is rejected.
+        let uniform_d = xs
+            .iter()
+            .enumerate()
+            .map(|(i, _)| {
+                let x = 2.0 * mean * (i as f64 + 0.5) / n as f64;
+                let f = 1.0 - (-x / mean).exp();
+                (f - (i as f64 + 0.5) / n as f64).abs()
+            })
+            .fold(0.0, f64::max);
+        assert!(uniform_d > critical);
+    }
+
+    #[test]
     fn memoryless_tail() {
         // P(X > mean) = 1/e for the exponential.
         let xs = samples(Duration::from_millis(500), 100_000, 3);

@@ -159,6 +159,15 @@ impl fmt::Display for ClientSummary {
             "  attempt latency (OK): {}",
             Percentiles::of(&self.totals.attempt_latency)
         )?;
+        let late = Percentiles::of(&self.totals.lateness);
+        let ms = |v: Option<f64>| v.map_or("-".to_string(), |ms| format!("{ms:.3}ms"));
+        writeln!(
+            f,
+            "  start lateness (attempts against their intended instant): p50: {}, p99: {}, max: {}",
+            ms(late.p50_ms),
+            ms(late.p99_ms),
+            ms(late.max_ms)
+        )?;
         write!(
             f,
             "  request latency (first attempt to OK): {}",

@@ -21,6 +21,12 @@ pub fn latency_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_LATENCY_US, 3).expect("static histogram bounds are valid")
 }
 
+/// Records a lateness: like a latency, but on time (zero) counts too.
+fn record_lateness(h: &mut Histogram<u64>, d: Duration) {
+    let us = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+    h.saturating_record(us.min(MAX_LATENCY_US));
+}
+
 /// Records `d` into a microsecond histogram, saturating at its range.
 pub fn record_latency(h: &mut Histogram<u64>, d: Duration) {
     let us = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
@@ -162,6 +168,8 @@ pub struct ClientCounts {
     /// Latency of logical requests that succeeded, from the intended start of
     /// their first attempt to the end of the successful one.
     pub request_latency: Histogram<u64>,
+    /// How late every attempt started against its intended instant.
+    pub lateness: Histogram<u64>,
 }
 
 impl Default for ClientCounts {
@@ -170,6 +178,7 @@ impl Default for ClientCounts {
             tally: Tally::default(),
             attempt_latency: latency_histogram(),
             request_latency: latency_histogram(),
+            lateness: latency_histogram(),
         }
     }
 }
@@ -184,6 +193,9 @@ impl ClientCounts {
         self.request_latency
             .add(&other.request_latency)
             .expect("histograms share their bounds");
+        self.lateness
+            .add(&other.lateness)
+            .expect("histograms share their bounds");
     }
 
     /// Empties the counts, keeping the histograms' memory.
@@ -191,6 +203,7 @@ impl ClientCounts {
         self.tally = Tally::default();
         self.attempt_latency.reset();
         self.request_latency.reset();
+        self.lateness.reset();
     }
 }
 
@@ -205,6 +218,9 @@ pub struct AttemptRecord {
     pub rejected_locally: bool,
     /// Time from its intended start to its end.
     pub latency: Duration,
+    /// How late it started against its intended instant (the load
+    /// generator's own lag).
+    pub lateness: Duration,
 }
 
 /// How a logical request ended, for [`ClientRecorder::request_finished`].
@@ -261,6 +277,7 @@ impl ClientRecorder {
         if record.outcome == Outcome::Ok {
             record_latency(&mut c.attempt_latency, record.latency);
         }
+        record_lateness(&mut c.lateness, record.lateness);
     }
 
     /// Records how a logical request ended.
@@ -512,6 +529,7 @@ mod tests {
             is_retry,
             rejected_locally: false,
             latency: Duration::from_millis(ms),
+            lateness: Duration::from_micros(ms),
         }
     }
 

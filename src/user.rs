@@ -62,6 +62,8 @@ pub struct User<R> {
     due: Duration,
     backoff: Backoff,
     attempts: u32,
+    /// How late the attempt in hand started.
+    lateness: Duration,
 }
 
 impl<R: Rng> User<R> {
@@ -74,6 +76,7 @@ impl<R: Rng> User<R> {
             due: now + think,
             backoff: Backoff::new(think),
             attempts: 0,
+            lateness: Duration::ZERO,
         }
     }
 
@@ -95,6 +98,7 @@ impl<R: Rng> User<R> {
     /// Starts the due attempt at `now`, given the throttle's `verdict`
     /// (`Allow` without a throttle).
     pub fn begin(&mut self, rules: &Rules, verdict: Verdict, now: Duration) -> Attempt {
+        self.lateness = now.saturating_sub(self.due);
         match verdict {
             Verdict::Allow => {
                 let started = self.due.saturating_sub(self.first);
@@ -140,6 +144,7 @@ impl<R: Rng> User<R> {
             is_retry: self.is_retry(),
             rejected_locally,
             latency: now.saturating_sub(self.due),
+            lateness: self.lateness,
         };
         self.attempts += 1;
         let elapsed = now.saturating_sub(self.first);
@@ -245,6 +250,21 @@ mod tests {
         );
         assert!(!user.is_retry());
         assert!(user.due() >= t1 + ms(100));
+    }
+
+    #[test]
+    fn an_attempt_started_late_records_how_late() {
+        let r = rules(None);
+        let mut user = User::new(&r, user_rng(5, 0), Duration::ZERO);
+        let due = user.due();
+        user.begin(&r, Verdict::Allow, due + ms(3));
+        let f = user.finish(&r, Outcome::Ok, None, due + ms(103));
+        assert_eq!(f.attempt.lateness, ms(3));
+        assert_eq!(
+            f.attempt.latency,
+            ms(103),
+            "latency counts from the intended start"
+        );
     }
 
     #[test]

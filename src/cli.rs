@@ -681,6 +681,11 @@ pub struct ClientArgs {
     /// Stop after this long [default: run until Ctrl-C].
     #[arg(long, value_parser = positive_duration, value_name = "DURATION")]
     pub duration: Option<Duration>,
+    /// Start the users evenly over this time instead of all at once (a
+    /// large population started at once opens every connection in the same
+    /// second).
+    #[arg(long, default_value = "0s", value_parser = duration, value_name = "DURATION")]
+    pub ramp_up: Duration,
     /// Seed of every random draw (think times, jitter) [default: random,
     /// printed at start].
     #[arg(long, value_name = "N")]
@@ -730,6 +735,7 @@ impl ClientArgs {
             throttle,
             report_interval: compress(self.report_interval, k),
             duration: self.duration.map(|d| compress(d, k)),
+            ramp_up: compress(self.ramp_up, k),
             seed: self.seed.unwrap_or_else(rand::random),
             csv: self.csv.clone(),
             quiet: false,

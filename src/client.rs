@@ -52,6 +52,8 @@ pub struct ClientConfig {
     pub report_interval: Duration,
     /// Stop after this long (otherwise when `shutdown` completes).
     pub duration: Option<Duration>,
+    /// Users start evenly over this time (zero: all at once).
+    pub ramp_up: Duration,
     /// Seed of every random draw.
     pub seed: u64,
     /// Where to write report rows, if anywhere.
@@ -61,6 +63,12 @@ pub struct ClientConfig {
 }
 
 impl ClientConfig {
+    /// When user `index` starts thinking, since the start of the run.
+    pub fn start_of(&self, index: u32) -> Duration {
+        let share = f64::from(index) / f64::from(self.clients.max(1));
+        self.ramp_up.mul_f64(share)
+    }
+
     /// The rules every user follows.
     pub fn rules(&self) -> Rules {
         Rules {
@@ -343,9 +351,9 @@ pub(crate) fn record(recorder: &ClientRecorder, finished: Finished) {
 
 /// One simulated user, forever: think, attempt until OK or given up, think
 /// again.
-async fn user(shared: Arc<Shared>, seed: u64, index: u64) {
+async fn user(shared: Arc<Shared>, seed: u64, index: u64, start: Duration) {
     let rules = &shared.rules;
-    let mut user = User::new(rules, user_rng(seed, index), shared.now());
+    let mut user = User::new(rules, user_rng(seed, index), start);
     loop {
         tokio::time::sleep_until(shared.epoch + user.due()).await;
         let verdict = shared.throttle_verdict(user.is_retry(), user.rng());
@@ -441,7 +449,8 @@ pub async fn run(
     let start = shared.epoch;
     let mut users = JoinSet::new();
     for index in 0..config.clients {
-        users.spawn(user(shared.clone(), config.seed, u64::from(index)));
+        let start = config.start_of(index);
+        users.spawn(user(shared.clone(), config.seed, u64::from(index), start));
     }
 
     let until = async {

@@ -93,6 +93,7 @@ fn client_config(url: hyper::Uri) -> ClientConfig {
         throttle: None,
         report_interval: ms(100),
         duration: Some(ms(800)),
+        ramp_up: Duration::ZERO,
         seed: 7,
         csv: None,
         quiet: true,

@@ -238,3 +238,33 @@ fn storm_configurations_run_in_virtual_time() {
         }]
     );
 }
+
+#[test]
+fn a_ramp_up_starts_users_evenly() {
+    // A hundred users that send back to back (think 1 µs): with all of them
+    // started at once a hundred are in flight; with a 10 s ramp-up only the
+    // first half has started 5 s in.
+    let run = |ramp: &str| {
+        let c = config(
+            &[],
+            &[
+                "--clients",
+                "100",
+                "--lambda",
+                "0.000001",
+                "--duration",
+                "5s",
+                "--ramp-up",
+                ramp,
+            ],
+            vec![],
+        );
+        assert_eq!(
+            c.client.start_of(50),
+            Duration::from_secs(5) * u32::from(ramp != "0s")
+        );
+        sim::run(&c).unwrap().server.peak_concurrency
+    };
+    assert_eq!(run("0s"), 100);
+    assert_eq!(run("10s"), 50);
+}

@@ -383,7 +383,11 @@ pub fn run(config: &SimConfig) -> Result<SimOutcome, SimError> {
         rules,
         slots: (0..client.clients)
             .map(|i| Slot {
-                user: User::new(&rules, user_rng(client.seed, u64::from(i)), Duration::ZERO),
+                user: User::new(
+                    &rules,
+                    user_rng(client.seed, u64::from(i)),
+                    client.start_of(i),
+                ),
                 generation: 0,
                 state: State::Idle,
             })

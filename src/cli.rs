@@ -985,9 +985,7 @@ impl SweepArgs {
         let strategies = if self.strategies.is_empty() {
             StrategyArg::value_variants().to_vec()
         } else {
-            let mut s = self.strategies.clone();
-            s.dedup();
-            s
+            distinct(&self.strategies)
         };
         let threads = self.threads.map_or_else(
             || std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -1056,6 +1054,17 @@ impl ProtocolArgs {
     }
 }
 
+/// The strategies named, each once, in the order first named.
+fn distinct(strategies: &[StrategyArg]) -> Vec<StrategyArg> {
+    let mut out: Vec<StrategyArg> = Vec::new();
+    for &s in strategies {
+        if !out.contains(&s) {
+            out.push(s);
+        }
+    }
+    out
+}
+
 /// Which engine runs an experiment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum EngineArg {
@@ -1076,8 +1085,7 @@ impl StormArgs {
     /// Builds the experiment's configuration; `program` is what runs the
     /// children (`program server ...`, `program client ...`).
     pub fn config(&self, program: PathBuf) -> StormConfig {
-        let mut strategies = self.strategies.clone();
-        strategies.dedup();
+        let strategies = distinct(&self.strategies);
         let sim = self.engine == EngineArg::Sim;
         // Virtual time needs no compression.
         let time_scale = if self.quick && !sim { 10.0 } else { 1.0 };

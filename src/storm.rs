@@ -278,9 +278,27 @@ impl StormConfig {
         }
     }
 
+    /// The server flags of a virtual run: the real ones, with the backlog
+    /// fixed at [`sim::DEFAULT_BACKLOG`] unless given, so that results do
+    /// not depend on the host's `somaxconn`.
+    pub fn sim_server_argv(&self, strategy: StrategyArg) -> Vec<String> {
+        let mut argv = self.server_argv(strategy);
+        if !argv
+            .iter()
+            .any(|a| a == "--backlog" || a.starts_with("--backlog="))
+        {
+            argv.extend(["--backlog".to_string(), sim::DEFAULT_BACKLOG.to_string()]);
+        }
+        argv
+    }
+
     /// The virtual-time experiment for `strategy`.
     pub fn sim_config(&self, strategy: StrategyArg) -> Result<SimConfig, StormError> {
-        let (mut server, mut client) = self.configs(strategy)?;
+        let (_, mut client) = self.configs(strategy)?;
+        let argv = std::iter::once("server".to_string()).chain(self.sim_server_argv(strategy));
+        let mut server = ServerArgs::try_parse_from(argv)
+            .and_then(|a| a.config())
+            .map_err(|e| StormError::Flags(format!("--server-args: {}", first_line(&e))))?;
         server.quiet = true;
         client.quiet = true;
         Ok(SimConfig {
@@ -642,7 +660,7 @@ fn simulate(
         commands,
         "# {name}, in virtual time (storm --engine sim) with these flags\n\
          server {}\nclient {}",
-        quote(config.server_argv(strategy)),
+        quote(config.sim_server_argv(strategy)),
         quote(config.client_argv(strategy, "sim"))
     )
     .map_err(io_err("write commands.txt"))?;

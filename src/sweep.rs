@@ -197,6 +197,17 @@ impl SweepConfig {
                 "--resolution and --step: must be longer than 0".into(),
             ));
         }
+        if self.resolution > self.max_pause || self.step > self.max_pause {
+            return Err(StormError::Flags(format!(
+                "--resolution and --step: must not exceed --max-pause ({} s)",
+                secs(self.max_pause)
+            )));
+        }
+        if self.max_pause.as_nanos() / self.resolution.as_nanos() > 100_000 {
+            return Err(StormError::Flags(
+                "--resolution: too fine for --max-pause (over 100,000 pauses)".into(),
+            ));
+        }
         for setting in self.settings() {
             self.storm_for(&setting, self.max_pause, self.storm.seed)
                 .configs(setting.strategy)?;
@@ -262,21 +273,22 @@ impl Line<'_> {
         })
     }
 
-    /// Bisection over the pause, in steps of the resolution.
+    /// Bisection over the pauses tried: multiples of the resolution, and
+    /// the longest pause itself.
     fn critical(&mut self) -> Result<Critical, StormError> {
         let c = self.config;
-        let res = c.resolution;
-        let steps = (c.max_pause.as_nanos() / res.as_nanos()) as u32;
-        let (mut lo, mut hi) = (0, steps);
-        let (overloaded, at_least) = if !self.recovers(Duration::ZERO)? {
+        let pauses = candidates(c.max_pause, c.resolution);
+        let top = pauses.len() - 1;
+        let (mut lo, mut hi) = (0, top);
+        let (overloaded, at_least) = if !self.recovers(pauses[0])? {
             (true, false)
-        } else if self.recovers(res * steps)? {
-            lo = steps;
+        } else if self.recovers(pauses[top])? {
+            lo = top;
             (false, true)
         } else {
             while hi - lo > 1 {
                 let mid = lo + (hi - lo) / 2;
-                if self.recovers(res * mid)? {
+                if self.recovers(pauses[mid])? {
                     lo = mid;
                 } else {
                     hi = mid;
@@ -284,7 +296,7 @@ impl Line<'_> {
             }
             (false, false)
         };
-        let critical = res * lo;
+        let critical = pauses[lo];
         let recovery_s = self.point(critical)?.recovery_s;
         let s = self.setting;
         Ok(Critical {
@@ -311,6 +323,19 @@ impl Line<'_> {
         }
         Ok(out)
     }
+}
+
+/// The pauses a bisection may try: 0, every multiple of `resolution` below
+/// `max`, and `max`.
+fn candidates(max: Duration, resolution: Duration) -> Vec<Duration> {
+    let mut out = Vec::new();
+    let mut pause = Duration::ZERO;
+    while pause < max {
+        out.push(pause);
+        pause += resolution;
+    }
+    out.push(max);
+    out
 }
 
 /// Runs the sweep on `config.threads` threads, calling `progress` as each
@@ -533,12 +558,22 @@ mod tests {
     }
 
     #[test]
+    fn the_longest_pause_is_a_candidate_even_off_the_resolution() {
+        let s = Duration::from_secs;
+        assert_eq!(candidates(s(10), s(3)), vec![s(0), s(3), s(6), s(9), s(10)]);
+        assert_eq!(candidates(s(10), s(5)), vec![s(0), s(5), s(10)]);
+    }
+
+    #[test]
     fn bad_sweep_flags_are_refused_before_running() {
         let mut c = sweep(vec![100]);
         c.seeds = 0;
         assert!(matches!(c.validate(), Err(StormError::Flags(_))));
         let mut c = sweep(vec![0]);
         c.seeds = 1;
+        assert!(matches!(c.validate(), Err(StormError::Flags(_))));
+        let mut c = sweep(vec![100]);
+        c.resolution = Duration::from_secs(60);
         assert!(matches!(c.validate(), Err(StormError::Flags(_))));
     }
 }

@@ -82,11 +82,12 @@ fn one_client_alone_sees_exactly_the_base_delay() {
 #[test]
 fn connections_beyond_a_full_backlog_wait_for_the_syn_retransmission() {
     // Five users fire at once (think 1 µs) while the server is stopped for
-    // 500 ms with a backlog of 2. Two wait in the backlog and are answered
+    // 500 ms with a backlog of 1 (Linux holds one more than the backlog:
+    // two). Two wait in the backlog and are answered
     // at 0.6 s; three SYNs are dropped and retransmitted at 1 s, answered at
     // 1.1 s. The first two then go round every 100 ms: 0.6, 0.7 ... 1.1.
     let c = config(
-        &["--backlog", "2", "--report-interval", "100ms"],
+        &["--backlog", "1", "--report-interval", "100ms"],
         &[
             "--clients",
             "5",
@@ -146,7 +147,7 @@ fn a_timed_out_request_read_at_resume_is_wasted_work() {
 
 fn default_storm(strategy: &str, seed: &str) -> SimConfig {
     config(
-        &[],
+        &["--backlog", "4096"],
         &["--strategy", strategy, "--duration", "110s", "--seed", seed],
         vec![Pause {
             at: Duration::from_secs(20),
@@ -267,4 +268,56 @@ fn a_ramp_up_starts_users_evenly() {
     };
     assert_eq!(run("0s"), 100);
     assert_eq!(run("10s"), 50);
+}
+
+#[test]
+fn a_zero_retry_delay_against_instant_refusals_still_lets_time_run() {
+    // Every refusal is answered at once and retried at once: each user
+    // tries again a round trip (100 µs) later, not at the same instant.
+    let c = config(
+        &["--shed-above", "5"],
+        &[
+            "--clients",
+            "50",
+            "--lambda",
+            "0.01",
+            "--fixed-delay",
+            "0s",
+            "--duration",
+            "1s",
+        ],
+        vec![],
+    );
+    let out = sim::run(&c).unwrap();
+    assert!(out.server.shed > 1000, "{:?}", out.server);
+    assert!(out.client.totals.tally.attempts() <= 50 * 10_000 + 50);
+}
+
+#[test]
+fn back_to_back_pauses_stop_the_server_for_both() {
+    let c = config(
+        &["--report-interval", "100ms"],
+        &["--clients", "10", "--duration", "4s"],
+        vec![
+            Pause {
+                at: Duration::from_secs(1),
+                length: Duration::from_secs(1),
+            },
+            Pause {
+                at: Duration::from_secs(2),
+                length: Duration::from_secs(1),
+            },
+        ],
+    );
+    let out = sim::run(&c).unwrap();
+    let inside: Vec<f64> = out
+        .server_rows
+        .iter()
+        .map(|r| r.elapsed_s)
+        // The resume at 2 s fires the missed report, an instant before the
+        // second stop; nothing else while stopped.
+        .filter(|&t| t > 1.0 && t < 3.0 && t != 2.0)
+        .collect();
+    assert!(inside.is_empty(), "rows while stopped: {inside:?}");
+    assert!(out.server_rows.iter().any(|r| r.elapsed_s == 3.0));
 }

@@ -90,7 +90,8 @@ impl<T: Copy> Host<T> {
         if !self.stopped {
             return self.read(now, request);
         }
-        if !pooled && self.queued >= self.backlog {
+        // Linux's accept queue is full beyond `backlog + 1` connections.
+        if !pooled && self.queued > self.backlog {
             return Delivery::Dropped;
         }
         self.queued += usize::from(!pooled);
@@ -156,12 +157,13 @@ impl<T: Copy> Host<T> {
         }
         self.queued = 0;
         while let Some((request, _)) = self.unread.pop_front() {
-            if self.cancel && gone(&request) {
+            let fate = self.read(now, request);
+            if let (true, Delivery::Admitted(ticket)) = (self.cancel && gone(&request), fate) {
                 // Read, then dropped as soon as the closed socket shows.
+                self.scheduler.cancel(now, ticket);
                 self.count_abandoned();
                 continue;
             }
-            let fate = self.read(now, request);
             delivered(request, fate);
         }
     }
@@ -282,7 +284,8 @@ mod tests {
 
     #[test]
     fn a_full_backlog_drops_connections_but_not_requests_on_open_ones() {
-        let mut h = host(2, OnDisconnect::Continue);
+        // A backlog of 1 holds two connections, as Linux's does.
+        let mut h = host(1, OnDisconnect::Continue);
         h.stop();
         assert_eq!(h.send(ms(1), 1, false), Delivery::Waiting);
         assert_eq!(h.send(ms(2), 2, false), Delivery::Waiting);
@@ -326,6 +329,31 @@ mod tests {
         assert_eq!(read, vec![3]);
         assert_eq!(h.concurrency(), 1);
         assert_eq!(h.totals.abandoned, 2);
+    }
+
+    #[test]
+    fn a_disconnect_that_lowers_the_delay_completes_others_at_once() {
+        let mut h: Host<u32> = Host::new(&ServerConfig {
+            model: LatencyModel {
+                base: ms(100),
+                limit: 1,
+                factor: 2.0,
+                scale: 1.0,
+                max_delay: Duration::from_secs(60),
+            },
+            on_disconnect: OnDisconnect::Cancel,
+            ..ServerConfig::default()
+        });
+        let Delivery::Admitted(first) = h.send(ms(0), 0, false) else {
+            panic!("a running server admits");
+        };
+        h.send(ms(0), 1, false);
+        // Two in flight: 200 ms each. The first client leaves at 150 ms;
+        // alone, the second is past its 100 ms and done then.
+        h.disconnect(ms(150), first);
+        assert_eq!(h.next_completion(), None);
+        assert_eq!(complete_all(&mut h, ms(150), &[1]), vec![1]);
+        assert_eq!((h.totals.completed, h.totals.abandoned), (1, 1));
     }
 
     #[test]

@@ -46,6 +46,17 @@ mod queue;
 pub use host::{Delivery, Host};
 use queue::{EventQueue, Key};
 
+/// The least time an attempt answered at once takes before its user can
+/// try again (a loopback round trip, or one pass of a client's event
+/// loop): without it, a zero retry delay against an instant refusal would
+/// stop virtual time.
+const INSTANT_ANSWER: Duration = Duration::from_micros(100);
+
+/// The backlog of a virtual server not given `--backlog`: the kernel's
+/// default maximum since Linux 5.4, fixed so that results do not depend on
+/// the host.
+pub const DEFAULT_BACKLOG: u32 = 4096;
+
 /// Linux's SYN retransmissions (`tcp_syn_retries`) before a connect fails.
 const SYN_RETRIES: u32 = 6;
 /// Linux's initial retransmission timeout; each retransmission doubles it.
@@ -154,15 +165,18 @@ struct Slot {
 }
 
 /// What the event queue holds. Completions are not in it: the server's
-/// scheduler always knows its next one. At one instant, events come in the
-/// order of this list, users by index.
+/// scheduler always knows its next one, and a completion comes before any
+/// event at the same instant (an answer due when the timeout falls is in
+/// time). At one instant, events come in the order of this list (a resume
+/// before a stop, so that back-to-back pauses stay two pauses), then by
+/// attempt number, then by user.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Event {
     ClientTick,
     ServerTick,
+    Resume,
     /// The server is stopped for pause number `.0`.
     Stop(u32),
-    Resume,
     /// A user's next attempt is due.
     Due(u32),
     /// An attempt's timeout (stale if the attempt has ended).
@@ -180,8 +194,8 @@ impl Event {
         let (kind, generation, user) = match self {
             Event::ClientTick => (0, 0, 0),
             Event::ServerTick => (1, 0, 0),
-            Event::Stop(i) => (2, 0, i),
-            Event::Resume => (3, 0, 0),
+            Event::Resume => (2, 0, 0),
+            Event::Stop(i) => (3, 0, i),
             Event::Due(user) => (4, 0, user),
             Event::Deadline(id) => (5, id.generation, id.user),
             Event::Syn(id) => (6, id.generation, id.user),
@@ -198,8 +212,8 @@ impl Event {
         match word >> 60 {
             0 => Event::ClientTick,
             1 => Event::ServerTick,
-            2 => Event::Stop(user),
-            3 => Event::Resume,
+            2 => Event::Resume,
+            3 => Event::Stop(user),
             4 => Event::Due(user),
             5 => Event::Deadline(id),
             _ => Event::Syn(id),
@@ -249,13 +263,11 @@ impl Engine {
         match slot.user.begin(&self.rules, verdict, now) {
             Attempt::Refused(request) => {
                 self.recorder.request_finished(request);
-                let next = slot.user.due();
-                self.push(next, Event::Due(user));
+                self.next_attempt(user, now, true);
             }
             Attempt::Rejected(finished) => {
                 record(&self.recorder, finished);
-                let next = slot.user.due();
-                self.push(next, Event::Due(user));
+                self.next_attempt(user, now, true);
             }
             Attempt::Send { deadline } => {
                 self.recorder.attempt_started();
@@ -286,15 +298,23 @@ impl Engine {
                 // The refusal comes back on a connection that stays open.
                 self.pool += 1;
                 let retry_after = self.retry_after;
-                self.end(id.user, Outcome::Error, retry_after, now);
+                self.end(id.user, Outcome::Error, retry_after, now, true);
                 return;
             }
         };
         self.slots[id.user as usize].state = state;
     }
 
-    /// Ends a user's sent attempt at `now` and schedules its next one.
-    fn end(&mut self, user: u32, outcome: Outcome, retry_after: Option<Duration>, now: Duration) {
+    /// Ends a user's sent attempt at `now` (`instant` if it was answered
+    /// the moment it was sent) and schedules its next one.
+    fn end(
+        &mut self,
+        user: u32,
+        outcome: Outcome,
+        retry_after: Option<Duration>,
+        now: Duration,
+        instant: bool,
+    ) {
         if let Some(t) = &mut self.throttle {
             t.after_attempt(outcome == Outcome::Ok, now);
         }
@@ -302,19 +322,32 @@ impl Engine {
         slot.generation = (slot.generation + 1) & GENERATION_MASK;
         slot.state = State::Idle;
         let finished = slot.user.finish(&self.rules, outcome, retry_after, now);
-        let next = slot.user.due();
         record(&self.recorder, finished);
-        self.push(next, Event::Due(user));
+        self.next_attempt(user, now, instant);
+    }
+
+    /// Queues a user's next attempt; after an instant answer, no sooner
+    /// than a round trip later.
+    fn next_attempt(&mut self, user: u32, now: Duration, instant: bool) {
+        let due = self.slots[user as usize].user.due();
+        let due = if instant {
+            due.max(now + INSTANT_ANSWER)
+        } else {
+            due
+        };
+        self.push(due, Event::Due(user));
     }
 
     fn deadline(&mut self, id: AttemptId, now: Duration) {
         let Some(state) = self.current(id) else {
             return;
         };
+        self.end(id.user, Outcome::Timeout, None, now, false);
         if let State::Admitted(ticket) = state {
             self.host.disconnect(now, ticket);
+            // A cancellation lowers the delay: others may be done at once.
+            self.complete(now);
         }
-        self.end(id.user, Outcome::Timeout, None, now);
     }
 
     fn syn(&mut self, id: AttemptId, now: Duration) {
@@ -322,7 +355,7 @@ impl Engine {
             return;
         };
         if tries > SYN_RETRIES {
-            self.end(id.user, Outcome::Error, None, now);
+            self.end(id.user, Outcome::Error, None, now, false);
             return;
         }
         let delivery = self.host.retry_connect(now, id);
@@ -342,7 +375,7 @@ impl Engine {
         });
         for user in answered.drain(..) {
             self.pool += 1;
-            self.end(user, Outcome::Ok, None, now);
+            self.end(user, Outcome::Ok, None, now, false);
         }
         self.answered = answered;
     }

@@ -193,6 +193,11 @@ pub struct ServerArgs {
     /// How often to print a report line (and write a CSV row).
     #[arg(long, default_value = "1s", value_parser = positive_duration, value_name = "DURATION")]
     pub report_interval: Duration,
+    /// Close a connection whose request head has not fully arrived this
+    /// long after the connection opened or the head began (a very slow or
+    /// stalled sender); not scaled by --time-scale.
+    #[arg(long, default_value = "10s", value_parser = positive_duration, value_name = "DURATION")]
+    pub header_read_timeout: Duration,
     /// Write report rows to this CSV file.
     #[arg(long, value_name = "PATH")]
     pub csv: Option<PathBuf>,
@@ -247,6 +252,7 @@ impl ServerArgs {
                 retry_after: compress(self.retry_after.unwrap_or(Duration::from_secs(1)), k),
             }),
             report_interval: compress(self.report_interval, k),
+            header_read_timeout: self.header_read_timeout,
             csv: self.csv.clone(),
             quiet: false,
         })

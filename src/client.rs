@@ -321,6 +321,15 @@ impl Shared {
         self.epoch.elapsed()
     }
 
+    /// The instant `since` after the epoch; beyond what an `Instant` holds,
+    /// a century away (never, for a run).
+    fn at(&self, since: Duration) -> Instant {
+        const CENTURY: Duration = Duration::from_secs(100 * 365 * 86_400);
+        self.epoch
+            .checked_add(since)
+            .unwrap_or(self.epoch + CENTURY)
+    }
+
     fn throttle_verdict(&self, is_retry: bool, rng: &mut impl rand::Rng) -> Verdict {
         match &self.throttle {
             Some(t) => {
@@ -355,14 +364,14 @@ async fn user(shared: Arc<Shared>, seed: u64, index: u64, start: Duration) {
     let rules = &shared.rules;
     let mut user = User::new(rules, user_rng(seed, index), start);
     loop {
-        tokio::time::sleep_until(shared.epoch + user.due()).await;
+        tokio::time::sleep_until(shared.at(user.due())).await;
         let verdict = shared.throttle_verdict(user.is_retry(), user.rng());
         match user.begin(rules, verdict, shared.now()) {
             Attempt::Refused(request) => shared.recorder.request_finished(request),
             Attempt::Rejected(finished) => record(&shared.recorder, finished),
             Attempt::Send { deadline } => {
                 shared.recorder.attempt_started();
-                let (outcome, retry_after) = shared.pool.attempt(shared.epoch + deadline).await;
+                let (outcome, retry_after) = shared.pool.attempt(shared.at(deadline)).await;
                 shared.throttle_record(outcome == Outcome::Ok);
                 let finished = user.finish(rules, outcome, retry_after, shared.now());
                 record(&shared.recorder, finished);

@@ -22,11 +22,13 @@
 //! - [`storm`]: the unattended experiment and its summaries; [`plot`]: plots;
 //! - [`programs`]: the server and client programs, shared by the binaries;
 //! - [`output`]: CSV files; [`shutdown`]: signals; [`limits`]: open files;
-//! - [`cli`]: command-line flags of every program.
+//! - [`cli`]: command-line flags of every program; [`fuzz`]: what its
+//!   parsers must do with any input.
 
 pub mod arrivals;
 pub mod cli;
 pub mod client;
+pub mod fuzz;
 pub mod latency;
 pub mod limits;
 pub mod output;

@@ -74,8 +74,11 @@ pub async fn server(args: ServerArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Signals are handled from before the first line, so that anyone who
+    // waits for it can stop the server in order.
+    let shutdown = shutdown::requested();
     say(server::describe(&config, server.local_addr()));
-    server.run(shutdown::requested()).await;
+    server.run(shutdown).await;
     ExitCode::SUCCESS
 }
 
@@ -95,8 +98,9 @@ pub async fn client(cli: ClientCli) -> ExitCode {
     if let Some(warning) = limits::ensure_nofile(u64::from(config.clients) + 64, "the client") {
         eprintln!("{warning}");
     }
+    let shutdown = shutdown::requested();
     say(client::describe(&config));
-    match client::run(config, shutdown::requested()).await {
+    match client::run(config, shutdown).await {
         Ok(summary) => {
             say(summary);
             ExitCode::SUCCESS

@@ -24,7 +24,7 @@ use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode, header};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -64,6 +64,9 @@ pub struct ServerConfig {
     pub shed: Option<Shedding>,
     /// How often to report.
     pub report_interval: Duration,
+    /// How long a request head may take to arrive before the connection is
+    /// closed (slow senders).
+    pub header_read_timeout: Duration,
     /// Where to write report rows, if anywhere.
     pub csv: Option<PathBuf>,
     /// Print nothing on stdout (for tests and embedding).
@@ -79,6 +82,7 @@ impl Default for ServerConfig {
             on_disconnect: OnDisconnect::Continue,
             shed: None,
             report_interval: Duration::from_secs(1),
+            header_read_timeout: Duration::from_secs(10),
             csv: None,
             quiet: false,
         }
@@ -250,7 +254,14 @@ impl Server {
                 )
             }),
         });
-        accept_loop(listener, shared, &gauges, shutdown).await;
+        accept_loop(
+            listener,
+            shared,
+            &gauges,
+            config.header_read_timeout,
+            shutdown,
+        )
+        .await;
         let _ = stop_tx.send(());
         actor.await.expect("the model task does not panic")
     }
@@ -263,6 +274,7 @@ async fn accept_loop(
     listener: TcpListener,
     handler: Arc<Handler>,
     gauges: &Gauges,
+    header_read_timeout: Duration,
     shutdown: impl Future<Output = ()>,
 ) {
     const FIRST_PAUSE: Duration = Duration::from_millis(5);
@@ -284,6 +296,8 @@ async fn accept_loop(
                     // Errors here are a client's doing (reset, garbage): the
                     // connection ends, the server goes on.
                     let _ = http1::Builder::new()
+                        .timer(TokioTimer::new())
+                        .header_read_timeout(header_read_timeout)
                         .serve_connection(TokioIo::new(stream), service)
                         .await;
                 });

@@ -4,7 +4,8 @@
 //! Both engines drive this same code: the real client ([`crate::client`])
 //! with the wall clock and a socket per attempt, the virtual-time engine
 //! ([`crate::sim`]) with its event queue. Time is a [`Duration`] since the
-//! engine's epoch; nothing here reads a clock.
+//! engine's epoch, added with saturation (an absurd think time or
+//! `Retry-After` means "never", not a panic); nothing here reads a clock.
 
 use std::time::Duration;
 
@@ -72,8 +73,8 @@ impl<R: Rng> User<R> {
         let think = rules.think.sample(&mut rng);
         User {
             rng,
-            first: now + think,
-            due: now + think,
+            first: now.saturating_add(think),
+            due: now.saturating_add(think),
             backoff: Backoff::new(think),
             attempts: 0,
             lateness: Duration::ZERO,
@@ -103,7 +104,9 @@ impl<R: Rng> User<R> {
             Verdict::Allow => {
                 let started = self.due.saturating_sub(self.first);
                 Attempt::Send {
-                    deadline: self.first + rules.limits.attempt_end(started, rules.timeout),
+                    deadline: self
+                        .first
+                        .saturating_add(rules.limits.attempt_end(started, rules.timeout)),
                 }
             }
             Verdict::Reject => Attempt::Rejected(self.end(rules, Outcome::Error, None, now, true)),
@@ -162,7 +165,7 @@ impl<R: Rng> User<R> {
                 .next(self.attempts, elapsed, proposed, retry_after)
             {
                 Next::Retry(delay) => {
-                    self.due = now + delay;
+                    self.due = now.saturating_add(delay);
                     None
                 }
                 Next::GiveUp => Some(ended(None)),
@@ -177,7 +180,7 @@ impl<R: Rng> User<R> {
     /// Thinks from `now` before the next logical request.
     fn next_request(&mut self, rules: &Rules, now: Duration) {
         let think = rules.think.sample(&mut self.rng);
-        self.first = now + think;
+        self.first = now.saturating_add(think);
         self.due = self.first;
         self.backoff = Backoff::new(think);
         self.attempts = 0;
@@ -265,6 +268,23 @@ mod tests {
             ms(103),
             "latency counts from the intended start"
         );
+    }
+
+    #[test]
+    fn an_absurd_wait_saturates_instead_of_overflowing() {
+        let r = Rules {
+            limits: RetryLimits {
+                respect_retry_after: true,
+                ..RetryLimits::default()
+            },
+            ..rules(None)
+        };
+        let mut user = User::new(&r, user_rng(6, 0), Duration::MAX - ms(1));
+        let due = user.due();
+        assert_eq!(due, Duration::MAX);
+        user.begin(&r, Verdict::Allow, due);
+        user.finish(&r, Outcome::Error, Some(Duration::MAX), due);
+        assert_eq!(user.due(), Duration::MAX);
     }
 
     #[test]

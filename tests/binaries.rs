@@ -1,11 +1,16 @@
 //! The `server` and `client` binaries as a user runs them: bad input, a port
 //! in use, and an orderly stop on SIGINT with nothing lost.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, ChildStdout, Command, Output, Stdio};
+mod common;
 
-const SERVER: &str = env!("CARGO_BIN_EXE_server");
-const CLIENT: &str = env!("CARGO_BIN_EXE_client");
+use std::io::BufReader;
+use std::process::{Command, Output, Stdio};
+
+use common::{CLIENT, Guard, SERVER, line_with, signal};
+
+fn interrupt(child: &std::process::Child) {
+    signal(child.id(), "INT");
+}
 
 fn run(bin: &str, args: &[&str]) -> Output {
     Command::new(bin)
@@ -32,6 +37,51 @@ fn bad_flags_exit_2_with_a_message_naming_the_flag() {
     assert_refused(CLIENT, &["--strategy", "bogus"], "exponential-2014");
     assert_refused(SERVER, &["--factor", "-1"], "--factor");
     assert_refused(SERVER, &["--base-delay", "soon"], "--base-delay");
+    assert_refused(CLIENT, &["--clients", "-5"], "--clients");
+    let exp = ["--strategy", "exponential"];
+    assert_refused(
+        CLIENT,
+        &[&exp[..], &["--factor", "1"]].concat(),
+        "greater than 1",
+    );
+    assert_refused(
+        CLIENT,
+        &[&exp[..], &["--jitter", "-0.1"]].concat(),
+        "--jitter",
+    );
+    assert_refused(
+        CLIENT,
+        &[&exp[..], &["--min-delay", "10s", "--max-delay", "1s"]].concat(),
+        "--min-delay must not exceed --max-delay",
+    );
+    assert_refused(CLIENT, &["--timeout", "0s"], "greater than zero");
+    assert_refused(CLIENT, &["--url", "https://127.0.0.1/api"], "http://");
+    assert_refused(
+        SERVER,
+        &["--header-read-timeout", "0s"],
+        "--header-read-timeout",
+    );
+}
+
+#[test]
+fn an_unwritable_csv_or_a_taken_port_is_refused_before_any_load_and_writes_nothing() {
+    let dir = std::env::temp_dir().join(format!("retry-storm-refuse-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    assert_refused(
+        CLIENT,
+        &["--csv", "/nonexistent/dir/client.csv", "--duration", "1s"],
+        "--csv /nonexistent/dir/client.csv",
+    );
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let csv = dir.join("server.csv");
+    assert_refused(
+        SERVER,
+        &["--listen", &addr, "--csv", csv.to_str().unwrap()],
+        "already in use",
+    );
+    assert!(!csv.exists(), "a CSV file from a server that never started");
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -63,38 +113,6 @@ fn help_shows_defaults_and_units() {
         "--backlog",
     ] {
         assert!(help.contains(needle), "server --help lacks {needle}");
-    }
-}
-
-/// Kills the child if the test ends early.
-struct Guard(Child);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn interrupt(child: &Child) {
-    let status = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-}
-
-/// Reads lines until one contains `needle`, returning it. The processes
-/// under test are bounded in time, so their output ends.
-fn line_with(reader: &mut BufReader<ChildStdout>, needle: &str) -> String {
-    let mut line = String::new();
-    loop {
-        line.clear();
-        let n = reader.read_line(&mut line).unwrap();
-        assert!(n > 0, "output ended before a line with {needle:?}");
-        if line.contains(needle) {
-            return line;
-        }
     }
 }
 

@@ -39,17 +39,21 @@ impl Running {
         on_disconnect: OnDisconnect,
         shed: Option<Shedding>,
     ) -> Running {
-        let server = Server::bind(ServerConfig {
+        Running::start_config(ServerConfig {
             listen: "127.0.0.1:0".parse().unwrap(),
             model,
             backlog: 1024,
             on_disconnect,
             shed,
             report_interval: ms(50),
+            header_read_timeout: Duration::from_secs(10),
             csv: None,
             quiet: true,
         })
-        .expect("bind an ephemeral port");
+    }
+
+    fn start_config(config: ServerConfig) -> Running {
+        let server = Server::bind(config).expect("bind an ephemeral port");
         let addr = server.local_addr();
         let gauges = server.gauges();
         let (stop, stopped) = oneshot::channel();
@@ -480,4 +484,99 @@ async fn respecting_retry_after_slows_retries_to_the_servers_pace() {
     let impatient = shed_with(false).await;
     // A retry every millisecond or so per user.
     assert!(impatient > 5 * respectful, "{impatient} vs {respectful}");
+}
+
+/// Sends `bytes`, then reads the answer until the server closes the
+/// connection or `within` passes; returns the first line ("" if none).
+async fn answer_to(addr: SocketAddr, bytes: &[u8], within: Duration) -> String {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(bytes).await.unwrap();
+    let mut text = Vec::new();
+    let read = tokio::time::timeout(within, s.read_to_end(&mut text)).await;
+    assert!(read.is_ok(), "the server neither answered nor closed");
+    String::from_utf8_lossy(&text)
+        .lines()
+        .next()
+        .unwrap_or("")
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_gets_a_4xx_or_a_closed_connection_and_others_are_served() {
+    let server = Running::start_config(ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        model: model(ms(5)),
+        header_read_timeout: ms(300),
+        quiet: true,
+        ..ServerConfig::default()
+    });
+    let addr = server.addr;
+    // A very slow sender: half a request head, then nothing. It is cut off
+    // after the header-read timeout, while everyone else is served.
+    let mut slow = TcpStream::connect(addr).await.unwrap();
+    slow.write_all(b"GET /api HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let good = b"GET /api HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    assert!(
+        answer_to(addr, good, Duration::from_secs(5))
+            .await
+            .contains("200")
+    );
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(5), slow.read_to_end(&mut rest)).await;
+    assert!(closed.is_ok(), "the slow sender was not cut off");
+
+    let within = Duration::from_secs(5);
+    let cases: [(&str, Vec<u8>, &[&str]); 5] = [
+        (
+            "garbage",
+            b"\x00\x01\xff garbage\r\n\r\n".to_vec(),
+            &["400", ""],
+        ),
+        (
+            "oversized headers",
+            [
+                b"GET /api HTTP/1.1\r\nHost: x\r\nX-Big: ".as_slice(),
+                &vec![b'a'; 1 << 20],
+                b"\r\n\r\n",
+            ]
+            .concat(),
+            &["431", "400", ""],
+        ),
+        (
+            "POST",
+            b"POST /api HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                .to_vec(),
+            &["405"],
+        ),
+        (
+            "unknown path",
+            b"GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".to_vec(),
+            &["404"],
+        ),
+        ("not HTTP at all", b"HELLO\r\n\r\n".to_vec(), &["400", ""]),
+    ];
+    for (what, bytes, expected) in cases {
+        let line = answer_to(addr, &bytes, within).await;
+        assert!(
+            expected.iter().any(|e| if e.is_empty() {
+                line.is_empty()
+            } else {
+                line.contains(e)
+            }),
+            "{what}: {line:?}"
+        );
+    }
+    // A truncated request: the head cut short, then the connection closed.
+    let mut cut = TcpStream::connect(addr).await.unwrap();
+    cut.write_all(b"GET /api HTTP/1.1\r\nHo").await.unwrap();
+    cut.shutdown().await.unwrap();
+    let mut rest = Vec::new();
+    let _ = tokio::time::timeout(within, cut.read_to_end(&mut rest)).await;
+    // None of it reached the model, and the server still serves.
+    assert!(answer_to(addr, good, within).await.contains("200"));
+    let summary = server.stop().await;
+    assert_eq!(summary.completed, 2);
+    assert_eq!(summary.peak_concurrency, 1);
 }

@@ -59,18 +59,25 @@ impl RetryLimits {
     }
 }
 
+/// The longest wait a `Retry-After` can ask for; longer ones are cut to it
+/// (a server asking for years must not make a client's clock overflow).
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(86_400);
+
 /// Parses a `Retry-After` value: delay-seconds (decimals accepted, for
 /// time-compressed experiments) or an HTTP date, relative to `now`.
-/// A date in the past means no wait.
+/// A date in the past means no wait; no wait exceeds [`MAX_RETRY_AFTER`].
 pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     let value = value.trim();
-    if let Ok(secs) = value.parse::<f64>() {
-        return (secs.is_finite() && secs >= 0.0)
-            .then(|| Duration::try_from_secs_f64(secs).ok())
-            .flatten();
-    }
-    let at = httpdate::parse_http_date(value).ok()?;
-    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+    let wait = if let Ok(secs) = value.parse::<f64>() {
+        if !(secs.is_finite() && secs >= 0.0) {
+            return None;
+        }
+        Duration::try_from_secs_f64(secs.min(MAX_RETRY_AFTER.as_secs_f64())).ok()?
+    } else {
+        let at = httpdate::parse_http_date(value).ok()?;
+        at.duration_since(now).unwrap_or(Duration::ZERO)
+    };
+    Some(wait.min(MAX_RETRY_AFTER))
 }
 
 /// Formats a delay as a `Retry-After` value: whole seconds when it is one,

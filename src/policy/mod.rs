@@ -10,7 +10,7 @@ mod limits;
 mod throttle;
 
 pub use backoff::{Backoff, Strategy};
-pub use limits::{Next, RetryLimits, format_retry_after, parse_retry_after};
+pub use limits::{MAX_RETRY_AFTER, Next, RetryLimits, format_retry_after, parse_retry_after};
 pub use throttle::{Throttle, ThrottleConfig, Verdict};
 
 use std::time::Duration;

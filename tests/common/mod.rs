@@ -1,0 +1,109 @@
+//! Helpers for tests that run the binaries as child processes.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, ChildStdout, Command, Stdio};
+
+pub const SERVER: &str = env!("CARGO_BIN_EXE_server");
+pub const CLIENT: &str = env!("CARGO_BIN_EXE_client");
+
+/// Kills the child if the test ends early.
+pub struct Guard(pub Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Sends `signal` (a name such as "INT") to a process.
+pub fn signal(pid: u32, signal: &str) {
+    let status = Command::new("kill")
+        .args([&format!("-{signal}"), &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// Reads lines until one contains `needle`, returning it. The processes
+/// under test are bounded in time, so their output ends.
+pub fn line_with(reader: &mut BufReader<ChildStdout>, needle: &str) -> String {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        let n = reader.read_line(&mut line).unwrap();
+        assert!(n > 0, "output ended before a line with {needle:?}");
+        if line.contains(needle) {
+            return line;
+        }
+    }
+}
+
+/// A server child process and its output.
+pub struct ServerChild {
+    pub guard: Guard,
+    pub out: BufReader<ChildStdout>,
+    pub url: String,
+}
+
+impl ServerChild {
+    /// Starts `server` with `args` (after `prefix`, a wrapper command such
+    /// as `prlimit --nofile=...`, if any) and waits for its address.
+    pub fn start(prefix: &[&str], args: &[&str]) -> ServerChild {
+        let mut cmd = match prefix.split_first() {
+            Some((program, rest)) => {
+                let mut c = Command::new(program);
+                c.args(rest).arg(SERVER);
+                c
+            }
+            None => Command::new(SERVER),
+        };
+        let mut child = cmd
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let guard = Guard(child);
+        let banner = line_with(&mut out, "listening on");
+        let url = banner
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .unwrap()
+            .trim_end_matches(':')
+            .to_string();
+        ServerChild { guard, out, url }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.guard.0.id()
+    }
+
+    /// host:port of the server.
+    pub fn addr(&self) -> String {
+        self.url
+            .trim_start_matches("http://")
+            .trim_end_matches("/api")
+            .to_string()
+    }
+}
+
+/// User + system CPU of a process so far, in clock ticks (1/100 s).
+pub fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 here.
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+/// A scratch folder for one test.
+pub fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("retry-storm-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}

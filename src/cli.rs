@@ -193,10 +193,12 @@ pub struct ServerArgs {
     /// How often to print a report line (and write a CSV row).
     #[arg(long, default_value = "1s", value_parser = positive_duration, value_name = "DURATION")]
     pub report_interval: Duration,
-    /// Close a connection whose request head has not fully arrived this
-    /// long after the connection opened or the head began (a very slow or
-    /// stalled sender); not scaled by --time-scale.
-    #[arg(long, default_value = "10s", value_parser = positive_duration, value_name = "DURATION")]
+    /// Close a connection whose next request head has not fully arrived
+    /// this long after the connection opened or the last answer (a stalled
+    /// or very slow sender; hyper counts idle keep-alive time too, so it
+    /// also closes connections idle this long). nginx's default; not
+    /// scaled by --time-scale.
+    #[arg(long, default_value = "60s", value_parser = positive_duration, value_name = "DURATION")]
     pub header_read_timeout: Duration,
     /// Write report rows to this CSV file.
     #[arg(long, value_name = "PATH")]

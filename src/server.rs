@@ -82,7 +82,7 @@ impl Default for ServerConfig {
             on_disconnect: OnDisconnect::Continue,
             shed: None,
             report_interval: Duration::from_secs(1),
-            header_read_timeout: Duration::from_secs(10),
+            header_read_timeout: Duration::from_secs(60),
             csv: None,
             quiet: false,
         }

@@ -580,3 +580,39 @@ async fn bad_input_gets_a_4xx_or_a_closed_connection_and_others_are_served() {
     assert_eq!(summary.completed, 2);
     assert_eq!(summary.peak_concurrency, 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_header_read_timeout_also_closes_idle_connections_and_the_pool_copes() {
+    // hyper counts the idle time of a keep-alive connection against the
+    // header-read timeout: an idle connection is closed after it.
+    let server = Running::start_config(ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        model: model(ms(5)),
+        header_read_timeout: ms(100),
+        quiet: true,
+        ..ServerConfig::default()
+    });
+    let mut s = TcpStream::connect(server.addr).await.unwrap();
+    s.write_all(b"GET /api HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = vec![0; 1024];
+    let n = s.read(&mut buf).await.unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+    let eof = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf)).await;
+    assert!(matches!(eof, Ok(Ok(0))), "{eof:?}");
+    // The client's pool skips closed connections: with think times far
+    // above the timeout every connection is closed between requests, and
+    // no attempt fails.
+    let config = ClientConfig {
+        clients: 3,
+        think: ThinkTime::new(ms(400)),
+        duration: Some(ms(1500)),
+        ..client_config(server.url())
+    };
+    let summary = client::run(config, std::future::pending()).await.unwrap();
+    let t = summary.totals.tally;
+    assert!(t.ok >= 3, "{t:?}");
+    assert_eq!(t.errors, 0, "{t:?}");
+    server.stop().await;
+}

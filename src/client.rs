@@ -236,6 +236,30 @@ impl Drop for Conn {
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+/// Why a request on one connection got no good answer.
+enum Failure {
+    /// The connection closed before any answer began.
+    Unanswered(BoxError),
+    /// Anything else: refused, reset mid-answer, malformed.
+    Other(BoxError),
+}
+
+impl Failure {
+    fn of(e: hyper::Error) -> Failure {
+        if e.is_closed() || e.is_canceled() || e.is_incomplete_message() {
+            Failure::Unanswered(e.into())
+        } else {
+            Failure::Other(e.into())
+        }
+    }
+
+    fn into_error(self) -> BoxError {
+        match self {
+            Failure::Unanswered(e) | Failure::Other(e) => e,
+        }
+    }
+}
+
 /// Keep-alive connections shared by all users of the process.
 struct Pool {
     target: Target,
@@ -274,22 +298,45 @@ impl Pool {
     /// body has arrived. If the future is dropped midway (timeout), the
     /// connection is closed.
     async fn get(&self) -> Result<(StatusCode, Option<Duration>), BoxError> {
-        let mut conn = match self.checkout() {
-            Some(conn) => conn,
-            None => self.connect().await?,
-        };
-        conn.sender.ready().await?;
+        if let Some(conn) = self.checkout() {
+            match self.exchange(conn).await {
+                Ok(answer) => return Ok(answer),
+                Err(Failure::Other(e)) => return Err(e),
+                // The server closed this idle connection (its idle or
+                // header-read timeout) just as it was reused: there was no
+                // answer, so the GET goes again on a new connection, as
+                // HTTP clients do for an idempotent request.
+                Err(Failure::Unanswered(_)) => {}
+            }
+        }
+        let conn = self.connect().await?;
+        self.exchange(conn).await.map_err(Failure::into_error)
+    }
+
+    /// One request and its whole answer on `conn`, which goes back to the
+    /// pool if all went well.
+    async fn exchange(&self, mut conn: Conn) -> Result<(StatusCode, Option<Duration>), Failure> {
+        conn.sender.ready().await.map_err(Failure::of)?;
         let request = Request::get(self.target.path.clone())
             .header(header::HOST, &self.target.authority)
-            .body(Empty::new())?;
-        let response = conn.sender.send_request(request).await?;
+            .body(Empty::new())
+            .map_err(|e| Failure::Other(e.into()))?;
+        let response = conn
+            .sender
+            .send_request(request)
+            .await
+            .map_err(Failure::of)?;
         let status = response.status();
         let retry_after = response
             .headers()
             .get(header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| parse_retry_after(v, std::time::SystemTime::now()));
-        response.into_body().collect().await?;
+        response
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| Failure::Other(e.into()))?;
         self.checkin(conn);
         Ok((status, retry_after))
     }

@@ -6,7 +6,7 @@ mod common;
 use std::io::BufReader;
 use std::process::{Command, Output, Stdio};
 
-use common::{CLIENT, Guard, SERVER, line_with, signal};
+use common::{CLIENT, Guard, SERVER, ServerChild, line_with, signal};
 
 fn interrupt(child: &std::process::Child) {
     signal(child.id(), "INT");
@@ -122,28 +122,18 @@ fn sigint_prints_the_summary_flushes_the_csv_and_exits_0() {
     std::fs::create_dir_all(&dir).unwrap();
     let csv = dir.join("client.csv");
 
-    let mut server = Guard(
-        Command::new(SERVER)
-            .args([
-                "--listen",
-                "127.0.0.1:0",
-                "--base-delay",
-                "5ms",
-                "--report-interval",
-                "100ms",
-            ])
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap(),
+    let mut server = ServerChild::start(
+        &[],
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--base-delay",
+            "5ms",
+            "--report-interval",
+            "100ms",
+        ],
     );
-    let mut server_out = BufReader::new(server.0.stdout.take().unwrap());
-    let banner = line_with(&mut server_out, "listening on");
-    let url = banner
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap()
-        .trim_end_matches(':')
-        .to_string();
+    let url = server.url.clone();
 
     let mut client = Guard(
         Command::new(CLIENT)
@@ -189,8 +179,8 @@ fn sigint_prints_the_summary_flushes_the_csv_and_exits_0() {
     assert!(text.starts_with("unix_ms,elapsed_s,ok_per_s"));
     assert_eq!(text.lines().count(), 1 + report_lines, "{text}\n{rest}");
 
-    interrupt(&server.0);
-    line_with(&mut server_out, "server stopped");
-    assert_eq!(server.0.wait().unwrap().code(), Some(0));
+    signal(server.pid(), "INT");
+    line_with(&mut server.out, "server stopped");
+    assert_eq!(server.guard.0.wait().unwrap().code(), Some(0));
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -52,6 +52,17 @@ impl Running {
         })
     }
 
+    /// A server with a 5 ms base delay and this header-read timeout.
+    fn with_header_read_timeout(timeout: Duration) -> Running {
+        Running::start_config(ServerConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            model: model(ms(5)),
+            header_read_timeout: timeout,
+            quiet: true,
+            ..ServerConfig::default()
+        })
+    }
+
     fn start_config(config: ServerConfig) -> Running {
         let server = Server::bind(config).expect("bind an ephemeral port");
         let addr = server.local_addr();
@@ -503,13 +514,7 @@ async fn answer_to(addr: SocketAddr, bytes: &[u8], within: Duration) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_gets_a_4xx_or_a_closed_connection_and_others_are_served() {
-    let server = Running::start_config(ServerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        model: model(ms(5)),
-        header_read_timeout: ms(300),
-        quiet: true,
-        ..ServerConfig::default()
-    });
+    let server = Running::with_header_read_timeout(ms(300));
     let addr = server.addr;
     // A very slow sender: half a request head, then nothing. It is cut off
     // after the header-read timeout, while everyone else is served.
@@ -585,13 +590,7 @@ async fn bad_input_gets_a_4xx_or_a_closed_connection_and_others_are_served() {
 async fn the_header_read_timeout_also_closes_idle_connections_and_the_pool_copes() {
     // hyper counts the idle time of a keep-alive connection against the
     // header-read timeout: an idle connection is closed after it.
-    let server = Running::start_config(ServerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        model: model(ms(5)),
-        header_read_timeout: ms(100),
-        quiet: true,
-        ..ServerConfig::default()
-    });
+    let server = Running::with_header_read_timeout(ms(100));
     let mut s = TcpStream::connect(server.addr).await.unwrap();
     s.write_all(b"GET /api HTTP/1.1\r\nHost: x\r\n\r\n")
         .await

@@ -232,6 +232,21 @@ mod tests {
         })
     }
 
+    /// delay(c) = 100 ms * 2^(c - 1).
+    fn doubling(on_disconnect: OnDisconnect) -> Host<u32> {
+        Host::new(&ServerConfig {
+            model: LatencyModel {
+                base: ms(100),
+                limit: 1,
+                factor: 2.0,
+                scale: 1.0,
+                max_delay: Duration::from_secs(60),
+            },
+            on_disconnect,
+            ..ServerConfig::default()
+        })
+    }
+
     fn complete_all(h: &mut Host<u32>, now: Duration, waiting: &[u32]) -> Vec<u32> {
         let mut answered = Vec::new();
         h.advance(now, |id| {
@@ -258,16 +273,7 @@ mod tests {
     #[test]
     fn a_cascade_of_completions_at_one_instant() {
         // delay(c) = 100 ms * 2^(c - 1): with three in flight, 400 ms.
-        let mut h: Host<u32> = Host::new(&ServerConfig {
-            model: LatencyModel {
-                base: ms(100),
-                limit: 1,
-                factor: 2.0,
-                scale: 1.0,
-                max_delay: Duration::from_secs(60),
-            },
-            ..ServerConfig::default()
-        });
+        let mut h = doubling(OnDisconnect::Continue);
         for (i, at) in [0, 10, 20].into_iter().enumerate() {
             h.send(ms(at), i as u32, false);
         }
@@ -333,17 +339,7 @@ mod tests {
 
     #[test]
     fn a_disconnect_that_lowers_the_delay_completes_others_at_once() {
-        let mut h: Host<u32> = Host::new(&ServerConfig {
-            model: LatencyModel {
-                base: ms(100),
-                limit: 1,
-                factor: 2.0,
-                scale: 1.0,
-                max_delay: Duration::from_secs(60),
-            },
-            on_disconnect: OnDisconnect::Cancel,
-            ..ServerConfig::default()
-        });
+        let mut h = doubling(OnDisconnect::Cancel);
         let Delivery::Admitted(first) = h.send(ms(0), 0, false) else {
             panic!("a running server admits");
         };

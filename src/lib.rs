@@ -14,7 +14,9 @@
 //! - [`planner`]: a strategy's schedule, computed without any network;
 //! - [`verdict`]: a run's figures and recovery verdict from its rows;
 //! - [`timescale`]: time compression for quick experiments;
-//! - [`user`]: one simulated user's request cycle, shared by both engines.
+//! - [`user`]: one simulated user's request cycle, shared by both engines;
+//! - [`sim`]: the same experiment as a discrete-event engine in virtual
+//!   time; [`sweep`]: critical pauses found with it.
 //!
 //! I/O:
 //! - [`server`]: the hyper server and its reporter;

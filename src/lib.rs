@@ -14,11 +14,12 @@
 //! - [`planner`]: a strategy's schedule, computed without any network;
 //! - [`verdict`]: a run's figures and recovery verdict from its rows;
 //! - [`timescale`]: time compression for quick experiments;
-//! - [`user`]: one simulated user's request cycle, shared by both engines;
-//! - [`sim`]: the same experiment as a discrete-event engine in virtual
-//!   time; [`sweep`]: critical pauses found with it.
+//! - [`user`]: one simulated user's request cycle, shared by both engines.
 //!
 //! I/O:
+//! - [`sim`]: the same experiment as a discrete-event engine in virtual
+//!   time (it writes the same CSV files); [`sweep`]: critical pauses found
+//!   with it;
 //! - [`server`]: the hyper server and its reporter;
 //! - [`client`]: simulated users, connection pool and reporter;
 //! - [`storm`]: the unattended experiment and its summaries; [`plot`]: plots;

@@ -72,8 +72,8 @@ read -r server_ok server_range client_ok client_range < <(awk -F, -v w="$warmup_
   }
   END {
     printf "%d %s %d %s\n",
-      (smax <= s0 * 1.05 && smin >= s0 * 0.95), smin "-" smax " kB",
-      (cmax <= c0 * 1.05 && cmin >= c0 * 0.95), cmin "-" cmax " kB"
+      (smax <= s0 * 1.05 && smin >= s0 * 0.95), smin "-" smax "kB",
+      (cmax <= c0 * 1.05 && cmin >= c0 * 0.95), cmin "-" cmax "kB"
   }' "$work/memory.csv")
 # Rates after the warm-up: each interval within 10 % of the mean, no errors.
 read -r rate_ok mean lo hi bad < <(awk -F, -v w="$warmup_s" '

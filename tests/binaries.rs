@@ -6,7 +6,7 @@ mod common;
 use std::io::BufReader;
 use std::process::{Command, Output, Stdio};
 
-use common::{CLIENT, Guard, SERVER, ServerChild, line_with, signal};
+use common::{CLIENT, Guard, SERVER, ServerChild, line_with, signal, temp_dir};
 
 fn interrupt(child: &std::process::Child) {
     signal(child.id(), "INT");
@@ -65,8 +65,7 @@ fn bad_flags_exit_2_with_a_message_naming_the_flag() {
 
 #[test]
 fn an_unwritable_csv_or_a_taken_port_is_refused_before_any_load_and_writes_nothing() {
-    let dir = std::env::temp_dir().join(format!("retry-storm-refuse-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = temp_dir("refuse");
     assert_refused(
         CLIENT,
         &["--csv", "/nonexistent/dir/client.csv", "--duration", "1s"],
@@ -118,8 +117,7 @@ fn help_shows_defaults_and_units() {
 
 #[test]
 fn sigint_prints_the_summary_flushes_the_csv_and_exits_0() {
-    let dir = std::env::temp_dir().join(format!("retry-storm-bin-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = temp_dir("bin");
     let csv = dir.join("client.csv");
 
     let mut server = ServerChild::start(

@@ -22,6 +22,18 @@ fn rows(path: &std::path::Path) -> Vec<ClientRow> {
         .unwrap()
 }
 
+/// The number right after `label` in a summary line such as
+/// `attempts: 12 (OK 10, errors 2, ...)`.
+fn count_after(line: &str, label: &str) -> u64 {
+    let start = line.find(label).unwrap() + label.len();
+    line[start..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
 /// One GET on a fresh connection; the status line, or "" if the
 /// connection closed without an answer.
 fn get(addr: &str) -> String {
@@ -110,15 +122,7 @@ fn a_client_out_of_descriptors_counts_errors_and_carries_on() {
         .lines()
         .find(|l| l.trim_start().starts_with("attempts:"))
         .unwrap();
-    let number = |label: &str| -> u64 {
-        let start = attempts.find(label).unwrap() + label.len();
-        attempts[start..]
-            .split(|c: char| !c.is_ascii_digit())
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap()
-    };
+    let number = |label: &str| count_after(attempts, label);
     assert!(number("OK ") > 0, "{attempts}");
     assert!(number("errors ") > 0, "{attempts}");
     assert_eq!(stdout.lines().filter(|l| l.starts_with("OK: ")).count(), 4);
@@ -244,15 +248,7 @@ fn ten_stops_and_resumes_keep_every_rate_true_and_nothing_hangs() {
         ok += r.ok_per_s * secs;
         timeouts += r.timeouts_per_s * secs;
     }
-    let total = |label: &str| -> f64 {
-        let start = summary.find(label).unwrap() + label.len();
-        summary[start..]
-            .split(|c: char| !c.is_ascii_digit())
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap()
-    };
+    let total = |label: &str| count_after(&summary, label) as f64;
     // Rates are rounded to 0.01/s: within a request per row or so.
     let slack = rows.len() as f64;
     assert!((ok - total("OK ")).abs() <= slack, "{ok} vs {summary}");

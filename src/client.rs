@@ -8,24 +8,19 @@
 
 use std::fmt;
 use std::future::Future;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::pin::pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Empty};
-use hyper::client::conn::http1::{self, SendRequest};
-use hyper::{Request, StatusCode, Uri, header};
-use hyper_util::rt::TokioIo;
-use tokio::net::TcpStream;
-use tokio::task::{AbortHandle, JoinSet};
+use hyper::Uri;
+use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::arrivals::{ThinkTime, user_rng};
 use crate::output::{CsvError, CsvSink, say, write_row};
-use crate::policy::{RetryLimits, Strategy, Throttle, ThrottleConfig, Verdict, parse_retry_after};
+use crate::policy::{RetryLimits, Strategy, Throttle, ThrottleConfig, Verdict};
+use crate::pool::{Pool, Target};
 use crate::stats::{
     ATTEMPT_BUCKETS, ClientCounts, ClientRecorder, ClientRow, Outcome, Percentiles, unix_ms,
 };
@@ -184,175 +179,6 @@ impl fmt::Display for ClientSummary {
     }
 }
 
-/// Where attempts go: the resolved address and the request's parts.
-#[derive(Debug, Clone)]
-struct Target {
-    addr: SocketAddr,
-    authority: String,
-    path: Uri,
-}
-
-impl Target {
-    async fn resolve(url: &Uri) -> Result<Target, StartError> {
-        if url.scheme_str() != Some("http") {
-            return Err(StartError::Url(format!(
-                "'{url}' is not an http:// URL (only plain HTTP is supported)"
-            )));
-        }
-        let host = url
-            .host()
-            .ok_or_else(|| StartError::Url(format!("'{url}' has no host")))?;
-        let host = host.trim_start_matches('[').trim_end_matches(']');
-        let port = url.port_u16().unwrap_or(80);
-        let addr = tokio::net::lookup_host((host, port))
-            .await
-            .ok()
-            .and_then(|mut addrs| addrs.next())
-            .ok_or_else(|| StartError::Url(format!("cannot resolve host '{host}'")))?;
-        let path = url
-            .path_and_query()
-            .map_or("/", |p| p.as_str())
-            .parse()
-            .expect("a path taken from a URI is a valid URI");
-        Ok(Target {
-            addr,
-            authority: url.authority().expect("a URL with a host").to_string(),
-            path,
-        })
-    }
-}
-
-/// A connection in use or in the pool. Dropping it closes the socket.
-struct Conn {
-    sender: SendRequest<Empty<Bytes>>,
-    task: AbortHandle,
-}
-
-impl Drop for Conn {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-/// Why a request on one connection got no good answer.
-enum Failure {
-    /// The connection closed before any answer began.
-    Unanswered(BoxError),
-    /// Anything else: refused, reset mid-answer, malformed.
-    Other(BoxError),
-}
-
-impl Failure {
-    fn of(e: hyper::Error) -> Failure {
-        if e.is_closed() || e.is_canceled() || e.is_incomplete_message() {
-            Failure::Unanswered(e.into())
-        } else {
-            Failure::Other(e.into())
-        }
-    }
-
-    fn into_error(self) -> BoxError {
-        match self {
-            Failure::Unanswered(e) | Failure::Other(e) => e,
-        }
-    }
-}
-
-/// Keep-alive connections shared by all users of the process.
-struct Pool {
-    target: Target,
-    idle: Mutex<Vec<Conn>>,
-}
-
-impl Pool {
-    fn checkout(&self) -> Option<Conn> {
-        let mut idle = self.idle.lock().expect("pool lock poisoned");
-        while let Some(conn) = idle.pop() {
-            if !conn.sender.is_closed() {
-                return Some(conn);
-            }
-        }
-        None
-    }
-
-    fn checkin(&self, conn: Conn) {
-        if !conn.sender.is_closed() {
-            self.idle.lock().expect("pool lock poisoned").push(conn);
-        }
-    }
-
-    async fn connect(&self) -> Result<Conn, BoxError> {
-        let stream = TcpStream::connect(self.target.addr).await?;
-        let _ = stream.set_nodelay(true);
-        let (sender, connection) = http1::handshake(TokioIo::new(stream)).await?;
-        let task = tokio::spawn(async move {
-            let _ = connection.await;
-        })
-        .abort_handle();
-        Ok(Conn { sender, task })
-    }
-
-    /// One GET; returns the status and any `Retry-After` once the whole
-    /// body has arrived. If the future is dropped midway (timeout), the
-    /// connection is closed.
-    async fn get(&self) -> Result<(StatusCode, Option<Duration>), BoxError> {
-        if let Some(conn) = self.checkout() {
-            match self.exchange(conn).await {
-                Ok(answer) => return Ok(answer),
-                Err(Failure::Other(e)) => return Err(e),
-                // The server closed this idle connection (its idle or
-                // header-read timeout) just as it was reused: there was no
-                // answer, so the GET goes again on a new connection, as
-                // HTTP clients do for an idempotent request.
-                Err(Failure::Unanswered(_)) => {}
-            }
-        }
-        let conn = self.connect().await?;
-        self.exchange(conn).await.map_err(Failure::into_error)
-    }
-
-    /// One request and its whole answer on `conn`, which goes back to the
-    /// pool if all went well.
-    async fn exchange(&self, mut conn: Conn) -> Result<(StatusCode, Option<Duration>), Failure> {
-        conn.sender.ready().await.map_err(Failure::of)?;
-        let request = Request::get(self.target.path.clone())
-            .header(header::HOST, &self.target.authority)
-            .body(Empty::new())
-            .map_err(|e| Failure::Other(e.into()))?;
-        let response = conn
-            .sender
-            .send_request(request)
-            .await
-            .map_err(Failure::of)?;
-        let status = response.status();
-        let retry_after = response
-            .headers()
-            .get(header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| parse_retry_after(v, std::time::SystemTime::now()));
-        response
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| Failure::Other(e.into()))?;
-        self.checkin(conn);
-        Ok((status, retry_after))
-    }
-
-    /// One attempt, classified, with the server's `Retry-After` if it sent
-    /// one. `deadline` bounds connect and response.
-    async fn attempt(&self, deadline: Instant) -> (Outcome, Option<Duration>) {
-        match tokio::time::timeout_at(deadline, self.get()).await {
-            Err(_) => (Outcome::Timeout, None),
-            Ok(Ok((status, _))) if status.is_success() => (Outcome::Ok, None),
-            Ok(Ok((_, retry_after))) => (Outcome::Error, retry_after),
-            Ok(Err(_)) => (Outcome::Error, None),
-        }
-    }
-}
-
 /// What every user task shares.
 struct Shared {
     pool: Pool,
@@ -492,10 +318,7 @@ pub async fn run(
     let target = Target::resolve(&config.url).await?;
     let mut reporter = Reporter::new(&config)?;
     let shared = Arc::new(Shared {
-        pool: Pool {
-            target,
-            idle: Mutex::new(Vec::new()),
-        },
+        pool: Pool::new(target),
         recorder: ClientRecorder::new(),
         rules: config.rules(),
         throttle: config.throttle.map(|t| Mutex::new(Throttle::new(t))),

@@ -21,7 +21,8 @@
 //!   time (it writes the same CSV files); [`sweep`]: critical pauses found
 //!   with it;
 //! - [`server`]: the hyper server and its reporter;
-//! - [`client`]: simulated users, connection pool and reporter;
+//! - [`client`]: simulated users and their reporter; [`pool`]: their
+//!   keep-alive connections;
 //! - [`storm`]: the unattended experiment and its summaries; [`plot`]: plots;
 //! - [`programs`]: the server and client programs, shared by the binaries;
 //! - [`output`]: CSV files; [`shutdown`]: signals; [`limits`]: open files;
@@ -38,6 +39,7 @@ pub mod output;
 pub mod planner;
 pub mod plot;
 pub mod policy;
+pub mod pool;
 pub mod programs;
 pub mod scheduler;
 pub mod server;

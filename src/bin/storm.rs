@@ -7,6 +7,12 @@ use retry_storm::cli::{StormCli, StormCommand};
 use retry_storm::output::say;
 use retry_storm::{programs, shutdown, storm};
 
+// jemalloc hands memory back to the system once a burst of connections is
+// over; glibc's per-thread arenas keep it (results/reliability.md, the long
+// run).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> ExitCode {
     let cli = StormCli::parse();
     match cli.command {

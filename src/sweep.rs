@@ -474,25 +474,27 @@ pub fn summary(config: &SweepConfig, report: &SweepReport, command: &str) -> Str
 mod tests {
     use super::*;
 
+    use clap::Parser;
+
+    use crate::cli::StormCli;
+
     fn storm() -> StormConfig {
-        StormConfig {
-            strategies: vec![StrategyArg::Fixed, StrategyArg::Exponential2014],
-            warmup: Duration::from_secs(20),
-            pause: Duration::from_secs(20),
-            observe: Duration::from_secs(60),
-            report_interval: Duration::from_secs(5),
-            time_scale: 1.0,
-            in_turn: false,
-            out: PathBuf::from("unused"),
-            png: false,
-            seed: 1,
-            server_args: Vec::new(),
-            client_args: Vec::new(),
-            program: PathBuf::from("storm"),
-            progress: false,
-            virtual_time: true,
-            verbose: false,
-        }
+        let flags = [
+            "storm",
+            "--engine",
+            "sim",
+            "--strategies",
+            "fixed,exponential-2014",
+            "--seed",
+            "1",
+            "--quiet",
+            "--out",
+            "unused",
+        ];
+        StormCli::try_parse_from(flags)
+            .expect("valid flags")
+            .run
+            .config(PathBuf::from("storm"))
     }
 
     fn sweep(clients: Vec<u32>) -> SweepConfig {

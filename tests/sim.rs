@@ -5,9 +5,8 @@ use std::time::Duration;
 
 use clap::Parser;
 use retry_storm::arrivals::{ThinkTime, user_rng};
-use retry_storm::cli::{ClientCli, ServerArgs};
+use retry_storm::cli::{ClientCli, ServerArgs, StormCli};
 use retry_storm::sim::{self, Pause, SimConfig};
-use retry_storm::storm::StormConfig;
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -207,24 +206,23 @@ fn the_default_storm_keeps_fixed_retries_down_and_lets_the_2014_client_recover()
 
 #[test]
 fn storm_configurations_run_in_virtual_time() {
-    let config = StormConfig {
-        strategies: vec![retry_storm::cli::StrategyArg::Fixed],
-        warmup: Duration::from_secs(20),
-        pause: Duration::from_secs(20),
-        observe: Duration::from_secs(60),
-        report_interval: Duration::from_secs(5),
-        time_scale: 1.0,
-        in_turn: false,
-        out: std::env::temp_dir(),
-        png: false,
-        seed: 1,
-        server_args: vec!["--backlog".into(), "100".into()],
-        client_args: vec!["--clients".into(), "200".into()],
-        program: "storm".into(),
-        progress: false,
-        virtual_time: true,
-        verbose: false,
-    };
+    let flags = [
+        "storm",
+        "--engine",
+        "sim",
+        "--strategies",
+        "fixed",
+        "--seed",
+        "1",
+        "--server-args",
+        "--backlog 100",
+        "--client-args",
+        "--clients 200",
+    ];
+    let config = StormCli::try_parse_from(flags)
+        .unwrap()
+        .run
+        .config("storm".into());
     let c = config
         .sim_config(retry_storm::cli::StrategyArg::Fixed)
         .unwrap();

@@ -354,6 +354,7 @@ pub async fn run(
                 let now = Instant::now();
                 reporter.report(&shared.recorder, now - last, unix_ms(), now - start);
                 last = now;
+                shared.pool.expire_idle();
             }
             _ = &mut stop => break,
         }

@@ -186,13 +186,25 @@ impl Pool {
         if conn.sender.is_closed() {
             return;
         }
-        let now = Instant::now();
         let expired = {
             let mut idle = self.idle.lock().expect("pool lock poisoned");
+            let now = Instant::now();
             idle.push(conn, now);
             idle.expire(now, IDLE_TIMEOUT)
         };
         // Closed outside the lock: dropping a connection aborts its task.
+        drop(expired);
+    }
+
+    /// Closes the connections idle for [`IDLE_TIMEOUT`]; check-ins do it
+    /// too, this is for when none come (a storm where every attempt times
+    /// out, or no traffic at all).
+    pub(crate) fn expire_idle(&self) {
+        let expired = self
+            .idle
+            .lock()
+            .expect("pool lock poisoned")
+            .expire(Instant::now(), IDLE_TIMEOUT);
         drop(expired);
     }
 

@@ -24,6 +24,7 @@ use crate::pool::{Pool, Target};
 use crate::stats::{
     ATTEMPT_BUCKETS, ClientCounts, ClientRecorder, ClientRow, Outcome, Percentiles, unix_ms,
 };
+use crate::timer::Timer;
 use crate::user::{Attempt, Finished, Rules, User};
 
 /// Everything the client needs to run.
@@ -82,6 +83,8 @@ pub enum StartError {
     Url(String),
     /// The CSV file could not be created.
     Csv(CsvError),
+    /// No timerfd for the users' attempt starts (no file descriptor left).
+    Timer(std::io::Error),
 }
 
 impl fmt::Display for StartError {
@@ -89,6 +92,7 @@ impl fmt::Display for StartError {
         match self {
             StartError::Url(why) => write!(f, "--url: {why}"),
             StartError::Csv(e) => e.fmt(f),
+            StartError::Timer(e) => write!(f, "cannot create a timer: {e}"),
         }
     }
 }
@@ -185,6 +189,8 @@ struct Shared {
     recorder: ClientRecorder,
     rules: Rules,
     throttle: Option<Mutex<Throttle>>,
+    /// Wakes users for their attempts, to the microsecond.
+    timer: Timer,
     /// The run's time origin: users and the throttle count from it.
     epoch: Instant,
 }
@@ -237,7 +243,7 @@ async fn user(shared: Arc<Shared>, seed: u64, index: u64, start: Duration) {
     let rules = &shared.rules;
     let mut user = User::new(rules, user_rng(seed, index), start);
     loop {
-        tokio::time::sleep_until(shared.at(user.due())).await;
+        shared.timer.sleep_until(shared.at(user.due())).await;
         let verdict = shared.throttle_verdict(user.is_retry(), user.rng());
         match user.begin(rules, verdict, shared.now()) {
             Attempt::Refused(request) => shared.recorder.request_finished(request),
@@ -268,9 +274,9 @@ pub(crate) struct Reporter {
 }
 
 impl Reporter {
-    pub(crate) fn new(config: &ClientConfig) -> Result<Self, StartError> {
+    pub(crate) fn new(config: &ClientConfig) -> Result<Self, CsvError> {
         Ok(Reporter {
-            csv: CsvSink::create_if(config.csv.as_deref()).map_err(StartError::Csv)?,
+            csv: CsvSink::create_if(config.csv.as_deref())?,
             quiet: config.quiet,
             sliver: config.report_interval / 20,
             interval: ClientCounts::default(),
@@ -316,12 +322,14 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> Result<ClientSummary, StartError> {
     let target = Target::resolve(&config.url).await?;
-    let mut reporter = Reporter::new(&config)?;
+    let timer = Timer::start().map_err(StartError::Timer)?;
+    let mut reporter = Reporter::new(&config).map_err(StartError::Csv)?;
     let shared = Arc::new(Shared {
         pool: Pool::new(target),
         recorder: ClientRecorder::new(),
         rules: config.rules(),
         throttle: config.throttle.map(|t| Mutex::new(Throttle::new(t))),
+        timer,
         epoch: Instant::now(),
     });
 

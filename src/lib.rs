@@ -25,6 +25,7 @@
 //!   keep-alive connections;
 //! - [`storm`]: the unattended experiment and its summaries; [`plot`]: plots;
 //! - [`programs`]: the server and client programs, shared by the binaries;
+//! - [`timer`]: sleeps precise to microseconds, for attempt starts;
 //! - [`output`]: CSV files; [`shutdown`]: signals; [`limits`]: open files;
 //! - [`cli`]: command-line flags of every program; [`fuzz`]: what its
 //!   parsers must do with any input.
@@ -48,6 +49,7 @@ pub mod sim;
 pub mod stats;
 pub mod storm;
 pub mod sweep;
+pub mod timer;
 pub mod timescale;
 pub mod user;
 pub mod verdict;

@@ -34,6 +34,7 @@ use crate::output::{CsvError, CsvSink, say, write_row};
 use crate::policy::format_retry_after;
 use crate::scheduler::{Completion, CompletionScheduler, Ticket};
 use crate::stats::{ServerCounts, ServerRow, format_delay, unix_ms};
+use crate::timer::Alarm;
 
 /// The path that runs through the latency model.
 pub const API_PATH: &str = "/api";
@@ -122,6 +123,8 @@ pub enum StartError {
     },
     /// The CSV file could not be created.
     Csv(CsvError),
+    /// No timerfd for the model's completions (no file descriptor left).
+    Timer(io::Error),
 }
 
 impl fmt::Display for StartError {
@@ -136,6 +139,7 @@ impl fmt::Display for StartError {
             }
             StartError::Listen { addr, source } => write!(f, "--listen {addr}: {source}"),
             StartError::Csv(e) => e.fmt(f),
+            StartError::Timer(e) => write!(f, "cannot create a timer: {e}"),
         }
     }
 }
@@ -188,6 +192,8 @@ impl fmt::Display for ServerSummary {
 /// A bound server, ready to run.
 pub struct Server {
     listener: TcpListener,
+    /// Rings at the model's next completion.
+    alarm: Alarm,
     config: ServerConfig,
     csv: Option<CsvSink<ServerRow>>,
     gauges: Arc<Gauges>,
@@ -208,9 +214,11 @@ impl Server {
         socket.set_reuseaddr(true).map_err(listen_err)?;
         socket.bind(addr).map_err(listen_err)?;
         let listener = socket.listen(config.backlog).map_err(listen_err)?;
+        let alarm = Alarm::new().map_err(StartError::Timer)?;
         let csv = CsvSink::create_if(config.csv.as_deref()).map_err(StartError::Csv)?;
         Ok(Server {
             listener,
+            alarm,
             config,
             csv,
             gauges: Arc::default(),
@@ -234,6 +242,7 @@ impl Server {
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> ServerSummary {
         let Server {
             listener,
+            alarm,
             config,
             csv,
             gauges,
@@ -241,7 +250,7 @@ impl Server {
         let (tx, rx) = mpsc::unbounded_channel();
         let (stop_tx, stop_rx) = oneshot::channel();
         let model = ModelActor::new(&config, csv, gauges.clone(), rx);
-        let actor = tokio::spawn(model.run(stop_rx));
+        let actor = tokio::spawn(model.run(alarm, stop_rx));
         let shared = Arc::new(Handler {
             to_model: tx,
             next_id: AtomicU64::new(0),
@@ -490,24 +499,21 @@ impl ModelActor {
         }
     }
 
-    async fn run(mut self, mut stop: oneshot::Receiver<()>) -> ServerSummary {
-        // Far enough to mean "no completion pending", near enough for tokio.
-        const IDLE: Duration = Duration::from_secs(86_400);
+    async fn run(mut self, alarm: Alarm, mut stop: oneshot::Receiver<()>) -> ServerSummary {
         let mut report =
             tokio::time::interval_at(self.epoch + self.report_interval, self.report_interval);
         report.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut last_report = self.epoch;
-        let timer = tokio::time::sleep(IDLE);
-        tokio::pin!(timer);
-        // The instant the timer is set for, if a completion is pending.
+        // The instant the alarm is set for, if a completion is pending.
         let mut armed = None;
         let mut batch = Vec::with_capacity(256);
         loop {
             let next = self.scheduler.next_completion().map(|at| self.epoch + at);
             if next != armed {
-                timer
-                    .as_mut()
-                    .reset(next.unwrap_or_else(|| Instant::now() + IDLE));
+                match next {
+                    Some(at) => alarm.set(at),
+                    None => alarm.clear(),
+                }
                 armed = next;
             }
             tokio::select! {
@@ -519,7 +525,15 @@ impl ModelActor {
                         self.on_message(msg);
                     }
                 }
-                _ = &mut timer, if armed.is_some() => self.scheduler.advance(self.now()),
+                rung = alarm.rung(), if armed.is_some() => {
+                    if rung.is_err() {
+                        break;
+                    }
+                    // Set again below for whatever is next, even if it is
+                    // the same instant.
+                    armed = None;
+                    self.scheduler.advance(self.now());
+                }
                 _ = report.tick() => {
                     let now = Instant::now();
                     self.report(now - last_report);

@@ -405,10 +405,7 @@ pub fn run(config: &SimConfig) -> Result<SimOutcome, SimError> {
     let wall = Instant::now();
     let client = &config.client;
     let end = client.duration.ok_or(SimError::NoDuration)?;
-    let mut reporter = Reporter::new(client).map_err(|e| match e {
-        crate::client::StartError::Csv(e) => SimError::Csv(e),
-        crate::client::StartError::Url(_) => unreachable!("the URL is not used"),
-    })?;
+    let mut reporter = Reporter::new(client).map_err(SimError::Csv)?;
     let mut server_csv =
         CsvSink::<ServerRow>::create_if(config.server.csv.as_deref()).map_err(SimError::Csv)?;
     let rules = client.rules();

@@ -153,6 +153,22 @@ fn verdict(run: &RunReport) -> String {
     }
 }
 
+/// The series' labels, in the chart's upper right corner.
+fn draw_legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+) -> DrawResult
+where
+    DB::ErrorType: 'static,
+{
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.3))
+        .draw()?;
+    Ok(())
+}
+
 /// One strategy: client rates, server concurrency, the pause shaded.
 fn draw_run<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
@@ -227,13 +243,7 @@ where
         ))?
         .label("server concurrency (right axis)")
         .legend(|(x, y)| PathElement::new([(x, y), (x + 15, y)], CONCURRENCY_COLOR));
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.3))
-        .draw()?;
-    Ok(())
+    draw_legend(&mut chart)
 }
 
 /// Goodput of every strategy on one chart, the pause shaded.
@@ -280,13 +290,7 @@ where
             .label(format!("{} ({})", run.strategy, verdict(run)))
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 15, y)], color.stroke_width(2)));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.3))
-        .draw()?;
-    Ok(())
+    draw_legend(&mut chart)
 }
 
 /// Colour of a heat-map cell that never recovers.

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A long run: server and client at about 1,000 requests a second for 30
-# minutes (not in CI). Passes if both programs' memory level stays within
-# 5 % of its level after the warm-up, and every 5 s interval's OK rate stays
-# within 10 % of the run's mean with no errors or timeouts.
+# minutes (not in CI). Passes if neither program's memory level rises more
+# than 5 % above its level after the warm-up, and every 5 s interval's OK
+# rate stays within 10 % of the run's mean with no errors or timeouts.
 #
 #   scripts/soak.sh                 30 minutes
 #   scripts/soak.sh --minutes N     N minutes (the first 5 are warm-up; at
@@ -14,8 +14,9 @@
 # shared virtual machine) piles requests up, opens connections for them,
 # and the memory comes back once the pool closes the surplus (30 s idle)
 # and the allocator returns it. A leak shows as a rising level; a burst
-# does not move a 5-minute median. The peak is printed too, with the open
-# connections at that moment.
+# does not move a 5-minute median, and memory handed back after the
+# warm-up's bursts shows as a falling one, which is printed, not failed.
+# The peak is printed too, with the open connections at that moment.
 #
 # Traffic to 127.0.0.1 only; both programs stop by themselves (the client
 # at --duration, then the server on SIGINT). Samples go to a temporary
@@ -72,29 +73,29 @@ done
 wait "$client_pid"; client_pid=""
 kill -INT "$server_pid"; wait "$server_pid"; server_pid=""
 
-# Memory after the warm-up: each 5-minute window's median within 5 % of
+# Memory after the warm-up: no 5-minute window's median more than 5 % above
 # the first window's.
 median() { # column, from, to (seconds into the run)
   awk -F, -v c="$1" -v a="$2" -v b="$3" 'NR > 1 && $1 >= a && $1 < b { print $c }' \
     "$work/memory.csv" | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'
 }
-level_ok() { # RSS column: prints "1 levels" or "0 levels" (1: all within 5 %)
+level_ok() { # RSS column: prints "1 levels change" or "0 levels change"
   local col=$1 ok=1 levels="" first="" m
   for (( w = warmup_s; w + 60 <= minutes * 60; w += window_s )); do
     m=$(median "$col" "$w" "$(( w + window_s ))")
     [[ -z "$first" ]] && first=$m
-    (( m * 100 <= first * 105 && m * 100 >= first * 95 )) || ok=0
+    (( m * 100 <= first * 105 )) || ok=0
     levels+="${levels:+,}$m"
   done
-  echo "$ok $levels"
+  echo "$ok $levels $(awk -v a="$first" -v b="$m" 'BEGIN { printf "%+.1f%%", (b - a) * 100 / a }')"
 }
 peak() { # RSS column, fd column: "peak kB at N s with M fds"
   awk -F, -v c="$1" -v f="$2" -v w="$warmup_s" 'NR > 1 && $1 >= w && $c > max {
     max = $c; at = $1; fds = $f } END { printf "%dkB at %ds with %d fds", max, at, fds }' \
     "$work/memory.csv"
 }
-read -r server_ok server_levels < <(level_ok 2)
-read -r client_ok client_levels < <(level_ok 3)
+read -r server_ok server_levels server_change < <(level_ok 2)
+read -r client_ok client_levels client_change < <(level_ok 3)
 # Rates after the warm-up: each interval within 10 % of the mean, no errors.
 read -r rate_ok mean lo hi bad < <(awk -F, -v w="$warmup_s" '
   NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
@@ -109,8 +110,8 @@ read -r rate_ok mean lo hi bad < <(awk -F, -v w="$warmup_s" '
   }' "$work/client.csv")
 
 verdict() { if (( $1 )); then echo PASS; else echo FAIL; fi; }
-echo "server RSS level per 5 min after warm-up: ${server_levels}kB (peak $(peak 2 4))  $(verdict "$server_ok")"
-echo "client RSS level per 5 min after warm-up: ${client_levels}kB (peak $(peak 3 5))  $(verdict "$client_ok")"
+echo "server RSS level per 5 min after warm-up: ${server_levels}kB, first to last $server_change (peak $(peak 2 4))  $(verdict "$server_ok")"
+echo "client RSS level per 5 min after warm-up: ${client_levels}kB, first to last $client_change (peak $(peak 3 5))  $(verdict "$client_ok")"
 echo "OK/s per 5 s interval: mean $mean, range $lo-$hi; errors+timeouts/s summed: $bad  $(verdict "$rate_ok")"
 tail -8 "$work/client.log"
 if (( server_ok && client_ok && rate_ok )); then echo "PASS"; else echo "FAIL"; exit 1; fi

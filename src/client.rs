@@ -50,6 +50,8 @@ pub struct ClientConfig {
     pub duration: Option<Duration>,
     /// Users start evenly over this time (zero: all at once).
     pub ramp_up: Duration,
+    /// Step of the timer that starts attempts (zero: exact).
+    pub timer_resolution: Duration,
     /// Seed of every random draw.
     pub seed: u64,
     /// Where to write report rows, if anywhere.
@@ -322,7 +324,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> Result<ClientSummary, StartError> {
     let target = Target::resolve(&config.url).await?;
-    let timer = Timer::start().map_err(StartError::Timer)?;
+    let timer = Timer::start(config.timer_resolution).map_err(StartError::Timer)?;
     let mut reporter = Reporter::new(&config).map_err(StartError::Csv)?;
     let shared = Arc::new(Shared {
         pool: Pool::new(target),

@@ -22,6 +22,9 @@ pub fn check_parsers(text: &str) {
         assert!(!d.is_zero(), "{text:?}");
     }
     let _ = cli::duration(text);
+    if let Ok(step) = cli::timer_resolution(text) {
+        assert!(step <= Duration::from_millis(10), "{text:?} -> {step:?}");
+    }
     if let Ok(k) = cli::time_scale(text) {
         assert!(k.is_finite() && k >= 1.0, "{text:?} -> {k}");
     }

@@ -68,6 +68,8 @@ pub struct ServerConfig {
     /// How long a request head may take to arrive before the connection is
     /// closed (slow senders).
     pub header_read_timeout: Duration,
+    /// Step of the timer that ends modelled delays (zero: exact).
+    pub timer_resolution: Duration,
     /// Where to write report rows, if anywhere.
     pub csv: Option<PathBuf>,
     /// Print nothing on stdout (for tests and embedding).
@@ -84,6 +86,7 @@ impl Default for ServerConfig {
             shed: None,
             report_interval: Duration::from_secs(1),
             header_read_timeout: Duration::from_secs(60),
+            timer_resolution: Duration::from_micros(500),
             csv: None,
             quiet: false,
         }
@@ -214,7 +217,7 @@ impl Server {
         socket.set_reuseaddr(true).map_err(listen_err)?;
         socket.bind(addr).map_err(listen_err)?;
         let listener = socket.listen(config.backlog).map_err(listen_err)?;
-        let alarm = Alarm::new().map_err(StartError::Timer)?;
+        let alarm = Alarm::new(config.timer_resolution).map_err(StartError::Timer)?;
         let csv = CsvSink::create_if(config.csv.as_deref()).map_err(StartError::Csv)?;
         Ok(Server {
             listener,
@@ -508,10 +511,15 @@ impl ModelActor {
         let mut armed = None;
         let mut batch = Vec::with_capacity(256);
         loop {
-            let next = self.scheduler.next_completion().map(|at| self.epoch + at);
+            let next = self
+                .scheduler
+                .next_completion()
+                .map(|at| alarm.slot(self.epoch + at));
             if next != armed {
                 match next {
-                    Some(at) => alarm.set(at),
+                    Some(at) => {
+                        alarm.set(at);
+                    }
                     None => alarm.clear(),
                 }
                 armed = next;

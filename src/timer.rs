@@ -44,6 +44,35 @@ use tokio::time::Instant;
 /// owner. Must be created inside a tokio runtime (tokio panics otherwise).
 pub struct Alarm {
     fd: AsyncFd<Fd>,
+    grid: Grid,
+}
+
+/// The instants an alarm may ring at: multiples of `resolution` from
+/// `origin`. Deadlines in the same step share one ring, and each ring costs
+/// a wake-up of the whole process (on this project's virtual machine, about
+/// 20 µs of CPU), so a coarser grid is cheaper and a finer one more exact.
+#[derive(Debug, Clone, Copy)]
+pub struct Grid {
+    /// Where the steps are counted from.
+    pub origin: Instant,
+    /// The step; zero rings at each deadline exactly.
+    pub resolution: Duration,
+}
+
+impl Grid {
+    /// The first instant on the grid at or after `deadline`.
+    pub fn round_up(&self, deadline: Instant) -> Instant {
+        let step = self.resolution.as_nanos();
+        if step == 0 {
+            return deadline;
+        }
+        let since = deadline.saturating_duration_since(self.origin).as_nanos();
+        let steps = since.div_ceil(step);
+        u64::try_from(steps * step)
+            .ok()
+            .and_then(|nanos| self.origin.checked_add(Duration::from_nanos(nanos)))
+            .unwrap_or(deadline)
+    }
 }
 
 /// The timerfd, in the form tokio's reactor registers.
@@ -56,9 +85,10 @@ impl AsRawFd for Fd {
 }
 
 impl Alarm {
-    /// Creates the timerfd and registers it with the current runtime.
-    /// Fails where none can be had (no file descriptor left).
-    pub fn new() -> io::Result<Alarm> {
+    /// Creates the timerfd, ringing on steps of `resolution` from now, and
+    /// registers it with the current runtime. Fails where none can be had
+    /// (no file descriptor left).
+    pub fn new(resolution: Duration) -> io::Result<Alarm> {
         let fd = TimerFd::new(
             ClockId::CLOCK_MONOTONIC,
             TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC,
@@ -66,17 +96,29 @@ impl Alarm {
         // SAFETY: `Fd` owns the timerfd, which stays open, and is the only
         // descriptor it returns, until the `AsyncFd` that owns it is dropped.
         let fd = unsafe { AsyncFd::register_with_interest(Fd(fd), Interest::READABLE) }?;
-        Ok(Alarm { fd })
+        let grid = Grid {
+            origin: Instant::now(),
+            resolution,
+        };
+        Ok(Alarm { fd, grid })
     }
 
-    /// Sets the alarm for `deadline`, replacing any earlier setting; a
-    /// deadline already past rings at once.
-    pub fn set(&self, deadline: Instant) {
+    /// The instant a deadline rings at: the first step of the grid at or
+    /// after it.
+    pub fn slot(&self, deadline: Instant) -> Instant {
+        self.grid.round_up(deadline)
+    }
+
+    /// Sets the alarm for `deadline`'s slot, replacing any earlier setting,
+    /// and returns the slot; a deadline already past rings at once.
+    pub fn set(&self, deadline: Instant) -> Instant {
+        let slot = self.slot(deadline);
         // At least a nanosecond: zero would clear the alarm.
-        let wait = deadline
+        let wait = slot
             .saturating_duration_since(Instant::now())
             .max(Duration::from_nanos(1));
         self.settime(Expiration::OneShot(TimeSpec::from_duration(wait)));
+        slot
     }
 
     /// Clears the alarm: it will not ring until set again.
@@ -94,7 +136,7 @@ impl Alarm {
         debug_assert!(set.is_ok(), "timerfd_settime: {set:?}");
     }
 
-    /// Waits until the alarm rings: at or after the instant it is set for,
+    /// Waits until the alarm rings: at or after the slot it is set for,
     /// never before. Cancel-safe; fails only if the runtime is shutting
     /// down.
     pub async fn rung(&self) -> io::Result<()> {
@@ -142,7 +184,7 @@ struct Shared {
 struct State {
     /// Pending sleeps, earliest first.
     sleepers: BinaryHeap<Reverse<Sleeper>>,
-    /// The deadline the timerfd is armed for, if any.
+    /// The slot the alarm is set for, if any.
     armed: Option<Instant>,
     /// Breaks ties between equal deadlines, in the order they came.
     next: u64,
@@ -176,11 +218,12 @@ impl Ord for Sleeper {
 }
 
 impl Timer {
-    /// Creates the alarm and starts serving it on the current tokio
-    /// runtime. Fails where no timerfd can be had (no file descriptor left).
-    pub fn start() -> io::Result<Timer> {
+    /// Creates the alarm, on steps of `resolution` (see [`Grid`]), and
+    /// starts serving it on the current tokio runtime. Fails where no
+    /// timerfd can be had (no file descriptor left).
+    pub fn start(resolution: Duration) -> io::Result<Timer> {
         let shared = Arc::new(Shared {
-            alarm: Alarm::new()?,
+            alarm: Alarm::new(resolution)?,
             state: Mutex::new(State::default()),
         });
         let driver = tokio::spawn(serve(shared.clone())).abort_handle();
@@ -190,7 +233,9 @@ impl Timer {
         })
     }
 
-    /// Waits until `deadline`, never less.
+    /// Waits until `deadline`, never less: to the first ring at or after it
+    /// (rings fall on the grid's steps). A deadline already past ends at
+    /// once.
     pub fn sleep_until(&self, deadline: Instant) -> Sleep {
         Sleep {
             timer: self.clone(),
@@ -255,14 +300,16 @@ impl Shared {
             order,
             waker,
         }));
-        if state.armed.is_none_or(|armed| deadline < armed) {
+        if state
+            .armed
+            .is_none_or(|armed| self.alarm.slot(deadline) < armed)
+        {
             self.arm(&mut state, deadline);
         }
     }
 
     fn arm(&self, state: &mut State, deadline: Instant) {
-        self.alarm.set(deadline);
-        state.armed = Some(deadline);
+        state.armed = Some(self.alarm.set(deadline));
     }
 
     /// Takes every sleeper due by now and arms the timer for the next.
@@ -309,9 +356,57 @@ mod tests {
         Duration::from_millis(n)
     }
 
+    #[test]
+    fn deadlines_round_up_to_the_next_step_of_the_grid() {
+        let origin = Instant::now();
+        let us = Duration::from_micros;
+        let grid = Grid {
+            origin,
+            resolution: us(500),
+        };
+        assert_eq!(grid.round_up(origin), origin);
+        assert_eq!(grid.round_up(origin + us(1)), origin + us(500));
+        assert_eq!(grid.round_up(origin + us(500)), origin + us(500));
+        assert_eq!(grid.round_up(origin + us(501)), origin + us(1_000));
+        assert_eq!(grid.round_up(origin + us(7_250)), origin + us(7_500));
+        assert_eq!(
+            grid.round_up(origin - us(300)),
+            origin,
+            "the past rings at once"
+        );
+        let exact = Grid {
+            origin,
+            resolution: Duration::ZERO,
+        };
+        assert_eq!(exact.round_up(origin + us(7_250)), origin + us(7_250));
+        let far = origin + Duration::from_secs(100 * 365 * 86_400);
+        let rounded = grid.round_up(far);
+        assert!(rounded >= far && rounded - far < us(500));
+    }
+
+    #[tokio::test]
+    async fn on_a_coarse_grid_the_alarm_rings_at_the_step_after_the_earliest_deadline() {
+        let timer = Timer::start(ms(5)).unwrap();
+        let grid = timer.shared.alarm.grid;
+        let base = Instant::now() + ms(40);
+        let us = Duration::from_micros;
+        let mut sleeps = [7_300, 2_100, 9_999].map(|n| Box::pin(timer.sleep_until(base + us(n))));
+        for sleep in &mut sleeps {
+            let polled = poll_fn(|cx| Poll::Ready(sleep.as_mut().poll(cx))).await;
+            assert!(polled.is_pending());
+        }
+        let armed = timer.shared.state.lock().unwrap().armed.unwrap();
+        assert_eq!(armed, grid.round_up(base + us(2_100)));
+        assert_eq!((armed - grid.origin).as_nanos() % ms(5).as_nanos(), 0);
+        for (sleep, n) in sleeps.into_iter().zip([7_300, 2_100, 9_999]) {
+            sleep.await;
+            assert!(Instant::now() >= base + us(n), "ended before its deadline");
+        }
+    }
+
     #[tokio::test]
     async fn an_alarm_rings_at_its_instant_and_the_last_setting_counts() {
-        let alarm = Alarm::new().unwrap();
+        let alarm = Alarm::new(Duration::ZERO).unwrap();
         let start = Instant::now();
         alarm.set(start + ms(5));
         alarm.rung().await.unwrap();
@@ -325,7 +420,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_alarm_set_in_the_past_rings_at_once_and_a_cleared_one_is_off() {
-        let alarm = Alarm::new().unwrap();
+        let alarm = Alarm::new(Duration::ZERO).unwrap();
         alarm.set(Instant::now() - ms(1_000));
         alarm.rung().await.unwrap();
         alarm.set(Instant::now() + ms(3_600_000));
@@ -336,7 +431,7 @@ mod tests {
 
     #[tokio::test]
     async fn no_sleep_ends_before_its_deadline() {
-        let timer = Timer::start().unwrap();
+        let timer = Timer::start(Duration::ZERO).unwrap();
         let start = Instant::now();
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(7);
         let mut tasks = tokio::task::JoinSet::new();
@@ -360,7 +455,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_earlier_deadline_set_later_is_not_held_up_by_a_later_one() {
-        let timer = Timer::start().unwrap();
+        let timer = Timer::start(Duration::ZERO).unwrap();
         let start = Instant::now();
         let mut far = pin!(timer.sleep_until(start + ms(5_000)));
         let polled = poll_fn(|cx| Poll::Ready(far.as_mut().poll(cx))).await;
@@ -380,7 +475,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_dropped_sleep_leaves_the_others_served() {
-        let timer = Timer::start().unwrap();
+        let timer = Timer::start(Duration::ZERO).unwrap();
         let start = Instant::now();
         let dropped = tokio::time::timeout(ms(1), timer.sleep_until(start + ms(500))).await;
         assert!(dropped.is_err(), "the 500 ms sleep was cut at 1 ms");
@@ -390,7 +485,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_deadline_already_past_is_ready_at_once() {
-        let timer = Timer::start().unwrap();
+        let timer = Timer::start(Duration::ZERO).unwrap();
         let before = Instant::now();
         timer.sleep_until(before - ms(1)).await;
         timer.sleep_until(before).await;

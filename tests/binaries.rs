@@ -61,6 +61,12 @@ fn bad_flags_exit_2_with_a_message_naming_the_flag() {
         &["--header-read-timeout", "0s"],
         "--header-read-timeout",
     );
+    assert_refused(CLIENT, &["--timer-resolution", "1s"], "at most 10ms");
+    assert_refused(
+        SERVER,
+        &["--timer-resolution", "often"],
+        "--timer-resolution",
+    );
 }
 
 #[test]

@@ -47,6 +47,7 @@ impl Running {
             shed,
             report_interval: ms(50),
             header_read_timeout: Duration::from_secs(10),
+            timer_resolution: Duration::ZERO,
             csv: None,
             quiet: true,
         })
@@ -109,6 +110,7 @@ fn client_config(url: hyper::Uri) -> ClientConfig {
         report_interval: ms(100),
         duration: Some(ms(800)),
         ramp_up: Duration::ZERO,
+        timer_resolution: Duration::ZERO,
         seed: 7,
         csv: None,
         quiet: true,

@@ -210,9 +210,9 @@ pub struct ServerArgs {
     /// scaled by --time-scale.
     #[arg(long, default_value = "60s", value_parser = positive_duration, value_name = "DURATION")]
     pub header_read_timeout: Duration,
-    /// Step of the timer that ends each modelled delay (a completion rings at the
-    /// first step at or after it): 0s is exact, and each
-    /// step costs a wake-up of the process (about 20 µs of CPU here), so a
+    /// Step of the timer that ends each modelled delay (a completion comes
+    /// at the first step at or after it): 0s is exact, and each step that
+    /// rings costs a wake-up of the process (about 20 µs of CPU here), so a
     /// coarser step is cheaper. Not scaled by --time-scale.
     #[arg(long, default_value = "500us", value_parser = timer_resolution, value_name = "DURATION")]
     pub timer_resolution: Duration,
@@ -711,9 +711,9 @@ pub struct ClientArgs {
     /// second).
     #[arg(long, default_value = "0s", value_parser = duration, value_name = "DURATION")]
     pub ramp_up: Duration,
-    /// Step of the timer that starts attempts (an attempt starts at the first step at
-    /// or after its instant): 0s is exact, and each
-    /// step costs a wake-up of the process (about 20 µs of CPU here), so a
+    /// Step of the timer that starts attempts (an attempt starts at the
+    /// first step at or after its instant): 0s is exact, and each step that
+    /// rings costs a wake-up of the process (about 20 µs of CPU here), so a
     /// coarser step is cheaper. Not scaled by --time-scale.
     #[arg(long, default_value = "500us", value_parser = timer_resolution, value_name = "DURATION")]
     pub timer_resolution: Duration,

@@ -191,7 +191,7 @@ struct Shared {
     recorder: ClientRecorder,
     rules: Rules,
     throttle: Option<Mutex<Throttle>>,
-    /// Wakes users for their attempts, to the microsecond.
+    /// Wakes users for their attempts, on the configured steps.
     timer: Timer,
     /// The run's time origin: users and the throttle count from it.
     epoch: Instant,

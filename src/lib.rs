@@ -25,7 +25,8 @@
 //!   keep-alive connections;
 //! - [`storm`]: the unattended experiment and its summaries; [`plot`]: plots;
 //! - [`programs`]: the server and client programs, shared by the binaries;
-//! - [`timer`]: sleeps precise to microseconds, for attempt starts;
+//! - [`timer`]: timers finer than tokio's millisecond, for attempt starts
+//!   and completions;
 //! - [`output`]: CSV files; [`shutdown`]: signals; [`limits`]: open files;
 //! - [`cli`]: command-line flags of every program; [`fuzz`]: what its
 //!   parsers must do with any input.

@@ -1,21 +1,22 @@
-//! Sleeps that end within microseconds of their deadline, for the client's
-//! attempt starts.
+//! Timers finer than tokio's, for the client's attempt starts and the
+//! server's modelled completions.
 //!
 //! tokio's timer rounds each deadline up to the next millisecond, then parks
 //! in `epoll_wait`, whose timeout is itself whole milliseconds: an attempt
 //! started after `tokio::time::sleep_until` begins 0-2 ms late (p99 2.07 ms
 //! measured at 10,000 req/s). A timerfd has nanosecond resolution and wakes
 //! the same epoll the runtime parks in, so one timerfd armed for the
-//! earliest deadline, and a task that wakes every sleeper due when it fires,
-//! start attempts on time without a thread of their own.
+//! earliest deadline, and a task that wakes every sleeper due when it rings,
+//! start attempts on time without a thread of their own. Each ring wakes
+//! the whole process, so deadlines are rounded up to steps of a [`Grid`]
+//! (500 µs by default, zero for exact) and those in one step share a ring.
 //!
 //! [`Alarm`] is that timerfd, for one owner (the server's model, which
 //! always waits for a single next completion); [`Timer`] serves any number
 //! of sleepers with one alarm (the client's users).
 //!
 //! A sleep never ends before its deadline. Each time the alarm rings,
-//! every sleeper due by then is woken at once, which batches close
-//! deadlines as tokio's millisecond ticks do, without rounding any of them.
+//! every sleeper whose deadline has passed is woken at once.
 //!
 //! Limits: the timerfd counts real time, so these sleeps do not follow
 //! tokio's paused clock (`start_paused` tests); and a sleep dropped before

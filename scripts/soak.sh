@@ -16,7 +16,8 @@
 # and the allocator returns it. A leak shows as a rising level; a burst
 # does not move a 5-minute median, and memory handed back after the
 # warm-up's bursts shows as a falling one, which is printed, not failed.
-# The peak is printed too, with the open connections at that moment.
+# The peak is printed too, with the descriptors open at that moment (the
+# connections, mostly).
 #
 # Traffic to 127.0.0.1 only; both programs stop by themselves (the client
 # at --duration, then the server on SIGINT). Samples go to a temporary
@@ -65,8 +66,8 @@ start=$(date +%s)
 while kill -0 "$client_pid" 2>/dev/null; do
   s=$(awk '/VmRSS/ { print $2 }' "/proc/$server_pid/status" 2>/dev/null || echo 0)
   c=$(awk '/VmRSS/ { print $2 }' "/proc/$client_pid/status" 2>/dev/null || echo 0)
-  sf=$(ls "/proc/$server_pid/fd" 2>/dev/null | wc -l)
-  cf=$(ls "/proc/$client_pid/fd" 2>/dev/null | wc -l)
+  sf=$(ls "/proc/$server_pid/fd" 2>/dev/null | wc -l || true)
+  cf=$(ls "/proc/$client_pid/fd" 2>/dev/null | wc -l || true)
   [[ "$c" != 0 ]] && echo "$(( $(date +%s) - start )),$s,$c,$sf,$cf" >> "$work/memory.csv"
   sleep 10
 done

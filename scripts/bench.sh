@@ -15,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 cargo build --release --quiet --bins
-BIN=target/release
+BIN=${BIN:-target/release}
 WORK=$(mktemp -d)
 PIDS=()
 cleanup() {

@@ -153,6 +153,12 @@ impl Alarm {
                     .map_err(io::Error::from)
             });
             if let Ok(result) = read {
+                // A one-shot timerfd has nothing more to read after its
+                // expiry: forgetting the readiness now spares the next call
+                // a read that could only fail (a system call per ring).
+                // tokio keeps any readiness that arrived since, so a later
+                // expiry is not lost.
+                ready.clear_ready();
                 return result;
             }
         }

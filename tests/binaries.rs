@@ -67,6 +67,8 @@ fn bad_flags_exit_2_with_a_message_naming_the_flag() {
         &["--timer-resolution", "often"],
         "--timer-resolution",
     );
+    assert_refused(CLIENT, &["--threads", "0"], "--threads");
+    assert_refused(SERVER, &["--threads", "-1"], "--threads");
 }
 
 #[test]
@@ -121,6 +123,8 @@ fn help_shows_defaults_and_units() {
     }
 }
 
+// On one thread each (`--threads 1`), the runtime the other binary tests do
+// not use: signals and the final flush must work there too.
 #[test]
 fn sigint_prints_the_summary_flushes_the_csv_and_exits_0() {
     let dir = temp_dir("bin");
@@ -135,6 +139,8 @@ fn sigint_prints_the_summary_flushes_the_csv_and_exits_0() {
             "5ms",
             "--report-interval",
             "100ms",
+            "--threads",
+            "1",
         ],
     );
     let url = server.url.clone();
@@ -149,6 +155,8 @@ fn sigint_prints_the_summary_flushes_the_csv_and_exits_0() {
                 "60s",
                 "--seed",
                 "3",
+                "--threads",
+                "1",
             ])
             .arg("--csv")
             .arg(&csv)

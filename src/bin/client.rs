@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use retry_storm::cli::ClientCli;
+use retry_storm::programs;
 
 // jemalloc hands memory back to the system once a burst of connections is
 // over; glibc's per-thread arenas keep it (results/reliability.md, the long
@@ -12,7 +13,7 @@ use retry_storm::cli::ClientCli;
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-#[tokio::main]
-async fn main() -> ExitCode {
-    retry_storm::programs::client(ClientCli::parse()).await
+fn main() -> ExitCode {
+    let cli = ClientCli::parse();
+    programs::block_on(cli.run.threads, programs::client(cli))
 }

@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use retry_storm::cli::ServerArgs;
+use retry_storm::programs;
 
 // jemalloc hands memory back to the system once a burst of connections is
 // over; glibc's per-thread arenas keep it (results/reliability.md, the long
@@ -11,7 +12,7 @@ use retry_storm::cli::ServerArgs;
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-#[tokio::main]
-async fn main() -> ExitCode {
-    retry_storm::programs::server(ServerArgs::parse()).await
+fn main() -> ExitCode {
+    let args = ServerArgs::parse();
+    programs::block_on(args.threads, programs::server(args))
 }

@@ -16,8 +16,12 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 fn main() -> ExitCode {
     let cli = StormCli::parse();
     match cli.command {
-        Some(StormCommand::Server(args)) => multi_thread().block_on(programs::server(*args)),
-        Some(StormCommand::Client(args)) => multi_thread().block_on(programs::client(*args)),
+        Some(StormCommand::Server(args)) => {
+            programs::block_on(args.threads, programs::server(*args))
+        }
+        Some(StormCommand::Client(args)) => {
+            programs::block_on(args.run.threads, programs::client(*args))
+        }
         Some(StormCommand::Sweep(args)) => programs::sweep(*args),
         // The runner spawns its children from this one thread, so that the
         // kernel's parent-death signal follows the runner's lifetime.
@@ -27,10 +31,6 @@ fn main() -> ExitCode {
             .expect("build the runtime")
             .block_on(run(cli)),
     }
-}
-
-fn multi_thread() -> tokio::runtime::Runtime {
-    tokio::runtime::Runtime::new().expect("build the runtime")
 }
 
 async fn run(cli: StormCli) -> ExitCode {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Performance figures of the real programs and the virtual-time engine, one
 # line per figure with its target (issue 6). Release build; every load goes
-# to 127.0.0.1, every run stops by itself (about 7 minutes in all).
+# to 127.0.0.1, every run stops by itself (about 9 minutes in all).
 #
 #   scripts/bench.sh            every scenario
 #   scripts/bench.sh NAME...    only these: cpu storm rate memory lateness ks wrk sim
@@ -66,41 +66,53 @@ figure() { printf "%-44s %12s %-8s target %-14s %s\n" "$1" "$2" "$3" "$4" "$5"; 
 check() { awk -v v="$1" -v t="$3" -v op="$2" 'BEGIN { ok = (op == "<=") ? v <= t : v >= t; print ok ? "PASS" : "FAIL" }'; }
 
 # Same scenario as the 2014 measurement: 5,000 clients, 1 s mean think, the
-# server's limit raised so latency stays at 100 ms: about 4,500 req/s.
+# server's limit raised so latency stays at 100 ms: about 4,500 req/s. Run
+# with the default runtime, then with both programs on one thread.
 bench_cpu() {
-  start_server cpu --limit 1000000
-  start_client cpu --clients 5000 --lambda 1 --duration 32s --ramp-up 2s
-  sleep 6
-  local s0 c0 s1 c1 ok
-  s0=$(cpu_ticks "$SERVER"); c0=$(cpu_ticks "$CLIENT")
-  sleep 20
-  s1=$(cpu_ticks "$SERVER"); c1=$(cpu_ticks "$CLIENT")
-  wait "$CLIENT"; stop_server
-  ok=$(mean_ok cpu 7 26)
-  local cus sus
-  cus=$(awk -v t=$((c1 - c0)) -v r="$ok" -v k="$TICK" 'BEGIN { printf "%.1f", t / k / 20 / r * 1e6 }')
-  sus=$(awk -v t=$((s1 - s0)) -v r="$ok" -v k="$TICK" 'BEGIN { printf "%.1f", t / k / 20 / r * 1e6 }')
-  figure "rate with 5,000 clients, 1 s think" "$ok" "req/s" "~4,500" "-"
-  figure "client CPU per completed request" "$cus" "us" "<= 25" "$(check "$cus" '<=' 25)"
-  figure "server CPU per completed request" "$sus" "us" "<= 20" "$(check "$sus" '<=' 20)"
+  local threads
+  for threads in default 1; do
+    local name=cpu-$threads flags=() label=""
+    [[ $threads == default ]] || { flags=(--threads "$threads"); label=", --threads $threads"; }
+    start_server "$name" --limit 1000000 "${flags[@]}"
+    start_client "$name" --clients 5000 --lambda 1 --duration 32s --ramp-up 2s "${flags[@]}"
+    sleep 6
+    local s0 c0 s1 c1 ok
+    s0=$(cpu_ticks "$SERVER"); c0=$(cpu_ticks "$CLIENT")
+    sleep 20
+    s1=$(cpu_ticks "$SERVER"); c1=$(cpu_ticks "$CLIENT")
+    wait "$CLIENT"; stop_server
+    ok=$(mean_ok "$name" 7 26)
+    local cus sus
+    cus=$(awk -v t=$((c1 - c0)) -v r="$ok" -v k="$TICK" 'BEGIN { printf "%.1f", t / k / 20 / r * 1e6 }')
+    sus=$(awk -v t=$((s1 - s0)) -v r="$ok" -v k="$TICK" 'BEGIN { printf "%.1f", t / k / 20 / r * 1e6 }')
+    figure "rate with 5,000 clients, 1 s think$label" "$ok" "req/s" "~4,500" "-"
+    figure "client CPU per completed request$label" "$cus" "us" "<= 25" "$(check "$cus" '<=' 25)"
+    figure "server CPU per completed request$label" "$sus" "us" "<= 20" "$(check "$sus" '<=' 20)"
+  done
 }
 
 # The default storm with fixed retries: server CPU while thousands of
-# requests are stuck in its model after the resume.
+# requests are stuck in its model after the resume; with the default
+# runtime, then with the server on one thread.
 bench_storm() {
-  start_server storm
-  start_client storm --clients 1000 --strategy fixed --duration 90s
-  sleep 10
-  kill -STOP "$SERVER"; sleep 20; kill -CONT "$SERVER"
-  sleep 10
-  local s0 s1 conc
-  s0=$(cpu_ticks "$SERVER"); sleep 30; s1=$(cpu_ticks "$SERVER")
-  conc=$(grep -o 'concurrency: [0-9]*' "$WORK/storm.server.log" | tail -1 | cut -d' ' -f2)
-  kill -INT "$CLIENT" 2>/dev/null || true; wait "$CLIENT" || true; stop_server
-  local pct
-  pct=$(awk -v t=$((s1 - s0)) -v k="$TICK" 'BEGIN { printf "%.1f", t / k / 30 * 100 }')
-  figure "requests stuck in the server after resume" "$conc" "" "~8,000+" "-"
-  figure "server CPU during the fixed-retry storm" "$pct" "% core" "<= 2" "$(check "$pct" '<=' 2)"
+  local threads
+  for threads in default 1; do
+    local name=storm-$threads flags=() label=""
+    [[ $threads == default ]] || { flags=(--threads "$threads"); label=", --threads $threads"; }
+    start_server "$name" "${flags[@]}"
+    start_client "$name" --clients 1000 --strategy fixed --duration 90s
+    sleep 10
+    kill -STOP "$SERVER"; sleep 20; kill -CONT "$SERVER"
+    sleep 10
+    local s0 s1 conc
+    s0=$(cpu_ticks "$SERVER"); sleep 30; s1=$(cpu_ticks "$SERVER")
+    conc=$(grep -o 'concurrency: [0-9]*' "$WORK/$name.server.log" | tail -1 | cut -d' ' -f2)
+    kill -INT "$CLIENT" 2>/dev/null || true; wait "$CLIENT" || true; stop_server
+    local pct
+    pct=$(awk -v t=$((s1 - s0)) -v k="$TICK" 'BEGIN { printf "%.1f", t / k / 30 * 100 }')
+    figure "requests stuck in the server after resume$label" "$conc" "" "~8,000+" "-"
+    figure "server CPU during the fixed-retry storm$label" "$pct" "% core" "<= 2" "$(check "$pct" '<=' 2)"
+  done
 }
 
 # 44,500 clients at 1 s mean think ask N / (think + latency), about 40,300 req/s.

@@ -6,6 +6,10 @@
 #   scripts/bench.sh            every scenario
 #   scripts/bench.sh NAME...    only these: cpu storm rate memory lateness ks wrk sim
 #
+# BENCH_BIN=DIR runs the programs found in DIR instead of this tree's
+# release build (to compare two builds; the ks scenario always tests this
+# tree).
+#
 # CPU is user + system time from /proc/PID/stat (10 ms ticks), taken over
 # the steady middle of each run; rates come from the client's report lines.
 # Loopback TCP work done in softirq context may be charged to whichever
@@ -15,7 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 cargo build --release --quiet --bins
-BIN=${BIN:-target/release}
+BIN=${BENCH_BIN:-target/release}
 WORK=$(mktemp -d)
 PIDS=()
 cleanup() {
@@ -62,7 +66,7 @@ mean_ok() {
 }
 
 # figure NAME VALUE UNIT TARGET VERDICT: one result line.
-figure() { printf "%-44s %12s %-8s target %-14s %s\n" "$1" "$2" "$3" "$4" "$5"; }
+figure() { printf "%-54s %12s %-8s target %-14s %s\n" "$1" "$2" "$3" "$4" "$5"; }
 check() { awk -v v="$1" -v t="$3" -v op="$2" 'BEGIN { ok = (op == "<=") ? v <= t : v >= t; print ok ? "PASS" : "FAIL" }'; }
 
 # Same scenario as the 2014 measurement: 5,000 clients, 1 s mean think, the

@@ -74,10 +74,11 @@ run_soak() {
   echo "soak: $minutes minutes at about 1,000 req/s; samples in $work"
   echo "elapsed_s,server_rss_kb,client_rss_kb,server_fds,client_fds,steal_pct" > "$work/memory.csv"
   start=$(date +%s)
-  # cpu_times: "total steal" clock ticks of all CPUs so far.
-  cpu_times() { awk '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i; print t, $9 }' /proc/stat; }
+  # cpu_times: "total steal" clock ticks of all CPUs so far (user to steal;
+  # the guest columns after it are already counted in user and nice).
+  cpu_times() { awk '/^cpu / { t = 0; for (i = 2; i <= 9; i++) t += $i; print t, $9 }' /proc/stat; }
   read -r total0 steal0 < <(cpu_times)
-  while kill -0 "$client_pid" 2>/dev/null; do
+  while sleep 10; kill -0 "$client_pid" 2>/dev/null; do
     s=$(awk '/VmRSS/ { print $2 }' "/proc/$server_pid/status" 2>/dev/null || echo 0)
     c=$(awk '/VmRSS/ { print $2 }' "/proc/$client_pid/status" 2>/dev/null || echo 0)
     sf=$(ls "/proc/$server_pid/fd" 2>/dev/null | wc -l || true)
@@ -86,7 +87,6 @@ run_soak() {
     st=$(awk -v t=$((total - total0)) -v s=$((steal - steal0)) 'BEGIN { printf "%.1f", t ? s * 100 / t : 0 }')
     total0=$total; steal0=$steal
     [[ "$c" != 0 ]] && echo "$(( $(date +%s) - start )),$s,$c,$sf,$cf,$st" >> "$work/memory.csv"
-    sleep 10
   done
   wait "$client_pid"; client_pid=""
   kill -INT "$server_pid"; wait "$server_pid"; server_pid=""
@@ -98,6 +98,7 @@ if [[ -n "$judge_only" ]]; then
     { echo "--judge: $work holds no soak samples (memory.csv, client.csv, client.log)" >&2; exit 2; }
   # The run's length: its last report, to the minute.
   minutes=$(awk -F, 'END { printf "%d", ($2 + 30) / 60 }' "$work/client.csv")
+  (( minutes >= 15 )) || { echo "--judge: the run in $work lasted $minutes minutes; at least 15 are judged" >&2; exit 2; }
 else
   (( minutes >= 15 )) || { echo "--minutes: at least 15 (5 of warm-up, then two 5-minute windows)" >&2; exit 2; }
   run_soak
@@ -148,8 +149,8 @@ read -r rate_ok mean lo hi mlo mhi bad < <(awk -F, -v w="$warmup_s" -v end=$((mi
     printf "%d %.1f %.1f %.1f %.1f %.1f %.2f\n", (mlo >= 0.95 * mean && mhi <= 1.05 * mean && bad == 0), mean, lo, hi, mlo, mhi, bad
   }' "$work/client.csv")
 steal=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
-  "steal_pct" in col && $col["steal_pct"] > max { max = $col["steal_pct"] }
-  END { print ("steal_pct" in col) ? (max + 0) "%" : "not sampled" }' "$work/memory.csv")
+  "steal_pct" in col && $col["steal_pct"] >= max { max = $col["steal_pct"]; at = $1 }
+  END { print ("steal_pct" in col) ? (max + 0) "% at " (at + 0) " s" : "not sampled" }' "$work/memory.csv")
 
 verdict() { if (( $1 )); then echo PASS; else echo FAIL; fi; }
 echo "server RSS level per 5 min after warm-up: ${server_levels}kB, first to last $server_change (peak $(peak 2 4))  $(verdict "$server_ok")"

@@ -25,11 +25,7 @@ fn main() -> ExitCode {
         Some(StormCommand::Sweep(args)) => programs::sweep(*args),
         // The runner spawns its children from this one thread, so that the
         // kernel's parent-death signal follows the runner's lifetime.
-        None => tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("build the runtime")
-            .block_on(run(cli)),
+        None => programs::block_on(Some(1), run(cli)),
     }
 }
 

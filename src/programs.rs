@@ -140,3 +140,32 @@ pub async fn client(cli: ClientCli) -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use tokio::runtime::{Handle, RuntimeFlavor};
+
+    /// Runs `block_on` and reports the flavor and worker count it ran on.
+    fn ran_on(threads: Option<u32>) -> (RuntimeFlavor, usize) {
+        let mut seen = None;
+        let code = block_on(threads, async {
+            let handle = Handle::current();
+            seen = Some((handle.runtime_flavor(), handle.metrics().num_workers()));
+            ExitCode::SUCCESS
+        });
+        assert_eq!(code, ExitCode::SUCCESS);
+        seen.expect("the program ran")
+    }
+
+    #[test]
+    fn one_thread_is_a_current_thread_runtime_and_more_are_workers() {
+        assert_eq!(ran_on(Some(1)), (RuntimeFlavor::CurrentThread, 1));
+        assert_eq!(ran_on(Some(3)), (RuntimeFlavor::MultiThread, 3));
+        // tokio's default: one worker per core (or TOKIO_WORKER_THREADS).
+        let default = ran_on(None);
+        assert_eq!(default.0, RuntimeFlavor::MultiThread);
+        assert_eq!(ran_on(Some(0)), default, "zero means the default");
+    }
+}

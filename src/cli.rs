@@ -216,9 +216,10 @@ pub struct ServerArgs {
     /// coarser step is cheaper. Not scaled by --time-scale.
     #[arg(long, default_value = "500us", value_parser = timer_resolution, value_name = "DURATION")]
     pub timer_resolution: Duration,
-    /// Worker threads of the async runtime. 1 runs everything on one thread: about
-    /// a quarter less CPU per request at moderate load (no wake-ups between
-    /// threads), but one core is then the ceiling. [default: one per core]
+    /// Worker threads of the async runtime. 1 runs everything on one
+    /// thread: about a quarter less CPU per request at moderate load (no
+    /// wake-ups between threads), but one core is then the ceiling.
+    /// [default: one per core]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub threads: Option<u32>,
     /// Write report rows to this CSV file.
@@ -722,9 +723,10 @@ pub struct ClientArgs {
     /// coarser step is cheaper. Not scaled by --time-scale.
     #[arg(long, default_value = "500us", value_parser = timer_resolution, value_name = "DURATION")]
     pub timer_resolution: Duration,
-    /// Worker threads of the async runtime. 1 runs everything on one thread: about
-    /// a quarter less CPU per request at moderate load (no wake-ups between
-    /// threads), but one core is then the ceiling. [default: one per core]
+    /// Worker threads of the async runtime. 1 runs everything on one
+    /// thread: about a quarter less CPU per request at moderate load (no
+    /// wake-ups between threads), but one core is then the ceiling.
+    /// [default: one per core]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub threads: Option<u32>,
     /// Seed of every random draw (think times, jitter) [default: random,

@@ -69,16 +69,23 @@ mean_ok() {
 figure() { printf "%-54s %12s %-8s target %-14s %s\n" "$1" "$2" "$3" "$4" "$5"; }
 check() { awk -v v="$1" -v t="$3" -v op="$2" 'BEGIN { ok = (op == "<=") ? v <= t : v >= t; print ok ? "PASS" : "FAIL" }'; }
 
+# runtime VARIANT: sets FLAGS and LABEL for a run on the default runtime
+# (VARIANT "default") or on VARIANT threads.
+runtime() {
+  FLAGS=(); LABEL=""
+  [[ $1 == default ]] || { FLAGS=(--threads "$1"); LABEL=", --threads $1"; }
+}
+
 # Same scenario as the 2014 measurement: 5,000 clients, 1 s mean think, the
 # server's limit raised so latency stays at 100 ms: about 4,500 req/s. Run
 # with the default runtime, then with both programs on one thread.
 bench_cpu() {
   local threads
   for threads in default 1; do
-    local name=cpu-$threads flags=() label=""
-    [[ $threads == default ]] || { flags=(--threads "$threads"); label=", --threads $threads"; }
-    start_server "$name" --limit 1000000 "${flags[@]}"
-    start_client "$name" --clients 5000 --lambda 1 --duration 32s --ramp-up 2s "${flags[@]}"
+    local name=cpu-$threads
+    runtime "$threads"
+    start_server "$name" --limit 1000000 "${FLAGS[@]}"
+    start_client "$name" --clients 5000 --lambda 1 --duration 32s --ramp-up 2s "${FLAGS[@]}"
     sleep 6
     local s0 c0 s1 c1 ok
     s0=$(cpu_ticks "$SERVER"); c0=$(cpu_ticks "$CLIENT")
@@ -89,9 +96,9 @@ bench_cpu() {
     local cus sus
     cus=$(awk -v t=$((c1 - c0)) -v r="$ok" -v k="$TICK" 'BEGIN { printf "%.1f", t / k / 20 / r * 1e6 }')
     sus=$(awk -v t=$((s1 - s0)) -v r="$ok" -v k="$TICK" 'BEGIN { printf "%.1f", t / k / 20 / r * 1e6 }')
-    figure "rate with 5,000 clients, 1 s think$label" "$ok" "req/s" "~4,500" "-"
-    figure "client CPU per completed request$label" "$cus" "us" "<= 25" "$(check "$cus" '<=' 25)"
-    figure "server CPU per completed request$label" "$sus" "us" "<= 20" "$(check "$sus" '<=' 20)"
+    figure "rate with 5,000 clients, 1 s think$LABEL" "$ok" "req/s" "~4,500" "-"
+    figure "client CPU per completed request$LABEL" "$cus" "us" "<= 25" "$(check "$cus" '<=' 25)"
+    figure "server CPU per completed request$LABEL" "$sus" "us" "<= 20" "$(check "$sus" '<=' 20)"
   done
 }
 
@@ -101,9 +108,9 @@ bench_cpu() {
 bench_storm() {
   local threads
   for threads in default 1; do
-    local name=storm-$threads flags=() label=""
-    [[ $threads == default ]] || { flags=(--threads "$threads"); label=", --threads $threads"; }
-    start_server "$name" "${flags[@]}"
+    local name=storm-$threads
+    runtime "$threads"
+    start_server "$name" "${FLAGS[@]}"
     start_client "$name" --clients 1000 --strategy fixed --duration 90s
     sleep 10
     kill -STOP "$SERVER"; sleep 20; kill -CONT "$SERVER"
@@ -114,8 +121,8 @@ bench_storm() {
     kill -INT "$CLIENT" 2>/dev/null || true; wait "$CLIENT" || true; stop_server
     local pct
     pct=$(awk -v t=$((s1 - s0)) -v k="$TICK" 'BEGIN { printf "%.1f", t / k / 30 * 100 }')
-    figure "requests stuck in the server after resume$label" "$conc" "" "~8,000+" "-"
-    figure "server CPU during the fixed-retry storm$label" "$pct" "% core" "<= 2" "$(check "$pct" '<=' 2)"
+    figure "requests stuck in the server after resume$LABEL" "$conc" "" "~8,000+" "-"
+    figure "server CPU during the fixed-retry storm$LABEL" "$pct" "% core" "<= 2" "$(check "$pct" '<=' 2)"
   done
 }
 

@@ -216,12 +216,9 @@ pub struct ServerArgs {
     /// coarser step is cheaper. Not scaled by --time-scale.
     #[arg(long, default_value = "500us", value_parser = timer_resolution, value_name = "DURATION")]
     pub timer_resolution: Duration,
-    /// Worker threads of the async runtime. 1 runs everything on one
-    /// thread: about a quarter less CPU per request at moderate load (no
-    /// wake-ups between threads), but one core is then the ceiling.
-    /// [default: one per core]
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
-    pub threads: Option<u32>,
+    /// The async runtime.
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
     /// Write report rows to this CSV file.
     #[arg(long, value_name = "PATH")]
     pub csv: Option<PathBuf>,
@@ -282,6 +279,17 @@ impl ServerArgs {
             quiet: false,
         })
     }
+}
+
+/// The runtime flag `server` and `client` share.
+#[derive(Debug, Args)]
+pub struct RuntimeArgs {
+    /// Worker threads of the async runtime. 1 runs everything on one
+    /// thread: about a quarter less CPU per request at moderate load (no
+    /// wake-ups between threads), but one core is then the ceiling.
+    /// [default: one per core]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub threads: Option<u32>,
 }
 
 /// The retry strategies.
@@ -723,12 +731,9 @@ pub struct ClientArgs {
     /// coarser step is cheaper. Not scaled by --time-scale.
     #[arg(long, default_value = "500us", value_parser = timer_resolution, value_name = "DURATION")]
     pub timer_resolution: Duration,
-    /// Worker threads of the async runtime. 1 runs everything on one
-    /// thread: about a quarter less CPU per request at moderate load (no
-    /// wake-ups between threads), but one core is then the ceiling.
-    /// [default: one per core]
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
-    pub threads: Option<u32>,
+    /// The async runtime.
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
     /// Seed of every random draw (think times, jitter) [default: random,
     /// printed at start].
     #[arg(long, value_name = "N")]

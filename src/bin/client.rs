@@ -15,5 +15,5 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> ExitCode {
     let cli = ClientCli::parse();
-    programs::block_on(cli.run.threads, programs::client(cli))
+    programs::block_on(cli.run.runtime.threads, programs::client(cli))
 }

@@ -14,5 +14,5 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> ExitCode {
     let args = ServerArgs::parse();
-    programs::block_on(args.threads, programs::server(args))
+    programs::block_on(args.runtime.threads, programs::server(args))
 }

@@ -17,10 +17,10 @@ fn main() -> ExitCode {
     let cli = StormCli::parse();
     match cli.command {
         Some(StormCommand::Server(args)) => {
-            programs::block_on(args.threads, programs::server(*args))
+            programs::block_on(args.runtime.threads, programs::server(*args))
         }
         Some(StormCommand::Client(args)) => {
-            programs::block_on(args.run.threads, programs::client(*args))
+            programs::block_on(args.run.runtime.threads, programs::client(*args))
         }
         Some(StormCommand::Sweep(args)) => programs::sweep(*args),
         // The runner spawns its children from this one thread, so that the

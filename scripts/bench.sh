@@ -6,6 +6,9 @@
 #   scripts/bench.sh            every scenario
 #   scripts/bench.sh NAME...    only these: cpu storm rate memory lateness ks wrk sim
 #
+# The cpu, storm and lateness scenarios also run both programs on one thread
+# on the same core (`taskset -c 0`, `--threads 1`), where taskset is found.
+#
 # BENCH_BIN=DIR runs the programs found in DIR instead of this tree's
 # release build (to compare two builds; the ks scenario always tests this
 # tree).
@@ -36,7 +39,7 @@ TICK=$(getconf CLK_TCK)
 # start_server NAME FLAGS...: starts a server on a free port; sets SERVER, URL.
 start_server() {
   local name=$1; shift
-  "$BIN/server" --listen 127.0.0.1:0 "$@" > "$WORK/$name.server.log" 2> "$WORK/$name.server.err" &
+  "${PLACE[@]}" "$BIN/server" --listen 127.0.0.1:0 "$@" > "$WORK/$name.server.log" 2> "$WORK/$name.server.err" &
   SERVER=$!
   PIDS+=("$SERVER")
   for _ in $(seq 100); do
@@ -51,7 +54,7 @@ start_server() {
 # start_client NAME FLAGS...: starts a client against URL; sets CLIENT.
 start_client() {
   local name=$1; shift
-  "$BIN/client" --url "$URL" --seed 1 --report-interval 1s "$@" \
+  "${PLACE[@]}" "$BIN/client" --url "$URL" --seed 1 --report-interval 1s "$@" \
     > "$WORK/$name.client.log" 2> "$WORK/$name.client.err" &
   CLIENT=$!
   PIDS+=("$CLIENT")
@@ -69,19 +72,36 @@ mean_ok() {
 figure() { printf "%-54s %12s %-8s target %-14s %s\n" "$1" "$2" "$3" "$4" "$5"; }
 check() { awk -v v="$1" -v t="$3" -v op="$2" 'BEGIN { ok = (op == "<=") ? v <= t : v >= t; print ok ? "PASS" : "FAIL" }'; }
 
-# runtime VARIANT: sets FLAGS and LABEL for a run on the default runtime
-# (VARIANT "default") or on VARIANT threads.
+# runtime VARIANT: sets FLAGS, PLACE (a command prefix: where the programs
+# run) and LABEL for a run on the default runtime (VARIANT "default"), on
+# VARIANT threads, or on one thread each on CPU 0 (VARIANT "core": no wake-up
+# crosses between cores).
 runtime() {
-  FLAGS=(); LABEL=""
-  [[ $1 == default ]] || { FLAGS=(--threads "$1"); LABEL=", --threads $1"; }
+  FLAGS=(); PLACE=(env); LABEL=""
+  case $1 in
+    default) ;;
+    core) FLAGS=(--threads 1); PLACE=(taskset -c 0); LABEL=", one core" ;;
+    *) FLAGS=(--threads "$1"); LABEL=", --threads $1" ;;
+  esac
+}
+runtime default
+
+# variants NAME...: the runtime variants a scenario runs, "core" only where
+# taskset is found.
+variants() {
+  VARIANTS=("$@")
+  command -v taskset > /dev/null && VARIANTS+=(core)
+  return 0
 }
 
 # Same scenario as the 2014 measurement: 5,000 clients, 1 s mean think, the
 # server's limit raised so latency stays at 100 ms: about 4,500 req/s. Run
-# with the default runtime, then with both programs on one thread.
+# with the default runtime, with both programs on one thread, then with both
+# on one thread on the same core.
 bench_cpu() {
   local threads
-  for threads in default 1; do
+  variants default 1
+  for threads in "${VARIANTS[@]}"; do
     local name=cpu-$threads
     runtime "$threads"
     start_server "$name" --limit 1000000 "${FLAGS[@]}"
@@ -104,14 +124,16 @@ bench_cpu() {
 
 # The default storm with fixed retries: server CPU while thousands of
 # requests are stuck in its model after the resume; with the default
-# runtime, then with the server on one thread.
+# runtime, with both programs on one thread, then with both on one thread
+# on the same core.
 bench_storm() {
   local threads
-  for threads in default 1; do
+  variants default 1
+  for threads in "${VARIANTS[@]}"; do
     local name=storm-$threads
     runtime "$threads"
     start_server "$name" "${FLAGS[@]}"
-    start_client "$name" --clients 1000 --strategy fixed --duration 90s
+    start_client "$name" --clients 1000 --strategy fixed --duration 90s "${FLAGS[@]}"
     sleep 10
     kill -STOP "$SERVER"; sleep 20; kill -CONT "$SERVER"
     sleep 10
@@ -155,14 +177,18 @@ bench_memory() {
 }
 
 # 11,000 clients at 1 s think: 10,000 req/s; how late attempts start.
-# Start lateness with the default timer (500 us steps), then an exact one
+# Start lateness with the default timer (500 us steps), then an exact one,
+# then the default timer with both programs on one thread on the same core;
 # with both programs' CPU per request, at the same load.
 bench_lateness() {
-  local step
-  for step in 500us 0s; do
-    start_server "lateness-$step" --limit 1000000 --timer-resolution "$step"
-    start_client "lateness-$step" --clients 11000 --lambda 1 --duration 30s --ramp-up 5s \
-      --timer-resolution "$step"
+  local run runs=("500us default" "0s default")
+  command -v taskset > /dev/null && runs+=("500us core")
+  for run in "${runs[@]}"; do
+    local step=${run% *} name=lateness-${run// /-}
+    runtime "${run#* }"
+    start_server "$name" --limit 1000000 --timer-resolution "$step" "${FLAGS[@]}"
+    start_client "$name" --clients 11000 --lambda 1 --duration 30s --ramp-up 5s \
+      --timer-resolution "$step" "${FLAGS[@]}"
     sleep 10
     local s0 c0 s1 c1
     s0=$(cpu_ticks "$SERVER"); c0=$(cpu_ticks "$CLIENT")
@@ -170,15 +196,15 @@ bench_lateness() {
     s1=$(cpu_ticks "$SERVER"); c1=$(cpu_ticks "$CLIENT")
     wait "$CLIENT"; stop_server
     local line p50 p99 max ok
-    line=$(grep 'start lateness' "$WORK/lateness-$step.client.log")
+    line=$(grep 'start lateness' "$WORK/$name.client.log")
     p50=$(sed 's/.*p50: \([0-9.]*\)ms.*/\1/' <<< "$line")
     p99=$(sed 's/.*p99: \([0-9.]*\)ms.*/\1/' <<< "$line")
     max=$(sed 's/.*max: \([0-9.]*\)ms.*/\1/' <<< "$line")
-    ok=$(mean_ok "lateness-$step" 11 25)
-    figure "start lateness p50 at 10,000 req/s, $step" "$p50" "ms" "-" "-"
-    figure "start lateness p99 at 10,000 req/s, $step" "$p99" "ms" "<= 1" "$(check "$p99" '<=' 1)"
-    figure "start lateness max at 10,000 req/s, $step" "$max" "ms" "-" "-"
-    figure "  client, server CPU per request, $step" \
+    ok=$(mean_ok "$name" 11 25)
+    figure "start lateness p50 at 10,000 req/s, $step$LABEL" "$p50" "ms" "-" "-"
+    figure "start lateness p99 at 10,000 req/s, $step$LABEL" "$p99" "ms" "<= 1" "$(check "$p99" '<=' 1)"
+    figure "start lateness max at 10,000 req/s, $step$LABEL" "$max" "ms" "-" "-"
+    figure "  client, server CPU per request, $step$LABEL" \
       "$(awk -v c=$((c1 - c0)) -v s=$((s1 - s0)) -v r="$ok" -v k="$TICK" \
         'BEGIN { printf "%.1f, %.1f", c / k / 15 / r * 1e6, s / k / 15 / r * 1e6 }')" "us" "-" "-"
   done
@@ -238,7 +264,7 @@ scenarios=("$@")
 [[ ${#scenarios[@]} -gt 0 ]] || scenarios=(ks sim cpu storm memory lateness rate wrk)
 for s in "${scenarios[@]}"; do
   case "$s" in
-    cpu|storm|rate|memory|lateness|ks|wrk|sim) "bench_$s" ;;
+    cpu|storm|rate|memory|lateness|ks|wrk|sim) runtime default; "bench_$s" ;;
     *) echo "unknown scenario: $s (cpu storm rate memory lateness ks wrk sim)" >&2; exit 2 ;;
   esac
 done

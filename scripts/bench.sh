@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Performance figures of the real programs and the virtual-time engine, one
 # line per figure with its target (issue 6). Release build; every load goes
-# to 127.0.0.1, every run stops by itself (about 12 minutes in all).
+# to 127.0.0.1, every run stops by itself (about 10 minutes in all).
 #
 #   scripts/bench.sh            every scenario
 #   scripts/bench.sh NAME...    only these: cpu storm rate memory lateness ks wrk sim

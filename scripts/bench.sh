@@ -77,7 +77,7 @@ check() { awk -v v="$1" -v t="$3" -v op="$2" 'BEGIN { ok = (op == "<=") ? v <= t
 # VARIANT threads, or on one thread each on CPU 0 (VARIANT "core": no wake-up
 # crosses between cores).
 runtime() {
-  FLAGS=(); PLACE=(env); LABEL=""
+  FLAGS=(); PLACE=(env --); LABEL=""
   case $1 in
     default) ;;
     core) FLAGS=(--threads 1); PLACE=(taskset -c 0); LABEL=", one core" ;;

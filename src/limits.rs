@@ -34,7 +34,7 @@ pub fn ensure_nofile(needed: u64, what: &str) -> Option<String> {
 ///
 /// The kernel doubles the table as descriptors are opened, and in a process
 /// with several threads each doubling first waits for an RCU grace period,
-/// with every thread that opens a descriptor waiting too: 5-10 ms here, each
+/// with every thread that opens a descriptor waiting too: 5-11 ms here, each
 /// time the open connections pass a power of two (results/bench.md). Grown
 /// at start, the table costs that wait once, before any load. It never
 /// shrinks. On failure (`count` above the limit, no `/dev/null`) the table

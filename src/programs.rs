@@ -15,9 +15,9 @@ use crate::{client, limits, planner, server, shutdown, sweep};
 /// core). The program's top-level future runs on the calling thread.
 ///
 /// One thread is a current-thread runtime: its tasks never wake another
-/// thread, which at 4,500 req/s saves a quarter to a third of each program's CPU
-/// per request (results/bench.md); several threads share the load of a
-/// busier run (a one-thread client collapsed at 40,000 req/s).
+/// thread, which at 4,500 req/s saves a quarter to a third of each
+/// program's CPU per request (results/bench.md); several threads share the
+/// load of a busier run (a one-thread client collapsed at 40,000 req/s).
 pub fn block_on(threads: Option<u32>, program: impl Future<Output = ExitCode>) -> ExitCode {
     let runtime = match threads {
         Some(1) => tokio::runtime::Builder::new_current_thread()

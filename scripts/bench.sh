@@ -35,6 +35,11 @@ trap cleanup EXIT INT TERM
 # cpu_ticks PID: user + system clock ticks so far.
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 TICK=$(getconf CLK_TCK)
+# per_request TICKS SECONDS RATE: microseconds of CPU per request, for TICKS
+# spent over SECONDS at RATE requests a second.
+per_request() {
+  awk -v t="$1" -v s="$2" -v r="$3" -v k="$TICK" 'BEGIN { printf "%.1f", t / k / s / r * 1e6 }'
+}
 
 # start_server NAME FLAGS...: starts a server on a free port; sets SERVER, URL.
 start_server() {
@@ -86,11 +91,15 @@ runtime() {
 }
 runtime default
 
+# Whether the one-core runs can be made: taskset is found.
+ONE_CORE=0
+command -v taskset > /dev/null && ONE_CORE=1
+
 # variants NAME...: the runtime variants a scenario runs, "core" only where
 # taskset is found.
 variants() {
   VARIANTS=("$@")
-  command -v taskset > /dev/null && VARIANTS+=(core)
+  (( ONE_CORE )) && VARIANTS+=(core)
   return 0
 }
 
@@ -114,8 +123,8 @@ bench_cpu() {
     wait "$CLIENT"; stop_server
     ok=$(mean_ok "$name" 7 26)
     local cus sus
-    cus=$(awk -v t=$((c1 - c0)) -v r="$ok" -v k="$TICK" 'BEGIN { printf "%.1f", t / k / 20 / r * 1e6 }')
-    sus=$(awk -v t=$((s1 - s0)) -v r="$ok" -v k="$TICK" 'BEGIN { printf "%.1f", t / k / 20 / r * 1e6 }')
+    cus=$(per_request $((c1 - c0)) 20 "$ok")
+    sus=$(per_request $((s1 - s0)) 20 "$ok")
     figure "rate with 5,000 clients, 1 s think$LABEL" "$ok" "req/s" "~4,500" "-"
     figure "client CPU per completed request$LABEL" "$cus" "us" "<= 25" "$(check "$cus" '<=' 25)"
     figure "server CPU per completed request$LABEL" "$sus" "us" "<= 20" "$(check "$sus" '<=' 20)"
@@ -182,7 +191,7 @@ bench_memory() {
 # with both programs' CPU per request, at the same load.
 bench_lateness() {
   local run runs=("500us default" "0s default")
-  command -v taskset > /dev/null && runs+=("500us core")
+  (( ONE_CORE )) && runs+=("500us core")
   for run in "${runs[@]}"; do
     local step=${run% *} name=lateness-${run// /-}
     runtime "${run#* }"
@@ -205,8 +214,7 @@ bench_lateness() {
     figure "start lateness p99 at 10,000 req/s, $step$LABEL" "$p99" "ms" "<= 1" "$(check "$p99" '<=' 1)"
     figure "start lateness max at 10,000 req/s, $step$LABEL" "$max" "ms" "-" "-"
     figure "  client, server CPU per request, $step$LABEL" \
-      "$(awk -v c=$((c1 - c0)) -v s=$((s1 - s0)) -v r="$ok" -v k="$TICK" \
-        'BEGIN { printf "%.1f, %.1f", c / k / 15 / r * 1e6, s / k / 15 / r * 1e6 }')" "us" "-" "-"
+      "$(per_request $((c1 - c0)) 15 "$ok"), $(per_request $((s1 - s0)) 15 "$ok")" "us" "-" "-"
   done
 }
 
@@ -234,7 +242,7 @@ bench_wrk() {
   rate=$(awk '/Requests\/sec/ { print $2 }' "$WORK/wrk.log")
   figure "server under wrk, 500 connections" "$rate" "req/s" "-" "-"
   figure "  server CPU per request under wrk" \
-    "$(awk -v t=$((s1 - s0)) -v r="$rate" -v k="$TICK" 'BEGIN { printf "%.1f", t / k / 20 / r * 1e6 }')" "us" "-" "-"
+    "$(per_request $((s1 - s0)) 20 "$rate")" "us" "-" "-"
 }
 
 bench_sim() {

@@ -25,7 +25,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode, header};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::net::{TcpListener, TcpSocket};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
@@ -207,16 +207,8 @@ impl Server {
     /// CSV file. Must be called inside a tokio runtime.
     pub fn bind(config: ServerConfig) -> Result<Server, StartError> {
         let addr = config.listen;
-        let listen_err = |source| StartError::Listen { addr, source };
-        let socket = if addr.is_ipv4() {
-            TcpSocket::new_v4()
-        } else {
-            TcpSocket::new_v6()
-        }
-        .map_err(listen_err)?;
-        socket.set_reuseaddr(true).map_err(listen_err)?;
-        socket.bind(addr).map_err(listen_err)?;
-        let listener = socket.listen(config.backlog).map_err(listen_err)?;
+        let listener =
+            listen(addr, config.backlog).map_err(|source| StartError::Listen { addr, source })?;
         let alarm = Alarm::new(config.timer_resolution).map_err(StartError::Timer)?;
         let csv = CsvSink::create_if(config.csv.as_deref()).map_err(StartError::Csv)?;
         Ok(Server {
@@ -266,28 +258,47 @@ impl Server {
                 )
             }),
         });
-        accept_loop(
-            listener,
-            shared,
-            &gauges,
-            config.header_read_timeout,
-            shutdown,
-        )
+        let header_read_timeout = config.header_read_timeout;
+        accept_loop(listener, &gauges.accept_errors, shutdown, |stream| {
+            let handler = shared.clone();
+            tokio::spawn(async move {
+                let service = service_fn(move |req| handler.call(req));
+                // Errors here are a client's doing (reset, garbage): the
+                // connection ends, the server goes on.
+                let _ = http1::Builder::new()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(header_read_timeout)
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        })
         .await;
         let _ = stop_tx.send(());
         actor.await.expect("the model task does not panic")
     }
 }
 
-/// Accepts connections until `shutdown`. Accept failures (such as running
-/// out of file descriptors) are counted and retried after a growing pause,
-/// never a crash or a busy loop.
-async fn accept_loop(
+/// Binds a listening socket on `addr` with `backlog`, as the server does.
+pub fn listen(addr: SocketAddr, backlog: u32) -> io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()
+    } else {
+        TcpSocket::new_v6()
+    }?;
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(backlog)
+}
+
+/// Accepts connections until `shutdown` and hands each to `serve`, with
+/// no-delay set. Accept failures (such as running out of file descriptors)
+/// are counted in `errors` and retried after a growing pause, never a crash
+/// or a busy loop.
+pub async fn accept_loop(
     listener: TcpListener,
-    handler: Arc<Handler>,
-    gauges: &Gauges,
-    header_read_timeout: Duration,
+    errors: &AtomicU64,
     shutdown: impl Future<Output = ()>,
+    mut serve: impl FnMut(TcpStream),
 ) {
     const FIRST_PAUSE: Duration = Duration::from_millis(5);
     const MAX_PAUSE: Duration = Duration::from_millis(500);
@@ -302,20 +313,10 @@ async fn accept_loop(
             Ok((stream, _peer)) => {
                 pause = FIRST_PAUSE;
                 let _ = stream.set_nodelay(true);
-                let handler = handler.clone();
-                tokio::spawn(async move {
-                    let service = service_fn(move |req| handler.call(req));
-                    // Errors here are a client's doing (reset, garbage): the
-                    // connection ends, the server goes on.
-                    let _ = http1::Builder::new()
-                        .timer(TokioTimer::new())
-                        .header_read_timeout(header_read_timeout)
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
+                serve(stream);
             }
             Err(_) => {
-                gauges.accept_errors.fetch_add(1, Ordering::Relaxed);
+                errors.fetch_add(1, Ordering::Relaxed);
                 tokio::select! {
                     _ = &mut shutdown => return,
                     _ = tokio::time::sleep(pause) => {}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Performance figures of the real programs and the virtual-time engine, one
 # line per figure with its target (issue 6). Release build; every load goes
-# to 127.0.0.1, every run stops by itself (about 10 minutes in all).
+# to 127.0.0.1, every run stops by itself (about 14 minutes in all).
 #
 #   scripts/bench.sh            every scenario
 #   scripts/bench.sh NAME...    only these: cpu storm rate memory lateness ks wrk sim
@@ -21,7 +21,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-cargo build --release --quiet --bins
+cargo build --release --quiet --bins --example storm_floor
 BIN=${BENCH_BIN:-target/release}
 WORK=$(mktemp -d)
 PIDS=()
@@ -42,9 +42,13 @@ per_request() {
 }
 
 # start_server NAME FLAGS...: starts a server on a free port; sets SERVER, URL.
-start_server() {
-  local name=$1; shift
-  "${PLACE[@]}" "$BIN/server" --listen 127.0.0.1:0 "$@" > "$WORK/$name.server.log" 2> "$WORK/$name.server.err" &
+start_server() { start_program "$BIN/server" "$@"; }
+
+# start_program PROGRAM NAME FLAGS...: start_server with another program
+# that takes --listen and prints its URL the same way.
+start_program() {
+  local program=$1 name=$2; shift 2
+  "${PLACE[@]}" "$program" --listen 127.0.0.1:0 "$@" > "$WORK/$name.server.log" 2> "$WORK/$name.server.err" &
   SERVER=$!
   PIDS+=("$SERVER")
   for _ in $(seq 100); do
@@ -134,27 +138,37 @@ bench_cpu() {
 # The default storm with fixed retries: server CPU while thousands of
 # requests are stuck in its model after the resume; with the default
 # runtime, with both programs on one thread, then with both on one thread
-# on the same core.
+# on the same core. Each time, the same storm against storm_floor (the
+# server without HTTP or the model, which never answers) gives the floor:
+# what the storm's connections cost by themselves.
 bench_storm() {
   local threads
   variants default 1
   for threads in "${VARIANTS[@]}"; do
-    local name=storm-$threads
     runtime "$threads"
-    start_server "$name" "${FLAGS[@]}"
-    start_client "$name" --clients 1000 --strategy fixed --duration 90s "${FLAGS[@]}"
-    sleep 10
-    kill -STOP "$SERVER"; sleep 20; kill -CONT "$SERVER"
-    sleep 10
-    local s0 s1 conc
-    s0=$(cpu_ticks "$SERVER"); sleep 30; s1=$(cpu_ticks "$SERVER")
-    conc=$(grep -o 'concurrency: [0-9]*' "$WORK/$name.server.log" | tail -1 | cut -d' ' -f2)
-    kill -INT "$CLIENT" 2>/dev/null || true; wait "$CLIENT" || true; stop_server
-    local pct
-    pct=$(awk -v t=$((s1 - s0)) -v k="$TICK" 'BEGIN { printf "%.1f", t / k / 30 * 100 }')
+    storm_cpu "storm-$threads" "$BIN/server"
+    local conc
+    conc=$(grep -o 'concurrency: [0-9]*' "$WORK/storm-$threads.server.log" | tail -1 | cut -d' ' -f2)
     figure "requests stuck in the server after resume$LABEL" "$conc" "" "~8,000+" "-"
-    figure "server CPU during the fixed-retry storm$LABEL" "$pct" "% core" "<= 2" "$(check "$pct" '<=' 2)"
+    figure "server CPU during the fixed-retry storm$LABEL" "$PCT" "% core" "<= 2" "$(check "$PCT" '<=' 2)"
+    storm_cpu "floor-$threads" "$BIN/examples/storm_floor"
+    figure "  floor: storm_floor under the same storm$LABEL" "$PCT" "% core" "-" "-"
   done
+}
+
+# storm_cpu NAME PROGRAM: runs the storm (1,000 fixed-retry clients, the
+# server stopped for 20 s after 10 s) against PROGRAM; sets PCT, the
+# server's share of a core over 30 s starting 10 s after the resume.
+storm_cpu() {
+  local name=$1 s0 s1
+  start_program "$2" "$name" "${FLAGS[@]}"
+  start_client "$name" --clients 1000 --strategy fixed --duration 90s "${FLAGS[@]}"
+  sleep 10
+  kill -STOP "$SERVER"; sleep 20; kill -CONT "$SERVER"
+  sleep 10
+  s0=$(cpu_ticks "$SERVER"); sleep 30; s1=$(cpu_ticks "$SERVER")
+  kill -INT "$CLIENT" 2>/dev/null || true; wait "$CLIENT" || true; stop_server
+  PCT=$(awk -v t=$((s1 - s0)) -v k="$TICK" 'BEGIN { printf "%.1f", t / k / 30 * 100 }')
 }
 
 # 44,500 clients at 1 s mean think ask N / (think + latency), about 40,300 req/s.

@@ -14,14 +14,16 @@
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use clap::Parser;
 use retry_storm::cli::RuntimeArgs;
+use retry_storm::output::say;
 use retry_storm::{limits, programs, server, shutdown};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
+// The server's allocator, so that the floor pays what the server pays.
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
@@ -55,10 +57,10 @@ async fn serve(addr: SocketAddr) -> ExitCode {
     };
     let shutdown = shutdown::requested();
     match listener.local_addr() {
-        Ok(bound) => println!(
+        Ok(bound) => say(format_args!(
             "listening on http://{bound}{}: never answers, backlog {backlog}",
             server::API_PATH
-        ),
+        )),
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::FAILURE;
@@ -69,6 +71,11 @@ async fn serve(addr: SocketAddr) -> ExitCode {
         tokio::spawn(drain(stream));
     })
     .await;
+    // Failed accepts (out of descriptors, say) would make the figure wrong.
+    let errors = errors.load(Ordering::Relaxed);
+    if errors > 0 {
+        eprintln!("warning: {errors} accepts failed");
+    }
     ExitCode::SUCCESS
 }
 

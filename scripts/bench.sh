@@ -11,7 +11,7 @@
 #
 # BENCH_BIN=DIR runs the programs found in DIR instead of this tree's
 # release build (to compare two builds; the ks scenario always tests this
-# tree).
+# tree, and the storm's floor is always this tree's storm_floor).
 #
 # CPU is user + system time from /proc/PID/stat (10 ms ticks), taken over
 # the steady middle of each run; rates come from the client's report lines.
@@ -23,6 +23,7 @@ cd "$(dirname "$0")/.."
 
 cargo build --release --quiet --bins --example storm_floor
 BIN=${BENCH_BIN:-target/release}
+FLOOR=target/release/examples/storm_floor
 WORK=$(mktemp -d)
 PIDS=()
 cleanup() {
@@ -140,7 +141,9 @@ bench_cpu() {
 # runtime, with both programs on one thread, then with both on one thread
 # on the same core. Each time, the same storm against storm_floor (the
 # server without HTTP or the model, which never answers) gives the floor:
-# what the storm's connections cost by themselves.
+# what the storm's connections cost by themselves. The floor runs second,
+# while the server run's last connections are still in TIME_WAIT: if that
+# costs anything, it raises the floor.
 bench_storm() {
   local threads
   variants default 1
@@ -151,7 +154,7 @@ bench_storm() {
     conc=$(grep -o 'concurrency: [0-9]*' "$WORK/storm-$threads.server.log" | tail -1 | cut -d' ' -f2)
     figure "requests stuck in the server after resume$LABEL" "$conc" "" "~8,000+" "-"
     figure "server CPU during the fixed-retry storm$LABEL" "$PCT" "% core" "<= 2" "$(check "$PCT" '<=' 2)"
-    storm_cpu "floor-$threads" "$BIN/examples/storm_floor"
+    storm_cpu "floor-$threads" "$FLOOR"
     figure "  floor: storm_floor under the same storm$LABEL" "$PCT" "% core" "-" "-"
   done
 }

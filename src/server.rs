@@ -278,7 +278,8 @@ impl Server {
     }
 }
 
-/// Binds a listening socket on `addr` with `backlog`, as the server does.
+/// Binds a listening socket on `addr` (address reuse on) with `backlog`,
+/// as the server does. Must be called inside a tokio runtime.
 pub fn listen(addr: SocketAddr, backlog: u32) -> io::Result<TcpListener> {
     let socket = if addr.is_ipv4() {
         TcpSocket::new_v4()

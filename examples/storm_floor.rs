@@ -45,13 +45,14 @@ fn main() -> ExitCode {
 
 async fn serve(addr: SocketAddr) -> ExitCode {
     let backlog = server::default_backlog();
-    if let Some(warning) = limits::ensure_nofile(u64::from(backlog) + 1024, "storm_floor") {
+    if let Some(warning) = limits::ensure_nofile(server::descriptors_needed(backlog), "storm_floor")
+    {
         eprintln!("{warning}");
     }
     let listener = match server::listen(addr, backlog) {
         Ok(listener) => listener,
-        Err(e) => {
-            eprintln!("error: --listen {addr}: {e}");
+        Err(source) => {
+            eprintln!("error: {}", server::StartError::Listen { addr, source });
             return ExitCode::from(2);
         }
     };

@@ -94,7 +94,6 @@ runtime() {
     *) FLAGS=(--threads "$1"); LABEL=", --threads $1" ;;
   esac
 }
-runtime default
 
 # Whether the one-core runs can be made: taskset is found.
 ONE_CORE=0

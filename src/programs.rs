@@ -92,8 +92,9 @@ pub async fn server(args: ServerArgs) -> ExitCode {
     if let Some(warning) = server::exposure_warning(config.listen) {
         eprintln!("{warning}");
     }
-    // Descriptors for a full backlog plus the connections being served.
-    if let Some(warning) = limits::ensure_nofile(u64::from(config.backlog) + 1024, "the server") {
+    if let Some(warning) =
+        limits::ensure_nofile(server::descriptors_needed(config.backlog), "the server")
+    {
         eprintln!("{warning}");
     }
     let server = match server::Server::bind(config.clone()) {

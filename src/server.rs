@@ -114,6 +114,12 @@ pub fn default_backlog() -> u32 {
         .unwrap_or(4096)
 }
 
+/// The file descriptors a server with `backlog` needs: a full backlog
+/// plus the connections being served.
+pub fn descriptors_needed(backlog: u32) -> u64 {
+    u64::from(backlog) + 1024
+}
+
 /// Why the server could not start.
 #[derive(Debug)]
 pub enum StartError {

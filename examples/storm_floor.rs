@@ -18,8 +18,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use clap::Parser;
 use retry_storm::cli::RuntimeArgs;
-use retry_storm::output::say;
-use retry_storm::{limits, programs, server, shutdown};
+use retry_storm::net::runtime::block_on;
+use retry_storm::net::{rlimit, server, signals};
+use retry_storm::report::output::say;
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
@@ -40,23 +41,23 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    programs::block_on(args.runtime.threads, serve(args.listen))
+    block_on(args.runtime.threads, serve(args.listen))
 }
 
 async fn serve(addr: SocketAddr) -> ExitCode {
     let backlog = server::default_backlog();
-    if let Some(warning) = limits::ensure_nofile(server::descriptors_needed(backlog), "storm_floor")
+    if let Some(warning) = rlimit::ensure_nofile(server::descriptors_needed(backlog), "storm_floor")
     {
         eprintln!("{warning}");
     }
     let listener = match server::listen(addr, backlog) {
         Ok(listener) => listener,
         Err(source) => {
-            eprintln!("error: {}", server::StartError::Listen { addr, source });
+            eprintln!("error: {}", server::BindError::Listen { addr, source });
             return ExitCode::from(2);
         }
     };
-    let shutdown = shutdown::requested();
+    let shutdown = signals::requested();
     match listener.local_addr() {
         Ok(bound) => say(format_args!(
             "listening on http://{bound}{}: never answers, backlog {backlog}",

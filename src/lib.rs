@@ -5,52 +5,35 @@
 //! policy. Pause the server (SIGSTOP), resume it, and watch whether the
 //! system recovers.
 //!
-//! Pure logic, with no I/O and no clock:
-//! - [`latency`]: the server's delay model;
-//! - [`scheduler`]: exact completion of in-flight requests under that model;
-//! - [`policy`]: retry delay schedules, limits and throttles;
-//! - [`arrivals`]: think times and per-user random streams;
-//! - [`stats`]: counters, histograms and report rows;
-//! - [`planner`]: a strategy's schedule, computed without any network;
-//! - [`verdict`]: a run's figures and recovery verdict from its rows;
-//! - [`timescale`]: time compression for quick experiments;
-//! - [`user`]: one simulated user's request cycle, shared by both engines.
+//! The code is in layers, each importing only the layers below it (a test,
+//! `tests/layers.rs`, holds the rule):
 //!
-//! I/O:
-//! - [`sim`]: the same experiment as a discrete-event engine in virtual
-//!   time (it writes the same CSV files); [`sweep`]: critical pauses found
-//!   with it;
-//! - [`server`]: the hyper server and its reporter;
-//! - [`client`]: simulated users and their reporter; [`pool`]: their
-//!   keep-alive connections;
-//! - [`storm`]: the unattended experiment and its summaries; [`plot`]: plots;
-//! - [`programs`]: the server and client programs, shared by the binaries;
-//! - [`timer`]: timers finer than tokio's millisecond, for attempt starts
-//!   and completions;
-//! - [`output`]: CSV files; [`shutdown`]: signals; [`limits`]: open files;
-//! - [`cli`]: command-line flags of every program; [`fuzz`]: what its
-//!   parsers must do with any input.
+//! 1. [`model`] and [`policy`], pure: the server's latency and completion
+//!    scheduler, the users' request cycle and think times, the retry
+//!    strategies, limits and throttles and their catalogue. No clock, no
+//!    I/O, no runtime.
+//! 2. [`report`]: counters, histograms, report rows, CSV files, status
+//!    lines, the verdict and its figures.
+//! 3. The engines, side by side: [`net`] (the real server and client, with
+//!    hyper and tokio) and [`sim`] (the same model in virtual time, with
+//!    neither).
+//! 4. [`plot`]: rows in, SVG or PNG files out.
+//! 5. [`experiment`]: scenario files, the storm protocol on either engine,
+//!    summaries, the sweep.
+//! 6. [`cli`]: every program's flags, validated into configurations.
+//! 7. [`app`]: the programs as functions, with their exit codes; the
+//!    binaries in `src/bin/` parse and call them. [`fuzz`] holds what the
+//!    parsers must do with any input.
 
-pub mod arrivals;
+#![warn(missing_docs)]
+
+pub mod app;
 pub mod cli;
-pub mod client;
+pub mod experiment;
 pub mod fuzz;
-pub mod latency;
-pub mod limits;
-pub mod output;
-pub mod planner;
+pub mod model;
+pub mod net;
 pub mod plot;
 pub mod policy;
-pub mod pool;
-pub mod programs;
-pub mod scheduler;
-pub mod server;
-pub mod shutdown;
+pub mod report;
 pub mod sim;
-pub mod stats;
-pub mod storm;
-pub mod sweep;
-pub mod timer;
-pub mod timescale;
-pub mod user;
-pub mod verdict;

@@ -7,11 +7,14 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use retry_storm::arrivals::ThinkTime;
-use retry_storm::client::{self, ClientConfig};
-use retry_storm::latency::LatencyModel;
+use retry_storm::model::arrivals::ThinkTime;
+use retry_storm::model::client::ClientConfig;
+use retry_storm::model::latency::LatencyModel;
+use retry_storm::model::server::{OnDisconnect, ServerConfig, Shedding};
+use retry_storm::net::client;
+use retry_storm::net::server::{Gauges, Server};
 use retry_storm::policy::{RetryLimits, Strategy, ThrottleConfig};
-use retry_storm::server::{Gauges, OnDisconnect, Server, ServerConfig, ServerSummary, Shedding};
+use retry_storm::report::summary::ServerSummary;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
@@ -49,6 +52,7 @@ impl Running {
             header_read_timeout: Duration::from_secs(10),
             timer_resolution: Duration::ZERO,
             csv: None,
+            status_fd: None,
             quiet: true,
         })
     }
@@ -85,8 +89,8 @@ impl Running {
         self.task.await.unwrap()
     }
 
-    fn url(&self) -> hyper::Uri {
-        format!("http://{}/api", self.addr).parse().unwrap()
+    fn url(&self) -> String {
+        format!("http://{}/api", self.addr)
     }
 }
 
@@ -98,7 +102,7 @@ fn model(base: Duration) -> LatencyModel {
     }
 }
 
-fn client_config(url: hyper::Uri) -> ClientConfig {
+fn client_config(url: String) -> ClientConfig {
     ClientConfig {
         url,
         clients: 20,
@@ -113,6 +117,7 @@ fn client_config(url: hyper::Uri) -> ClientConfig {
         timer_resolution: Duration::ZERO,
         seed: 7,
         csv: None,
+        status_fd: None,
         quiet: true,
     }
 }
@@ -341,12 +346,12 @@ async fn csv_files_hold_the_header_and_every_row() {
 }
 
 /// A port with nothing listening: every connect is refused at once.
-fn refused_url() -> hyper::Uri {
+fn refused_url() -> String {
     let addr = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap()
     };
-    format!("http://{addr}/api").parse().unwrap()
+    format!("http://{addr}/api")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -423,7 +428,7 @@ async fn an_open_breaker_fails_attempts_locally() {
 async fn shedding_answers_at_once_with_retry_after() {
     let shed = Shedding {
         above: 2,
-        status: hyper::StatusCode::SERVICE_UNAVAILABLE,
+        status: 503,
         retry_after: Duration::from_secs(7),
     };
     let server = Running::start_with(
@@ -465,7 +470,7 @@ async fn shedding_answers_at_once_with_retry_after() {
 async fn shed_with(respect_retry_after: bool) -> u64 {
     let shed = Shedding {
         above: 1,
-        status: hyper::StatusCode::TOO_MANY_REQUESTS,
+        status: 429,
         retry_after: ms(200),
     };
     let server = Running::start_with(

@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{CLIENT, Guard, ServerChild, cpu_ticks, line_with, signal, temp_dir};
-use retry_storm::stats::ClientRow;
+use retry_storm::report::rows::ClientRow;
 
 fn rows(path: &std::path::Path) -> Vec<ClientRow> {
     csv::Reader::from_path(path)

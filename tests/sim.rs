@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use clap::Parser;
-use retry_storm::arrivals::{ThinkTime, user_rng};
-use retry_storm::cli::{ClientCli, ServerArgs, StormCli};
+use retry_storm::cli::{ClientCli, ProgramFlags, ServerArgs, StormCli};
+use retry_storm::model::arrivals::{ThinkTime, user_rng};
 use retry_storm::sim::{self, Pause, SimConfig};
 
 fn ms(n: u64) -> Duration {
@@ -219,12 +219,12 @@ fn storm_configurations_run_in_virtual_time() {
         "--client-args",
         "--clients 200",
     ];
-    let config = StormCli::try_parse_from(flags)
-        .unwrap()
-        .run
-        .config("storm".into());
-    let c = config
-        .sim_config(retry_storm::cli::StrategyArg::Fixed)
+    let args = StormCli::try_parse_from(flags).unwrap().run;
+    let storm = args
+        .exec
+        .storm(args.scenario().unwrap(), "storm".into(), None);
+    let c = storm
+        .sim_config(&storm.scenario.cases[0], &ProgramFlags)
         .unwrap();
     assert_eq!(c.server.backlog, 100);
     assert_eq!(c.client.clients, 200);

@@ -6,7 +6,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use retry_storm::stats::{ClientRow, ServerRow};
+use retry_storm::report::rows::{ClientRow, ServerRow};
 
 const STORM: &str = env!("CARGO_BIN_EXE_storm");
 
@@ -255,7 +255,7 @@ fn header(path: &Path) -> String {
 #[test]
 fn the_virtual_engine_writes_the_same_files_in_the_same_schema() {
     let _serial = one_at_a_time();
-    use retry_storm::output::CsvRow;
+    use retry_storm::report::output::CsvRow;
     let out = temp_dir("storm-sim");
     let output = Command::new(STORM)
         .args(["--engine", "sim", "--quiet", "--verbose", "--out"])

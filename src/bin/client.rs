@@ -4,8 +4,8 @@
 use std::process::ExitCode;
 
 use clap::Parser;
+use retry_storm::app;
 use retry_storm::cli::ClientCli;
-use retry_storm::programs;
 
 // jemalloc hands memory back to the system once a burst of connections is
 // over; glibc's per-thread arenas keep it (results/reliability.md, the long
@@ -14,6 +14,5 @@ use retry_storm::programs;
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> ExitCode {
-    let cli = ClientCli::parse();
-    programs::block_on(cli.run.runtime.threads, programs::client(cli))
+    app::client(ClientCli::parse())
 }

@@ -3,8 +3,8 @@
 use std::process::ExitCode;
 
 use clap::Parser;
+use retry_storm::app;
 use retry_storm::cli::ServerArgs;
-use retry_storm::programs;
 
 // jemalloc hands memory back to the system once a burst of connections is
 // over; glibc's per-thread arenas keep it (results/reliability.md, the long
@@ -13,6 +13,5 @@ use retry_storm::programs;
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> ExitCode {
-    let args = ServerArgs::parse();
-    programs::block_on(args.runtime.threads, programs::server(args))
+    app::server(ServerArgs::parse())
 }

@@ -5,8 +5,9 @@ use std::time::Duration;
 use rand::{Rng, RngExt};
 use rand_distr::StandardNormal;
 
+use super::catalogue::StrategyKind;
 use super::secs;
-use crate::timescale::compress;
+use crate::model::timescale::compress;
 
 /// The original client's growth factor (Euler's number).
 const E_2014: f64 = std::f64::consts::E;
@@ -171,18 +172,23 @@ impl Strategy {
         }
     }
 
+    /// Which strategy of the catalogue this is.
+    pub fn kind(&self) -> StrategyKind {
+        match self {
+            Strategy::Fixed { .. } => StrategyKind::Fixed,
+            Strategy::Exponential { .. } => StrategyKind::Exponential,
+            Strategy::Exponential2014 { .. } => StrategyKind::Exponential2014,
+            Strategy::FullJitter { .. } => StrategyKind::FullJitter,
+            Strategy::EqualJitter { .. } => StrategyKind::EqualJitter,
+            Strategy::DecorrelatedJitter { .. } => StrategyKind::DecorrelatedJitter,
+            Strategy::TruncatedBinary { .. } => StrategyKind::TruncatedBinary,
+            Strategy::Google { .. } => StrategyKind::Google,
+        }
+    }
+
     /// The strategy's name as the command line spells it.
     pub fn name(&self) -> &'static str {
-        match self {
-            Strategy::Fixed { .. } => "fixed",
-            Strategy::Exponential { .. } => "exponential",
-            Strategy::Exponential2014 { .. } => "exponential-2014",
-            Strategy::FullJitter { .. } => "full-jitter",
-            Strategy::EqualJitter { .. } => "equal-jitter",
-            Strategy::DecorrelatedJitter { .. } => "decorrelated-jitter",
-            Strategy::TruncatedBinary { .. } => "truncated-binary",
-            Strategy::Google { .. } => "google",
-        }
+        self.kind().name()
     }
 
     /// True when the schedule involves no random draw (so a single run of

@@ -1,17 +1,23 @@
 //! Retry policies: how long a client waits before retrying a failed attempt,
-//! when it gives up, and whether a shared throttle lets the attempt out.
+//! when it gives up, and whether a shared throttle lets the attempt out;
+//! and the catalogue that names each policy and holds its defaults.
 //!
 //! Policies are pure: they take the failure history, the time and a random
 //! generator and return decisions. No clock and no runtime, so one
 //! implementation serves any engine and tests can check exact sequences.
 
 mod backoff;
-mod limits;
+mod catalogue;
+mod retry_limits;
 mod throttle;
 
 pub use backoff::{Backoff, Strategy};
-pub use limits::{MAX_RETRY_AFTER, Next, RetryLimits, format_retry_after, parse_retry_after};
-pub use throttle::{Throttle, ThrottleConfig, Verdict};
+pub use catalogue::{
+    NotRead, StrategyError, StrategyKind, StrategyParam, StrategyParams, ThrottleKind,
+    ThrottleParam, ThrottleParams,
+};
+pub use retry_limits::{MAX_RETRY_AFTER, Next, RetryLimits, format_retry_after, parse_retry_after};
+pub use throttle::{Decision, Throttle, ThrottleConfig};
 
 use std::time::Duration;
 

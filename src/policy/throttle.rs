@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use rand::{Rng, RngExt};
 
-use crate::timescale::compress;
+use super::catalogue::ThrottleKind;
+use crate::model::timescale::compress;
 
 /// Throttle parameters, as chosen on the command line.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -102,20 +103,25 @@ impl ThrottleConfig {
         }
     }
 
+    /// Which throttle of the catalogue this is.
+    pub fn kind(&self) -> ThrottleKind {
+        match self {
+            ThrottleConfig::TokenBucket { .. } => ThrottleKind::TokenBucket,
+            ThrottleConfig::Budget { .. } => ThrottleKind::Budget,
+            ThrottleConfig::Adaptive { .. } => ThrottleKind::Adaptive,
+            ThrottleConfig::CircuitBreaker { .. } => ThrottleKind::CircuitBreaker,
+        }
+    }
+
     /// The throttle's name as the command line spells it.
     pub fn name(&self) -> &'static str {
-        match self {
-            ThrottleConfig::TokenBucket { .. } => "token-bucket",
-            ThrottleConfig::Budget { .. } => "budget",
-            ThrottleConfig::Adaptive { .. } => "adaptive",
-            ThrottleConfig::CircuitBreaker { .. } => "circuit-breaker",
-        }
+        self.kind().name()
     }
 }
 
 /// Whether an attempt may go out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub enum Decision {
     /// Send it.
     Allow,
     /// A retry refused: give the logical request up.
@@ -261,13 +267,13 @@ impl Throttle {
         is_retry: bool,
         now: Duration,
         rng: &mut R,
-    ) -> Verdict {
+    ) -> Decision {
         match (&mut self.state, self.config) {
             (State::TokenBucket { tokens }, ThrottleConfig::TokenBucket { max_tokens, .. }) => {
                 if is_retry && *tokens <= max_tokens / 2.0 {
-                    Verdict::GiveUp
+                    Decision::GiveUp
                 } else {
-                    Verdict::Allow
+                    Decision::Allow
                 }
             }
             (
@@ -280,15 +286,15 @@ impl Throttle {
             ) => {
                 if !is_retry {
                     window.add(now, 1, 0);
-                    return Verdict::Allow;
+                    return Decision::Allow;
                 }
                 let (firsts, retries) = window.counts(now);
                 let allowed = min_per_sec * ttl.as_secs_f64() + percent * firsts as f64;
                 if (retries + 1) as f64 <= allowed {
                     window.add(now, 0, 1);
-                    Verdict::Allow
+                    Decision::Allow
                 } else {
-                    Verdict::GiveUp
+                    Decision::GiveUp
                 }
             }
             (State::Adaptive { window }, ThrottleConfig::Adaptive { k, .. }) => {
@@ -296,27 +302,27 @@ impl Throttle {
                 let p = ((requests as f64 - k * accepts as f64) / (requests as f64 + 1.0)).max(0.0);
                 window.add(now, 1, 0);
                 if p > 0.0 && rng.random::<f64>() < p {
-                    Verdict::Reject
+                    Decision::Reject
                 } else {
-                    Verdict::Allow
+                    Decision::Allow
                 }
             }
             (State::Breaker { phase, .. }, ThrottleConfig::CircuitBreaker { probes, .. }) => {
                 match *phase {
-                    Phase::Closed => Verdict::Allow,
+                    Phase::Closed => Decision::Allow,
                     Phase::Open { until } if now >= until => {
                         *phase = Phase::HalfOpen {
                             probes_left: probes.saturating_sub(1),
                         };
-                        Verdict::Allow
+                        Decision::Allow
                     }
-                    Phase::Open { .. } => Verdict::Reject,
-                    Phase::HalfOpen { probes_left: 0 } => Verdict::Reject,
+                    Phase::Open { .. } => Decision::Reject,
+                    Phase::HalfOpen { probes_left: 0 } => Decision::Reject,
                     Phase::HalfOpen { probes_left } => {
                         *phase = Phase::HalfOpen {
                             probes_left: probes_left - 1,
                         };
-                        Verdict::Allow
+                        Decision::Allow
                     }
                 }
             }
@@ -430,14 +436,14 @@ mod tests {
         for _ in 0..4 {
             t.after_attempt(false, now);
         }
-        assert_eq!(t.before_attempt(true, now, &mut r), Verdict::Allow);
+        assert_eq!(t.before_attempt(true, now, &mut r), Decision::Allow);
         // The fifth leaves 5 (= max/2): retries stop; first attempts go on.
         t.after_attempt(false, now);
-        assert_eq!(t.before_attempt(true, now, &mut r), Verdict::GiveUp);
-        assert_eq!(t.before_attempt(false, now, &mut r), Verdict::Allow);
+        assert_eq!(t.before_attempt(true, now, &mut r), Decision::GiveUp);
+        assert_eq!(t.before_attempt(false, now, &mut r), Decision::Allow);
         // One success: 5.1 > 5, retries allowed again.
         t.after_attempt(true, now);
-        assert_eq!(t.before_attempt(true, now, &mut r), Verdict::Allow);
+        assert_eq!(t.before_attempt(true, now, &mut r), Decision::Allow);
         // Never below zero nor above the maximum.
         for _ in 0..100 {
             t.after_attempt(false, now);
@@ -462,22 +468,22 @@ mod tests {
         for i in 0..10 {
             assert_eq!(
                 t.before_attempt(true, now, &mut r),
-                Verdict::Allow,
+                Decision::Allow,
                 "retry {i}"
             );
         }
-        assert_eq!(t.before_attempt(true, now, &mut r), Verdict::GiveUp);
+        assert_eq!(t.before_attempt(true, now, &mut r), Decision::GiveUp);
         // 50 first attempts buy 10 more.
         for _ in 0..50 {
-            assert_eq!(t.before_attempt(false, now, &mut r), Verdict::Allow);
+            assert_eq!(t.before_attempt(false, now, &mut r), Decision::Allow);
         }
         for _ in 0..10 {
-            assert_eq!(t.before_attempt(true, now, &mut r), Verdict::Allow);
+            assert_eq!(t.before_attempt(true, now, &mut r), Decision::Allow);
         }
-        assert_eq!(t.before_attempt(true, now, &mut r), Verdict::GiveUp);
+        assert_eq!(t.before_attempt(true, now, &mut r), Decision::GiveUp);
         // Once the window has passed, the floor is available again.
         let later = now + Duration::from_secs(11);
-        assert_eq!(t.before_attempt(true, later, &mut r), Verdict::Allow);
+        assert_eq!(t.before_attempt(true, later, &mut r), Decision::Allow);
     }
 
     #[test]
@@ -490,7 +496,7 @@ mod tests {
         let now = Duration::from_secs(1);
         // While everything is accepted nothing is rejected.
         for _ in 0..1000 {
-            assert_eq!(t.before_attempt(false, now, &mut r), Verdict::Allow);
+            assert_eq!(t.before_attempt(false, now, &mut r), Decision::Allow);
             t.after_attempt(true, now);
         }
         // Backend down: requests pile up with no accepts. After n more
@@ -498,7 +504,7 @@ mod tests {
         // about n = 3000 of attempts (rejected ones count too).
         let mut rejected = 0;
         for _ in 0..3000 {
-            if t.before_attempt(false, now, &mut r) == Verdict::Reject {
+            if t.before_attempt(false, now, &mut r) == Decision::Reject {
                 rejected += 1;
             } else {
                 t.after_attempt(false, now);
@@ -518,7 +524,7 @@ mod tests {
         );
         // The window forgets: two minutes later nothing is rejected.
         let later = now + Duration::from_secs(121);
-        assert_eq!(t.before_attempt(false, later, &mut r), Verdict::Allow);
+        assert_eq!(t.before_attempt(false, later, &mut r), Decision::Allow);
     }
 
     fn breaker() -> Throttle {
@@ -539,28 +545,28 @@ mod tests {
         let mut now = Duration::from_secs(1);
         // 9 attempts, all failed: below min_requests, still closed.
         for _ in 0..9 {
-            assert_eq!(t.before_attempt(false, now, &mut r), Verdict::Allow);
+            assert_eq!(t.before_attempt(false, now, &mut r), Decision::Allow);
             t.after_attempt(false, now);
         }
         assert_eq!(t.describe(), "closed");
         t.after_attempt(false, now);
         assert_eq!(t.describe(), "open");
-        assert_eq!(t.before_attempt(false, now, &mut r), Verdict::Reject);
+        assert_eq!(t.before_attempt(false, now, &mut r), Decision::Reject);
         now += ms(499);
-        assert_eq!(t.before_attempt(true, now, &mut r), Verdict::Reject);
+        assert_eq!(t.before_attempt(true, now, &mut r), Decision::Reject);
         // Cool-down over: one probe goes out, the next is refused.
         now += ms(1);
-        assert_eq!(t.before_attempt(false, now, &mut r), Verdict::Allow);
+        assert_eq!(t.before_attempt(false, now, &mut r), Decision::Allow);
         assert_eq!(t.describe(), "half-open");
-        assert_eq!(t.before_attempt(false, now, &mut r), Verdict::Reject);
+        assert_eq!(t.before_attempt(false, now, &mut r), Decision::Reject);
         // The probe fails: open again for a whole cool-down.
         t.after_attempt(false, now);
         assert_eq!(t.describe(), "open");
         now += ms(500);
-        assert_eq!(t.before_attempt(false, now, &mut r), Verdict::Allow);
+        assert_eq!(t.before_attempt(false, now, &mut r), Decision::Allow);
         t.after_attempt(true, now);
         assert_eq!(t.describe(), "closed");
-        assert_eq!(t.before_attempt(false, now, &mut r), Verdict::Allow);
+        assert_eq!(t.before_attempt(false, now, &mut r), Decision::Allow);
     }
 
     #[test]
@@ -569,7 +575,7 @@ mod tests {
         let mut r = rng();
         let now = Duration::from_secs(1);
         for i in 0..100 {
-            assert_eq!(t.before_attempt(false, now, &mut r), Verdict::Allow);
+            assert_eq!(t.before_attempt(false, now, &mut r), Decision::Allow);
             // 40 % failures, never 50 % of the attempts so far.
             t.after_attempt(i % 5 < 3, now);
         }

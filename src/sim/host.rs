@@ -5,9 +5,11 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use crate::scheduler::{CompletionScheduler, Ticket};
-use crate::server::{OnDisconnect, ServerConfig, ServerSummary};
-use crate::stats::{ServerCounts, ServerRow};
+use crate::model::scheduler::{CompletionScheduler, Ticket};
+use crate::model::server::{OnDisconnect, ServerConfig};
+use crate::report::counts::ServerCounts;
+use crate::report::rows::ServerRow;
+use crate::report::summary::ServerSummary;
 
 use super::virtual_unix_ms;
 
@@ -218,7 +220,7 @@ impl<T: Copy> Host<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::latency::LatencyModel;
+    use crate::model::latency::LatencyModel;
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
@@ -355,9 +357,9 @@ mod tests {
     #[test]
     fn shedding_refuses_at_the_threshold() {
         let mut h: Host<u32> = Host::new(&ServerConfig {
-            shed: Some(crate::server::Shedding {
+            shed: Some(crate::model::server::Shedding {
                 above: 1,
-                status: hyper::StatusCode::SERVICE_UNAVAILABLE,
+                status: 503,
                 retry_after: Duration::from_secs(1),
             }),
             ..ServerConfig::default()

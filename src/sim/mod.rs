@@ -5,8 +5,9 @@
 //! One implementation, two engines: users are the same [`User`] state
 //! machines as the real client's, drawing from the same per-user random
 //! streams through the same policies and throttle; the server is the same
-//! [`CompletionScheduler`] over the same [`LatencyModel`]; counts go through
-//! the same recorder into the same report rows and CSV files. What the
+//! completion scheduler over the same latency model; counts go through the
+//! same recorder into the same report rows and CSV files. This module
+//! imports nothing from the networked engine, nor hyper or tokio. What the
 //! engine adds is a model of what the network does, and only of what
 //! decides the outcome:
 //!
@@ -31,14 +32,17 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use rand::rngs::Xoshiro256PlusPlus;
 
-use crate::arrivals::user_rng;
-use crate::client::{ClientConfig, ClientSummary, Reporter, record};
-use crate::output::{CsvError, CsvSink, write_row};
-use crate::policy::{Throttle, format_retry_after, parse_retry_after};
-use crate::scheduler::Ticket;
-use crate::server::{ServerConfig, ServerSummary};
-use crate::stats::{ClientRecorder, Outcome, ServerRow};
-use crate::user::{Attempt, Rules, User};
+use crate::model::arrivals::user_rng;
+use crate::model::client::ClientConfig;
+use crate::model::outcome::Outcome;
+use crate::model::scheduler::Ticket;
+use crate::model::server::ServerConfig;
+use crate::model::user::{Attempt, Rules, User};
+use crate::policy::{Decision, Throttle, format_retry_after, parse_retry_after};
+use crate::report::counts::ClientRecorder;
+use crate::report::output::{CsvError, CsvSink, write_row};
+use crate::report::rows::ServerRow;
+use crate::report::summary::{ClientSummary, Reporter, ServerSummary};
 
 mod host;
 mod queue;
@@ -51,11 +55,6 @@ use queue::{EventQueue, Key};
 /// loop): without it, a zero retry delay against an instant refusal would
 /// stop virtual time.
 const INSTANT_ANSWER: Duration = Duration::from_micros(100);
-
-/// The backlog of a virtual server not given `--backlog`: the kernel's
-/// default maximum since Linux 5.4, fixed so that results do not depend on
-/// the host.
-pub const DEFAULT_BACKLOG: u32 = 4096;
 
 /// Linux's SYN retransmissions (`tcp_syn_retries`) before a connect fails.
 const SYN_RETRIES: u32 = 6;
@@ -256,17 +255,17 @@ impl Engine {
     /// A user's attempt falls due at `now`.
     fn due(&mut self, user: u32, now: Duration) {
         let slot = &mut self.slots[user as usize];
-        let verdict = match &mut self.throttle {
+        let decision = match &mut self.throttle {
             Some(t) => t.before_attempt(slot.user.is_retry(), now, slot.user.rng()),
-            None => crate::policy::Verdict::Allow,
+            None => Decision::Allow,
         };
-        match slot.user.begin(&self.rules, verdict, now) {
+        match slot.user.begin(&self.rules, decision, now) {
             Attempt::Refused(request) => {
                 self.recorder.request_finished(request);
                 self.next_attempt(user, now, true);
             }
             Attempt::Rejected(finished) => {
-                record(&self.recorder, finished);
+                self.recorder.finished(finished);
                 self.next_attempt(user, now, true);
             }
             Attempt::Send { deadline } => {
@@ -322,7 +321,7 @@ impl Engine {
         slot.generation = (slot.generation + 1) & GENERATION_MASK;
         slot.state = State::Idle;
         let finished = slot.user.finish(&self.rules, outcome, retry_after, now);
-        record(&self.recorder, finished);
+        self.recorder.finished(finished);
         self.next_attempt(user, now, instant);
     }
 
@@ -405,7 +404,7 @@ pub fn run(config: &SimConfig) -> Result<SimOutcome, SimError> {
     let wall = Instant::now();
     let client = &config.client;
     let end = client.duration.ok_or(SimError::NoDuration)?;
-    let mut reporter = Reporter::new(client).map_err(SimError::Csv)?;
+    let mut reporter = Reporter::new(client, None).map_err(SimError::Csv)?;
     let mut server_csv =
         CsvSink::<ServerRow>::create_if(config.server.csv.as_deref()).map_err(SimError::Csv)?;
     let rules = client.rules();

@@ -1,13 +1,13 @@
-//! The map of where each policy breaks. For each policy, under each
-//! setting (clients, timeout, server limit), the critical pause: the longest
-//! pause after which the system still recovers within the observation
-//! window, found by bisection in virtual time, each point judged over
-//! several seeds. A grid of pauses beside it gives the heat map.
+//! The map of where each policy breaks. For each case, under each setting
+//! (clients, timeout, server limit), the critical pause: the longest pause
+//! after which the system still recovers within the observation window,
+//! found by bisection in virtual time, each point judged over several
+//! seeds. A grid of pauses beside it gives the heat map.
 //!
 //! The bisection assumes that a longer pause never helps; the grid, which
 //! does not assume it, shows where that fails.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::io;
 use std::path::PathBuf;
@@ -17,17 +17,18 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::cli::StrategyArg;
+use super::scenario::{Case, format_duration};
+use super::{Flags, Storm, StormError};
+use crate::plot::{self, HeatRow, HeatmapScale};
+use crate::report::verdict::figures;
 use crate::sim;
-use crate::storm::{StormConfig, StormError};
-use crate::verdict::figures;
 
 /// A whole sweep.
 #[derive(Debug, Clone)]
 pub struct SweepConfig {
-    /// The experiment every point runs (strategies, protocol, base seed,
-    /// extra flags); its pause is set per point, its engine is virtual.
-    pub storm: StormConfig,
+    /// The experiment every point runs (cases, protocol, base seed); its
+    /// pause is set per point, its engine is virtual.
+    pub storm: Storm,
     /// Numbers of clients to sweep.
     pub clients: Vec<u32>,
     /// Client timeouts to sweep.
@@ -47,11 +48,11 @@ pub struct SweepConfig {
     pub threads: usize,
 }
 
-/// One line of the map: a policy under one setting.
+/// One line of the map: a case under one setting.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Setting {
-    /// The retry strategy.
-    pub strategy: StrategyArg,
+    /// The case, by its place in the scenario.
+    pub case: usize,
     /// Number of clients.
     pub clients: u32,
     /// Client timeout.
@@ -63,8 +64,8 @@ pub struct Setting {
 /// One point of the grid: a setting and a pause, judged over the seeds.
 #[derive(Debug, Clone, Serialize)]
 pub struct Point {
-    /// Strategy name.
-    pub strategy: &'static str,
+    /// The case's name (with `--strategies`, the strategy's).
+    pub strategy: String,
     /// Number of clients.
     pub clients: u32,
     /// Client timeout, seconds.
@@ -87,8 +88,8 @@ pub struct Point {
 /// A setting's critical pause.
 #[derive(Debug, Clone, Serialize)]
 pub struct Critical {
-    /// Strategy name.
-    pub strategy: &'static str,
+    /// The case's name (with `--strategies`, the strategy's).
+    pub strategy: String,
     /// Number of clients.
     pub clients: u32,
     /// The longest pause after which the system still recovers, seconds
@@ -150,15 +151,15 @@ fn secs(d: Duration) -> f64 {
 }
 
 impl SweepConfig {
-    /// Every setting, strategies outermost.
+    /// Every setting, cases outermost.
     pub fn settings(&self) -> Vec<Setting> {
         let mut out = Vec::new();
-        for &strategy in &self.storm.strategies {
+        for case in 0..self.storm.scenario.cases.len() {
             for &clients in &self.clients {
                 for &timeout in &self.timeouts {
                     for &limit in &self.limits {
                         out.push(Setting {
-                            strategy,
+                            case,
                             clients,
                             timeout,
                             limit,
@@ -170,25 +171,36 @@ impl SweepConfig {
         out
     }
 
-    /// The storm configuration of one run.
-    fn storm_for(&self, setting: &Setting, pause: Duration, seed: u64) -> StormConfig {
-        let mut storm = self.storm.clone();
-        storm.pause = pause;
-        storm.seed = seed;
-        storm.client_args.extend([
+    /// The name of a setting's case.
+    fn name(&self, setting: &Setting) -> &str {
+        &self.storm.scenario.cases[setting.case].name
+    }
+
+    /// A setting's case: the scenario's, with the setting's clients,
+    /// timeout and server limit.
+    fn case_for(&self, setting: &Setting) -> Case {
+        let mut case = self.storm.scenario.cases[setting.case].clone();
+        case.client.extend([
             "--clients".to_string(),
             setting.clients.to_string(),
             "--timeout".to_string(),
-            humantime::format_duration(setting.timeout).to_string(),
+            format_duration(setting.timeout),
         ]);
-        storm
-            .server_args
+        case.server
             .extend(["--limit".to_string(), setting.limit.to_string()]);
+        case
+    }
+
+    /// The storm of one run: the sweep's, with this pause and seed.
+    fn storm_for(&self, pause: Duration, seed: u64) -> Storm {
+        let mut storm = self.storm.clone();
+        storm.scenario.protocol.pause = pause;
+        storm.scenario.seed = seed;
         storm
     }
 
     /// Checks every setting's flags before anything runs.
-    pub fn validate(&self) -> Result<(), StormError> {
+    pub fn validate(&self, flags: &dyn Flags) -> Result<(), StormError> {
         if self.seeds == 0 {
             return Err(StormError::Flags("--seeds: must be at least 1".into()));
         }
@@ -209,8 +221,8 @@ impl SweepConfig {
             ));
         }
         for setting in self.settings() {
-            self.storm_for(&setting, self.max_pause, self.storm.seed)
-                .configs(setting.strategy)?;
+            self.storm_for(self.max_pause, self.storm.scenario.seed)
+                .sim_config(&self.case_for(&setting), flags)?;
         }
         Ok(())
     }
@@ -219,7 +231,9 @@ impl SweepConfig {
 /// Runs the points of one setting, remembering each pause's verdict.
 struct Line<'a> {
     config: &'a SweepConfig,
+    flags: &'a dyn Flags,
     setting: Setting,
+    case: Case,
     points: BTreeMap<Duration, Point>,
     runs: u64,
     events: u64,
@@ -243,8 +257,9 @@ impl Line<'_> {
         let s = self.setting;
         let mut recoveries = Vec::new();
         for i in 0..c.seeds {
-            let storm = c.storm_for(&s, pause, c.storm.seed.wrapping_add(u64::from(i)));
-            let mut run = storm.sim_config(s.strategy)?;
+            let seed = c.storm.scenario.seed.wrapping_add(u64::from(i));
+            let storm = c.storm_for(pause, seed);
+            let mut run = storm.sim_config(&self.case, self.flags)?;
             run.server.csv = None;
             run.client.csv = None;
             let out = sim::run(&run).map_err(|e| StormError::Child(e.to_string()))?;
@@ -261,7 +276,7 @@ impl Line<'_> {
         });
         let recovery_s = recoveries[recoveries.len() / 2];
         Ok(Point {
-            strategy: s.strategy.name(),
+            strategy: c.name(&s).to_string(),
             clients: s.clients,
             timeout_s: secs(s.timeout),
             server_limit: s.limit,
@@ -300,7 +315,7 @@ impl Line<'_> {
         let recovery_s = self.point(critical)?.recovery_s;
         let s = self.setting;
         Ok(Critical {
-            strategy: s.strategy.name(),
+            strategy: c.name(&s).to_string(),
             clients: s.clients,
             critical_pause_s: secs(critical),
             timeout_s: secs(s.timeout),
@@ -342,9 +357,10 @@ fn candidates(max: Duration, resolution: Duration) -> Vec<Duration> {
 /// setting is done.
 pub fn run(
     config: &SweepConfig,
+    flags: &dyn Flags,
     progress: impl Fn(&Critical) + Sync,
 ) -> Result<SweepReport, StormError> {
-    config.validate()?;
+    config.validate(flags)?;
     let wall = Instant::now();
     let settings = config.settings();
     let next = AtomicUsize::new(0);
@@ -360,7 +376,9 @@ pub fn run(
                     };
                     let mut line = Line {
                         config,
+                        flags,
                         setting,
+                        case: config.case_for(&setting),
                         points: BTreeMap::new(),
                         runs: 0,
                         events: 0,
@@ -405,10 +423,60 @@ pub fn write(config: &SweepConfig, report: &SweepReport, command: &str) -> Resul
     write_csv(out.join("grid.csv"), &report.grid)?;
     let ext = if config.storm.png { "png" } else { "svg" };
     let map = out.join(format!("heatmap.{ext}"));
-    crate::plot::draw_heatmap(&map, config, report)
+    let scale = HeatmapScale {
+        step_s: secs(config.step),
+        max_pause_s: secs(config.max_pause),
+        observe_s: secs(config.storm.scenario.protocol.observe),
+    };
+    plot::draw_heatmap(&map, &heat_rows(report), scale, config.storm.png)
         .map_err(|e| StormError::Child(format!("heat map: {e}")))?;
     std::fs::write(out.join("summary.md"), summary(config, report, command))
         .map_err(|e| StormError::Io("write summary.md".into(), e))
+}
+
+/// The heat map's rows: one per setting, labelled with its case and, of
+/// its clients, timeout and server limit, what varies between settings.
+fn heat_rows(report: &SweepReport) -> Vec<HeatRow> {
+    let varies = |f: &dyn Fn(&Critical) -> String| {
+        report.critical.iter().map(f).collect::<BTreeSet<_>>().len() > 1
+    };
+    let (by_clients, by_timeout, by_limit) = (
+        varies(&|c| c.clients.to_string()),
+        varies(&|c| c.timeout_s.to_string()),
+        varies(&|c| c.server_limit.to_string()),
+    );
+    report
+        .critical
+        .iter()
+        .map(|c| {
+            let mut label = c.strategy.clone();
+            if by_clients {
+                label.push_str(&format!(", {} clients", c.clients));
+            }
+            if by_timeout {
+                label.push_str(&format!(", timeout {} s", c.timeout_s));
+            }
+            if by_limit {
+                label.push_str(&format!(", limit {}", c.server_limit));
+            }
+            let cells = report
+                .grid
+                .iter()
+                .filter(|p| {
+                    p.strategy == c.strategy
+                        && p.clients == c.clients
+                        && p.timeout_s == c.timeout_s
+                        && p.server_limit == c.server_limit
+                })
+                .map(|p| (p.pause_s, p.recovery_s))
+                .collect();
+            HeatRow {
+                label,
+                cells,
+                critical_s: (!c.overloaded).then_some(c.critical_pause_s),
+            }
+        })
+        .collect()
 }
 
 fn write_csv<T: Serialize>(path: PathBuf, rows: &[T]) -> Result<(), StormError> {
@@ -423,7 +491,8 @@ fn write_csv<T: Serialize>(path: PathBuf, rows: &[T]) -> Result<(), StormError> 
 
 /// The sweep's Markdown summary.
 pub fn summary(config: &SweepConfig, report: &SweepReport, command: &str) -> String {
-    let s = &config.storm;
+    let s = &config.storm.scenario.protocol;
+    let seed = config.storm.scenario.seed;
     let mut md = format!(
         "# Critical pauses\n\n`{command}`\n\n\
          Virtual time. Warm-up {} s, observation {} s, report interval {} s; pauses from 0 \
@@ -438,7 +507,7 @@ pub fn summary(config: &SweepConfig, report: &SweepReport, command: &str) -> Str
         secs(config.resolution),
         secs(config.step),
         config.seeds,
-        s.seed,
+        seed,
         report.runs,
         report.events,
         report.wall.as_secs_f64(),
@@ -474,108 +543,10 @@ pub fn summary(config: &SweepConfig, report: &SweepReport, command: &str) -> Str
 mod tests {
     use super::*;
 
-    use clap::Parser;
-
-    use crate::cli::StormCli;
-
-    fn storm() -> StormConfig {
-        let flags = [
-            "storm",
-            "--engine",
-            "sim",
-            "--strategies",
-            "fixed,exponential-2014",
-            "--seed",
-            "1",
-            "--quiet",
-            "--out",
-            "unused",
-        ];
-        StormCli::try_parse_from(flags)
-            .expect("valid flags")
-            .run
-            .config(PathBuf::from("storm"))
-    }
-
-    fn sweep(clients: Vec<u32>) -> SweepConfig {
-        SweepConfig {
-            storm: storm(),
-            clients,
-            timeouts: vec![Duration::from_secs(2)],
-            limits: vec![30],
-            seeds: 1,
-            max_pause: Duration::from_secs(40),
-            resolution: Duration::from_secs(5),
-            step: Duration::from_secs(10),
-            threads: 2,
-        }
-    }
-
-    #[test]
-    fn settings_cover_every_combination_in_order() {
-        let mut c = sweep(vec![100, 200]);
-        c.limits = vec![30, 60];
-        let s = c.settings();
-        assert_eq!(s.len(), 2 * 2 * 2);
-        assert_eq!(
-            (s[0].strategy, s[0].clients, s[0].limit),
-            (StrategyArg::Fixed, 100, 30)
-        );
-        assert_eq!((s[1].clients, s[1].limit), (100, 60));
-        assert_eq!(s[7].strategy, StrategyArg::Exponential2014);
-    }
-
-    #[test]
-    fn bisection_finds_the_edge_that_the_grid_shows() {
-        // Few clients so that the runs are quick; the 2014 client keeps
-        // sending little while the server is down, fixed retries do not.
-        let c = sweep(vec![300]);
-        let report = run(&c, |_| {}).unwrap();
-        assert_eq!(report.critical.len(), 2);
-        for critical in &report.critical {
-            let grid: Vec<&Point> = report
-                .grid
-                .iter()
-                .filter(|p| p.strategy == critical.strategy)
-                .collect();
-            assert_eq!(grid.len(), 5, "0, 10, ... 40 s");
-            // Every grid pause at or under the critical one recovers, and
-            // the first one past it (if tried) does not.
-            for p in &grid {
-                if p.pause_s <= critical.critical_pause_s {
-                    assert!(p.recovered, "{critical}: {p:?}");
-                } else if p.pause_s <= critical.critical_pause_s + 5.0 {
-                    assert!(!p.recovered, "{critical}: {p:?}");
-                }
-            }
-        }
-        let fixed = &report.critical[0];
-        let original = &report.critical[1];
-        assert!(!fixed.overloaded && !original.overloaded);
-        assert!(
-            original.critical_pause_s > fixed.critical_pause_s,
-            "{fixed} / {original}"
-        );
-        assert!(report.runs >= 10 && report.events > 0);
-    }
-
     #[test]
     fn the_longest_pause_is_a_candidate_even_off_the_resolution() {
         let s = Duration::from_secs;
         assert_eq!(candidates(s(10), s(3)), vec![s(0), s(3), s(6), s(9), s(10)]);
         assert_eq!(candidates(s(10), s(5)), vec![s(0), s(5), s(10)]);
-    }
-
-    #[test]
-    fn bad_sweep_flags_are_refused_before_running() {
-        let mut c = sweep(vec![100]);
-        c.seeds = 0;
-        assert!(matches!(c.validate(), Err(StormError::Flags(_))));
-        let mut c = sweep(vec![0]);
-        c.seeds = 1;
-        assert!(matches!(c.validate(), Err(StormError::Flags(_))));
-        let mut c = sweep(vec![100]);
-        c.resolution = Duration::from_secs(60);
-        assert!(matches!(c.validate(), Err(StormError::Flags(_))));
     }
 }

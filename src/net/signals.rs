@@ -1,4 +1,5 @@
-//! Orderly stop on SIGINT (Ctrl-C) or SIGTERM; a second signal ends at once.
+//! Signals: an orderly stop on SIGINT (Ctrl-C) or SIGTERM; a second signal
+//! ends at once.
 
 use std::future::Future;
 

@@ -20,9 +20,9 @@ use tokio::net::TcpStream;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
-use crate::client::StartError;
+use crate::model::outcome::Outcome;
 use crate::policy::parse_retry_after;
-use crate::stats::Outcome;
+
 /// Where attempts go: the resolved address and the request's parts.
 #[derive(Debug, Clone)]
 pub(crate) struct Target {
@@ -32,22 +32,25 @@ pub(crate) struct Target {
 }
 
 impl Target {
-    pub(crate) async fn resolve(url: &Uri) -> Result<Target, StartError> {
+    /// Resolves an `http://host:port/path` URL, or says why it cannot be
+    /// used.
+    pub(crate) async fn resolve(url: &str) -> Result<Target, String> {
+        let url: Uri = url
+            .parse()
+            .map_err(|e| format!("'{url}' is not a URL: {e}"))?;
         if url.scheme_str() != Some("http") {
-            return Err(StartError::Url(format!(
+            return Err(format!(
                 "'{url}' is not an http:// URL (only plain HTTP is supported)"
-            )));
+            ));
         }
-        let host = url
-            .host()
-            .ok_or_else(|| StartError::Url(format!("'{url}' has no host")))?;
+        let host = url.host().ok_or_else(|| format!("'{url}' has no host"))?;
         let host = host.trim_start_matches('[').trim_end_matches(']');
         let port = url.port_u16().unwrap_or(80);
         let addr = tokio::net::lookup_host((host, port))
             .await
             .ok()
             .and_then(|mut addrs| addrs.next())
-            .ok_or_else(|| StartError::Url(format!("cannot resolve host '{host}'")))?;
+            .ok_or_else(|| format!("cannot resolve host '{host}'"))?;
         let path = url
             .path_and_query()
             .map_or("/", |p| p.as_str())
@@ -148,11 +151,13 @@ impl<T> IdleStack<T> {
     }
 
     /// Number of idle items.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.items.len()
     }
 
     /// Whether there is no idle item.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
     }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use rand::SeedableRng;
 use rand::rngs::Xoshiro256PlusPlus;
 
-use crate::arrivals::ThinkTime;
+use super::arrivals::ThinkTime;
 use crate::policy::{Backoff, Strategy};
 
 /// What to plan.

@@ -1,9 +1,8 @@
 //! One simulated user's request cycle, as a pure state machine: think, try,
 //! retry under the policy until OK or given up, think again.
 //!
-//! Both engines drive this same code: the real client ([`crate::client`])
-//! with the wall clock and a socket per attempt, the virtual-time engine
-//! ([`crate::sim`]) with its event queue. Time is a [`Duration`] since the
+//! Both engines drive this same code: the real client with the wall clock
+//! and a socket per attempt, the virtual-time engine with its event queue. Time is a [`Duration`] since the
 //! engine's epoch, added with saturation (an absurd think time or
 //! `Retry-After` means "never", not a panic); nothing here reads a clock.
 
@@ -11,9 +10,9 @@ use std::time::Duration;
 
 use rand::Rng;
 
-use crate::arrivals::ThinkTime;
-use crate::policy::{Backoff, Next, RetryLimits, Strategy, Verdict};
-use crate::stats::{AttemptRecord, Outcome, RequestRecord};
+use super::arrivals::ThinkTime;
+use super::outcome::{AttemptRecord, Outcome, RequestRecord};
+use crate::policy::{Backoff, Decision, Next, RetryLimits, Strategy};
 
 /// What every user of a run shares: think times, timeout and policy.
 #[derive(Debug, Clone, Copy)]
@@ -96,12 +95,12 @@ impl<R: Rng> User<R> {
         &mut self.rng
     }
 
-    /// Starts the due attempt at `now`, given the throttle's `verdict`
+    /// Starts the due attempt at `now`, given the throttle's `decision`
     /// (`Allow` without a throttle).
-    pub fn begin(&mut self, rules: &Rules, verdict: Verdict, now: Duration) -> Attempt {
+    pub fn begin(&mut self, rules: &Rules, decision: Decision, now: Duration) -> Attempt {
         self.lateness = now.saturating_sub(self.due);
-        match verdict {
-            Verdict::Allow => {
+        match decision {
+            Decision::Allow => {
                 let started = self.due.saturating_sub(self.first);
                 Attempt::Send {
                     deadline: self
@@ -109,8 +108,8 @@ impl<R: Rng> User<R> {
                         .saturating_add(rules.limits.attempt_end(started, rules.timeout)),
                 }
             }
-            Verdict::Reject => Attempt::Rejected(self.end(rules, Outcome::Error, None, now, true)),
-            Verdict::GiveUp => {
+            Decision::Reject => Attempt::Rejected(self.end(rules, Outcome::Error, None, now, true)),
+            Decision::GiveUp => {
                 let record = RequestRecord {
                     attempts: self.attempts,
                     latency: None,
@@ -190,7 +189,7 @@ impl<R: Rng> User<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::arrivals::user_rng;
+    use crate::model::arrivals::user_rng;
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
@@ -223,7 +222,7 @@ mod tests {
         let mut user = User::new(&r, user_rng(2, 0), Duration::ZERO);
         let t0 = user.due();
         assert_eq!(
-            user.begin(&r, Verdict::Allow, t0),
+            user.begin(&r, Decision::Allow, t0),
             Attempt::Send {
                 deadline: t0 + ms(2000)
             }
@@ -238,7 +237,7 @@ mod tests {
 
         let t1 = user.due();
         assert!(matches!(
-            user.begin(&r, Verdict::Allow, t1),
+            user.begin(&r, Decision::Allow, t1),
             Attempt::Send { .. }
         ));
         let f = user.finish(&r, Outcome::Ok, None, t1 + ms(100));
@@ -260,7 +259,7 @@ mod tests {
         let r = rules(None);
         let mut user = User::new(&r, user_rng(5, 0), Duration::ZERO);
         let due = user.due();
-        user.begin(&r, Verdict::Allow, due + ms(3));
+        user.begin(&r, Decision::Allow, due + ms(3));
         let f = user.finish(&r, Outcome::Ok, None, due + ms(103));
         assert_eq!(f.attempt.lateness, ms(3));
         assert_eq!(
@@ -282,7 +281,7 @@ mod tests {
         let mut user = User::new(&r, user_rng(6, 0), Duration::MAX - ms(1));
         let due = user.due();
         assert_eq!(due, Duration::MAX);
-        user.begin(&r, Verdict::Allow, due);
+        user.begin(&r, Decision::Allow, due);
         user.finish(&r, Outcome::Error, Some(Duration::MAX), due);
         assert_eq!(user.due(), Duration::MAX);
     }
@@ -292,7 +291,7 @@ mod tests {
         let r = rules(Some(1));
         let mut user = User::new(&r, user_rng(3, 0), Duration::ZERO);
         let t0 = user.due();
-        user.begin(&r, Verdict::Allow, t0);
+        user.begin(&r, Decision::Allow, t0);
         let f = user.finish(&r, Outcome::Error, None, t0 + ms(5));
         assert_eq!(
             f.request,
@@ -306,11 +305,11 @@ mod tests {
     }
 
     #[test]
-    fn throttle_verdicts() {
+    fn throttle_decisions() {
         let r = rules(None);
         let mut user = User::new(&r, user_rng(4, 0), Duration::ZERO);
         let t0 = user.due();
-        let Attempt::Rejected(f) = user.begin(&r, Verdict::Reject, t0) else {
+        let Attempt::Rejected(f) = user.begin(&r, Decision::Reject, t0) else {
             panic!("a rejection is recorded as an attempt");
         };
         assert!(f.attempt.rejected_locally);
@@ -318,7 +317,7 @@ mod tests {
         assert_eq!(user.due(), t0 + ms(100));
         let t1 = user.due();
         assert_eq!(
-            user.begin(&r, Verdict::GiveUp, t1),
+            user.begin(&r, Decision::GiveUp, t1),
             Attempt::Refused(RequestRecord {
                 attempts: 1,
                 latency: None,

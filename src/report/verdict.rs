@@ -1,18 +1,22 @@
 //! The figures of one storm run, computed from its report rows: baseline
-//! goodput, whether and when the system recovered, peak concurrency, wasted
-//! work, amplification and latency before and after.
+//! goodput, whether and when the system recovered, how long it took to
+//! calm down and to reach half and most of its baseline again, peak
+//! concurrency, wasted work, amplification and latency before and after.
 //!
 //! Pure: rows in, figures out. Times are Unix milliseconds, as in the CSV
 //! files, so client and server rows line up.
 
 use serde::Serialize;
 
-use crate::stats::{ClientRow, ServerRow};
+use super::rows::{ClientRow, ServerRow};
 
 /// Share of the baseline goodput that counts as recovered.
 pub const RECOVERED_SHARE: f64 = 0.9;
 /// Consecutive intervals that make a recovery (or, below the line, a relapse).
 pub const STREAK: usize = 3;
+/// The server is calm again when its concurrency is at most this many times
+/// its mean over the warm-up.
+pub const CALM_FACTOR: f64 = 2.0;
 
 /// When the protocol's phases happened, in Unix milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -55,6 +59,19 @@ pub struct Figures {
     pub p50_after_ms: Option<f64>,
     /// The same for p99, ms.
     pub p99_after_ms: Option<f64>,
+    /// Seconds from resume to the start of the first interval whose
+    /// goodput reached half the baseline.
+    pub to_50pct_s: Option<f64>,
+    /// The same for 80 % of the baseline.
+    pub to_80pct_s: Option<f64>,
+    /// The best goodput of an interval after the resume, OK/s.
+    pub best_ok_per_s: Option<f64>,
+    /// Seconds from resume until the server's concurrency, past its peak
+    /// after the resume, is back to at most [`CALM_FACTOR`] times its mean
+    /// over the warm-up (the first report excluded).
+    pub calm_s: Option<f64>,
+    /// The server's concurrency at its last report.
+    pub end_concurrency: Option<u64>,
 }
 
 /// One client interval: its span and goodput.
@@ -177,6 +194,15 @@ pub fn figures(client: &[ClientRow], server: &[ServerRow], timeline: &Timeline) 
         previous = Some(row.elapsed_s);
     }
 
+    let since_resume = |ms: u64| ms.saturating_sub(timeline.resume_ms) as f64 / 1000.0;
+    let reached = |share: f64| {
+        after
+            .iter()
+            .find(|s| baseline > 0.0 && s.row.ok_per_s >= share * baseline)
+            .map(|s| since_resume(s.start_ms))
+    };
+    let best_ok_per_s = after.iter().map(|s| s.row.ok_per_s).reduce(f64::max);
+
     let since = recovery.map_or(timeline.resume_ms, |s| s.start_ms);
     let later: Vec<&ClientRow> = spans
         .iter()
@@ -194,7 +220,37 @@ pub fn figures(client: &[ClientRow], server: &[ServerRow], timeline: &Timeline) 
         p99_before_ms: weighted(&warm, |r| r.p99_ms),
         p50_after_ms: weighted(&later, |r| r.p50_ms),
         p99_after_ms: weighted(&later, |r| r.p99_ms),
+        to_50pct_s: reached(0.5),
+        to_80pct_s: reached(0.8),
+        best_ok_per_s,
+        calm_s: calm(server, timeline).map(since_resume),
+        end_concurrency: server.last().map(|r| r.concurrency),
     }
+}
+
+/// When the server is calm again after the resume: the first report, at or
+/// after the highest concurrency since the resume, with a concurrency of at
+/// most [`CALM_FACTOR`] times the warm-up's mean (and at least 1). Returns
+/// that report's Unix milliseconds.
+fn calm(server: &[ServerRow], timeline: &Timeline) -> Option<u64> {
+    let warm: Vec<u64> = server
+        .iter()
+        .skip(1)
+        .filter(|r| r.unix_ms <= timeline.stop_ms)
+        .map(|r| r.concurrency)
+        .collect();
+    let mean = warm.iter().sum::<u64>() as f64 / warm.len().max(1) as f64;
+    let line = (CALM_FACTOR * mean).max(1.0);
+    let after: Vec<&ServerRow> = server
+        .iter()
+        .filter(|r| r.unix_ms > timeline.resume_ms)
+        .collect();
+    let peak = after.iter().map(|r| r.concurrency).max()?;
+    let at_peak = after.iter().position(|r| r.concurrency == peak)?;
+    after[at_peak..]
+        .iter()
+        .find(|r| r.concurrency as f64 <= line)
+        .map(|r| r.unix_ms)
 }
 
 #[cfg(test)]
@@ -351,6 +407,64 @@ mod tests {
         // From the stop: 15 intervals of 100 started, one of them (not the
         // warm-up's last) with 900 sent: 2300 / 1500.
         assert_eq!(f.amplification, Some(1.53));
+    }
+
+    #[test]
+    fn the_times_to_half_and_most_of_the_baseline_and_the_best_rate() {
+        let mut ok = vec![50.0, 100.0, 100.0, 100.0, 100.0];
+        ok.extend([DOWN; 5]);
+        // After resume (intervals starting at 10, 11, ... s): 10, 40, 60,
+        // 85, 120, then 95 for the rest.
+        ok.extend([10.0, 40.0, 60.0, 85.0, 120.0, 95.0, 95.0, 95.0, 95.0, 95.0]);
+        let f = run(&ok);
+        assert_eq!(f.to_50pct_s, Some(2.0), "60 is the first at 50 or more");
+        assert_eq!(f.to_80pct_s, Some(3.0));
+        assert_eq!(f.best_ok_per_s, Some(120.0));
+        let mut ok = vec![100.0; 5];
+        ok.extend([DOWN; 15]);
+        let f = run(&ok);
+        assert_eq!((f.to_50pct_s, f.to_80pct_s), (None, None));
+        assert_eq!(f.best_ok_per_s, Some(0.0));
+    }
+
+    /// Server rows one second apart from t = 1 s with these concurrencies.
+    fn server(concurrency: &[u64]) -> Vec<ServerRow> {
+        concurrency
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| ServerRow {
+                unix_ms: 1_000 * (i as u64 + 1),
+                elapsed_s: i as f64 + 1.0,
+                concurrency: c,
+                last_delay_ms: 100.0,
+                completed_per_s: 0.0,
+                abandoned_per_s: 0.0,
+                shed_per_s: 0.0,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn calm_comes_after_the_peak_that_follows_the_resume() {
+        // Warm-up rows at 2..5 s average 10 (the first, at 1 s, is cold):
+        // calm is at most 20. Stopped 5-10 s; after resume (11 s on) the
+        // concurrency rises to 900 at 12 s and falls: 25 at 14 s, 18 at
+        // 15 s.
+        let rows = server(&[
+            90, 8, 12, 10, 10, 10, 10, 10, 10, 10, 5, 900, 300, 25, 18, 10, 10,
+        ]);
+        let f = figures(&client(&[100.0; 17]), &rows, &timeline());
+        assert_eq!(f.calm_s, Some(5.0));
+        assert_eq!(f.end_concurrency, Some(10));
+        assert_eq!(f.peak_concurrency, 900);
+        // A storm that never drains is never calm.
+        let rows = server(&[10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 4000, 5000, 6000]);
+        let f = figures(&client(&[100.0; 13]), &rows, &timeline());
+        assert_eq!(f.calm_s, None);
+        assert_eq!(f.end_concurrency, Some(6000));
+        // Without server rows there is nothing to say.
+        let f = figures(&client(&[100.0; 13]), &[], &timeline());
+        assert_eq!((f.calm_s, f.end_concurrency), (None, None));
     }
 
     #[test]

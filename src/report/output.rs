@@ -1,5 +1,6 @@
-//! CSV output that survives interruption: the header is written when the file
-//! is created (before any load starts) and every row is flushed as written.
+//! Output: terminal lines, and CSV files that survive interruption (the
+//! header is written when the file is created, before any load starts, and
+//! every row is flushed as written).
 
 use std::fmt::Display;
 use std::fs::File;
@@ -9,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::stats::{ClientRow, ServerRow};
+use super::rows::{ClientRow, ServerRow};
 
 /// Prints a line on stdout. A closed stdout (`client | head`) is not worth
 /// dying for in the middle of an experiment: the CSV carries on.
@@ -137,7 +138,7 @@ pub fn write_row<T: CsvRow>(sink: &mut Option<CsvSink<T>>, row: &T) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::{ClientCounts, ServerCounts};
+    use crate::report::counts::{ClientCounts, ServerCounts};
     use std::time::Duration;
 
     /// The header constant must name the serialized fields, in order.

@@ -13,7 +13,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use crate::latency::LatencyModel;
+use super::latency::LatencyModel;
 
 /// Identifies an admitted request, for cancelling it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

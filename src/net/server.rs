@@ -12,7 +12,6 @@ use std::fmt;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::pin::pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -29,89 +28,26 @@ use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use crate::latency::LatencyModel;
-use crate::output::{CsvError, CsvSink, say, write_row};
+use super::timer::Alarm;
+use crate::model::scheduler::{Completion, CompletionScheduler, Ticket};
+use crate::model::server::{DEFAULT_BACKLOG, OnDisconnect, ServerConfig};
 use crate::policy::format_retry_after;
-use crate::scheduler::{Completion, CompletionScheduler, Ticket};
-use crate::stats::{ServerCounts, ServerRow, format_delay, unix_ms};
-use crate::timer::Alarm;
+use crate::report::counts::ServerCounts;
+use crate::report::output::{CsvError, CsvSink, say, write_row};
+use crate::report::rows::{ServerRow, format_delay, unix_ms};
+use crate::report::status::{Status, StatusSink};
+use crate::report::summary::ServerSummary;
 
 /// The path that runs through the latency model.
 pub const API_PATH: &str = "/api";
 
-/// What the server does with a request whose client has gone.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OnDisconnect {
-    /// Keep the work and let it count until its modelled completion (the
-    /// original's behaviour: the server never notices).
-    Continue,
-    /// Drop the work at once, as a server that notices disconnects would.
-    Cancel,
-}
-
-/// Everything the server needs to run.
-#[derive(Debug, Clone)]
-pub struct ServerConfig {
-    /// Address to listen on.
-    pub listen: SocketAddr,
-    /// The latency model.
-    pub model: LatencyModel,
-    /// Listen backlog: how many connections the kernel queues while the
-    /// server does not accept (for example while it is stopped).
-    pub backlog: u32,
-    /// What happens to abandoned requests.
-    pub on_disconnect: OnDisconnect,
-    /// Push-back: with this many requests in flight, refuse new ones at once.
-    pub shed: Option<Shedding>,
-    /// How often to report.
-    pub report_interval: Duration,
-    /// How long a request head may take to arrive before the connection is
-    /// closed (slow senders).
-    pub header_read_timeout: Duration,
-    /// Step of the timer that ends modelled delays (zero: exact).
-    pub timer_resolution: Duration,
-    /// Where to write report rows, if anywhere.
-    pub csv: Option<PathBuf>,
-    /// Print nothing on stdout (for tests and embedding).
-    pub quiet: bool,
-}
-
-impl Default for ServerConfig {
-    fn default() -> Self {
-        ServerConfig {
-            listen: SocketAddr::from(([127, 0, 0, 1], 8070)),
-            model: LatencyModel::default(),
-            backlog: default_backlog(),
-            on_disconnect: OnDisconnect::Continue,
-            shed: None,
-            report_interval: Duration::from_secs(1),
-            header_read_timeout: Duration::from_secs(60),
-            timer_resolution: Duration::from_micros(500),
-            csv: None,
-            quiet: false,
-        }
-    }
-}
-
-/// Load shedding: the server's push-back when it is over a threshold.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Shedding {
-    /// Requests in flight at which new ones are refused (so concurrency
-    /// never exceeds it).
-    pub above: u64,
-    /// Status of the refusal: 503 (overload) or 429 (rate limit).
-    pub status: StatusCode,
-    /// Value of the `Retry-After` header sent with it.
-    pub retry_after: Duration,
-}
-
-/// The kernel's maximum listen backlog (`/proc/sys/net/core/somaxconn`), or
-/// 4096 where it cannot be read.
+/// The kernel's maximum listen backlog (`/proc/sys/net/core/somaxconn`),
+/// or [`DEFAULT_BACKLOG`] where it cannot be read.
 pub fn default_backlog() -> u32 {
     std::fs::read_to_string("/proc/sys/net/core/somaxconn")
         .ok()
         .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(4096)
+        .unwrap_or(DEFAULT_BACKLOG)
 }
 
 /// The file descriptors a server with `backlog` needs: a full backlog
@@ -122,7 +58,7 @@ pub fn descriptors_needed(backlog: u32) -> u64 {
 
 /// Why the server could not start.
 #[derive(Debug)]
-pub enum StartError {
+pub enum BindError {
     /// The listen address could not be bound.
     Listen {
         /// The address asked for.
@@ -134,26 +70,29 @@ pub enum StartError {
     Csv(CsvError),
     /// No timerfd for the model's completions (no file descriptor left).
     Timer(io::Error),
+    /// The status descriptor (`--status-fd`) is not usable.
+    Status(io::Error),
 }
 
-impl fmt::Display for StartError {
+impl fmt::Display for BindError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            StartError::Listen { addr, source } if source.kind() == io::ErrorKind::AddrInUse => {
+            BindError::Listen { addr, source } if source.kind() == io::ErrorKind::AddrInUse => {
                 write!(
                     f,
                     "--listen {addr}: address already in use (is another server running? \
                      stop it or pick another port)"
                 )
             }
-            StartError::Listen { addr, source } => write!(f, "--listen {addr}: {source}"),
-            StartError::Csv(e) => e.fmt(f),
-            StartError::Timer(e) => write!(f, "cannot create a timer: {e}"),
+            BindError::Listen { addr, source } => write!(f, "--listen {addr}: {source}"),
+            BindError::Csv(e) => e.fmt(f),
+            BindError::Timer(e) => write!(f, "cannot create a timer: {e}"),
+            BindError::Status(e) => write!(f, "--status-fd: {e}"),
         }
     }
 }
 
-impl std::error::Error for StartError {}
+impl std::error::Error for BindError {}
 
 /// Live figures of a running server, for tests and embedding programs.
 #[derive(Debug, Default)]
@@ -172,32 +111,6 @@ pub struct Gauges {
     pub shed: AtomicU64,
 }
 
-/// Totals of a whole server run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ServerSummary {
-    /// Requests answered to a waiting client.
-    pub completed: u64,
-    /// Requests whose client had gone (wasted work).
-    pub abandoned: u64,
-    /// Highest concurrency seen.
-    pub peak_concurrency: u64,
-    /// Requests still in flight at the stop.
-    pub in_flight: u64,
-    /// Requests shed (refused at once).
-    pub shed: u64,
-}
-
-impl fmt::Display for ServerSummary {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "server stopped: completed {}, abandoned {}, shed {}, peak concurrency {}, \
-             in flight at stop {}",
-            self.completed, self.abandoned, self.shed, self.peak_concurrency, self.in_flight
-        )
-    }
-}
-
 /// A bound server, ready to run.
 pub struct Server {
     listener: TcpListener,
@@ -205,23 +118,30 @@ pub struct Server {
     alarm: Alarm,
     config: ServerConfig,
     csv: Option<CsvSink<ServerRow>>,
+    status: Option<StatusSink>,
     gauges: Arc<Gauges>,
 }
 
 impl Server {
     /// Binds the listen socket with the configured backlog and creates the
     /// CSV file. Must be called inside a tokio runtime.
-    pub fn bind(config: ServerConfig) -> Result<Server, StartError> {
+    pub fn bind(config: ServerConfig) -> Result<Server, BindError> {
         let addr = config.listen;
         let listener =
-            listen(addr, config.backlog).map_err(|source| StartError::Listen { addr, source })?;
-        let alarm = Alarm::new(config.timer_resolution).map_err(StartError::Timer)?;
-        let csv = CsvSink::create_if(config.csv.as_deref()).map_err(StartError::Csv)?;
+            listen(addr, config.backlog).map_err(|source| BindError::Listen { addr, source })?;
+        let alarm = Alarm::new(config.timer_resolution).map_err(BindError::Timer)?;
+        let csv = CsvSink::create_if(config.csv.as_deref()).map_err(BindError::Csv)?;
+        let status = config
+            .status_fd
+            .map(StatusSink::from_fd)
+            .transpose()
+            .map_err(BindError::Status)?;
         Ok(Server {
             listener,
             alarm,
             config,
             csv,
+            status,
             gauges: Arc::default(),
         })
     }
@@ -238,19 +158,29 @@ impl Server {
         self.gauges.clone()
     }
 
+    /// The URL of the modelled API.
+    pub fn url(&self) -> String {
+        format!("http://{}{API_PATH}", self.local_addr())
+    }
+
     /// Serves until `shutdown` completes, then writes the last report and
-    /// returns the run's totals.
+    /// returns the run's totals. The status line saying where it listens
+    /// goes out first: whoever waits for it may stop the server from then
+    /// on, so `shutdown` should already be listening for signals.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> ServerSummary {
+        let url = self.url();
         let Server {
             listener,
             alarm,
             config,
             csv,
+            mut status,
             gauges,
         } = self;
+        StatusSink::send_to(&mut status, &Status::Listening { url });
         let (tx, rx) = mpsc::unbounded_channel();
         let (stop_tx, stop_rx) = oneshot::channel();
-        let model = ModelActor::new(&config, csv, gauges.clone(), rx);
+        let model = ModelActor::new(&config, csv, status, gauges.clone(), rx);
         let actor = tokio::spawn(model.run(alarm, stop_rx));
         let shared = Arc::new(Handler {
             to_model: tx,
@@ -259,7 +189,7 @@ impl Server {
             shed: config.shed.map(|s| {
                 let value = format_retry_after(s.retry_after);
                 (
-                    s.status,
+                    StatusCode::from_u16(s.status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE),
                     header::HeaderValue::from_str(&value).expect("digits are a valid header value"),
                 )
             }),
@@ -483,6 +413,7 @@ struct ModelActor {
     peak: u64,
     gauges: Arc<Gauges>,
     csv: Option<CsvSink<ServerRow>>,
+    status: Option<StatusSink>,
     report_interval: Duration,
     quiet: bool,
 }
@@ -491,6 +422,7 @@ impl ModelActor {
     fn new(
         config: &ServerConfig,
         csv: Option<CsvSink<ServerRow>>,
+        status: Option<StatusSink>,
         gauges: Arc<Gauges>,
         rx: mpsc::UnboundedReceiver<ToModel>,
     ) -> Self {
@@ -505,6 +437,7 @@ impl ModelActor {
             peak: 0,
             gauges,
             csv,
+            status,
             report_interval: config.report_interval,
             quiet: config.quiet,
         }
@@ -656,6 +589,7 @@ impl ModelActor {
             }
         }
         write_row(&mut self.csv, &row);
+        StatusSink::send_to(&mut self.status, &Status::ServerRow(row));
     }
 }
 
@@ -682,15 +616,12 @@ pub fn describe(config: &ServerConfig, addr: SocketAddr) -> String {
         m.scale,
         format_delay(m.max_delay),
         config.backlog,
-        match config.on_disconnect {
-            OnDisconnect::Continue => "continue",
-            OnDisconnect::Cancel => "cancel",
-        },
+        config.on_disconnect.name(),
         match config.shed {
             Some(s) => format!(
                 ", shedding at {} with {} and Retry-After {}",
                 s.above,
-                s.status.as_u16(),
+                s.status,
                 format_retry_after(s.retry_after)
             ),
             None => String::new(),

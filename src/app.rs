@@ -1,0 +1,304 @@
+//! The programs as functions: `server`, `client` and `storm` (with its
+//! `run` and `sweep`), each from its parsed flags to its exit code. The
+//! binaries parse and call these; `storm` also runs the other two as its
+//! own children (`storm server ...`, `storm client ...`).
+//!
+//! Exit codes: 0 success; 2 bad flags, a bad scenario, or a server that
+//! cannot bind; 130 interrupted (SIGINT or SIGTERM during a storm, or a
+//! second signal); 1 anything else.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::CommandFactory;
+
+use crate::cli::{
+    ClientArgs, ClientCli, ClientCommand, Generate, PlanFormat, ProgramFlags, RunArgs, ServerArgs,
+    StormCli, StormCommand, SweepArgs,
+};
+use crate::experiment::scenario::Engine;
+use crate::experiment::summary::summary_table;
+use crate::experiment::{self, Storm, StormError, sweep};
+use crate::model::planner;
+use crate::net::runtime::block_on;
+use crate::net::{client, rlimit, server, signals};
+use crate::report::output::say;
+
+/// Prints what `--generate` asks for: the man page of `page` (named
+/// `name`) or the completions of the whole program.
+fn generate(
+    kind: Generate,
+    page: clap::Command,
+    name: &'static str,
+    program: clap::Command,
+) -> ExitCode {
+    let bin = program.get_name().to_string();
+    match kind.write(page, name, program, &bin, &mut std::io::stdout().lock()) {
+        Ok(()) => ExitCode::SUCCESS,
+        // A reader that stopped early (`| head`) has what it wanted.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The `server` program.
+pub fn server(args: ServerArgs) -> ExitCode {
+    if let Some(kind) = args.generate.generate {
+        return generate(kind, ServerArgs::command(), "server", ServerArgs::command());
+    }
+    block_on(args.runtime.threads, serve(args))
+}
+
+/// Runs the server until SIGINT or SIGTERM.
+async fn serve(args: ServerArgs) -> ExitCode {
+    let config = args.config().unwrap_or_else(|e| e.exit());
+    if let Some(warning) = server::exposure_warning(config.listen) {
+        eprintln!("{warning}");
+    }
+    if let Some(warning) =
+        rlimit::ensure_nofile(server::descriptors_needed(config.backlog), "the server")
+    {
+        eprintln!("{warning}");
+    }
+    let server = match server::Server::bind(config.clone()) {
+        Ok(server) => server,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    // Signals are handled from before the first line, so that anyone who
+    // waits for it can stop the server in order.
+    let shutdown = signals::requested();
+    say(server::describe(&config, server.local_addr()));
+    server.run(shutdown).await;
+    ExitCode::SUCCESS
+}
+
+/// The `client` program (and `client plan`).
+pub fn client(cli: ClientCli) -> ExitCode {
+    if let Some(kind) = cli.generate.generate {
+        return generate(kind, ClientCli::command(), "client", ClientCli::command());
+    }
+    match cli.command {
+        Some(ClientCommand::Plan(args)) => {
+            if let Some(kind) = args.generate.generate {
+                let plan = ClientCli::command()
+                    .find_subcommand("plan")
+                    .expect("plan is a subcommand")
+                    .clone();
+                return generate(kind, plan, "client-plan", ClientCli::command());
+            }
+            let request = args.request().unwrap_or_else(|e| e.exit());
+            let plan = planner::plan(&request);
+            match args.format {
+                PlanFormat::Table => say(plan.table().trim_end()),
+                PlanFormat::Csv => say(plan.csv().trim_end()),
+            }
+            ExitCode::SUCCESS
+        }
+        None => block_on(cli.run.runtime.threads, load(cli.run)),
+    }
+}
+
+/// Runs the client's load until its duration, SIGINT or SIGTERM.
+async fn load(args: ClientArgs) -> ExitCode {
+    let config = args.config().unwrap_or_else(|e| e.exit());
+    // One connection per user at most, plus a margin for the runtime.
+    if let Some(warning) = rlimit::ensure_nofile(u64::from(config.clients) + 64, "the client") {
+        eprintln!("{warning}");
+    }
+    let shutdown = signals::requested();
+    say(client::describe(&config));
+    match client::run(config, shutdown).await {
+        Ok(summary) => {
+            say(summary);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// The `storm` program: the default storm, a scenario, a sweep, or (as the
+/// runner's child) a server or a client.
+pub fn storm(cli: StormCli) -> ExitCode {
+    let subcommand = |name: &str| {
+        StormCli::command()
+            .find_subcommand(name)
+            .expect("a storm subcommand")
+            .clone()
+    };
+    match cli.command {
+        Some(StormCommand::Server(args)) => server(*args),
+        Some(StormCommand::Client(args)) => client(*args),
+        Some(StormCommand::Sweep(args)) => match args.generate.generate {
+            Some(kind) => generate(
+                kind,
+                subcommand("sweep"),
+                "storm-sweep",
+                StormCli::command(),
+            ),
+            None => sweep(*args),
+        },
+        Some(StormCommand::Run(args)) => match args.generate.generate {
+            Some(kind) => generate(kind, subcommand("run"), "storm-run", StormCli::command()),
+            None => run(*args),
+        },
+        None => match cli.run.generate.generate {
+            Some(kind) => generate(kind, StormCli::command(), "storm", StormCli::command()),
+            None => {
+                let args = cli.run;
+                let storm = args
+                    .scenario()
+                    .map(|s| args.exec.storm(s, own_program(), None));
+                start(storm, args.exec.dump_scenario)
+            }
+        },
+    }
+}
+
+/// `storm run FILE`.
+fn run(args: RunArgs) -> ExitCode {
+    let storm = args
+        .scenario()
+        .map(|s| args.exec.storm(s, own_program(), args.stem().as_deref()));
+    start(storm, args.exec.dump_scenario)
+}
+
+/// This program's path, to run its children.
+fn own_program() -> PathBuf {
+    std::env::current_exe().expect("the path of this program")
+}
+
+/// Prints the storm's scenario (`dump`) or runs it.
+fn start(storm: Result<Storm, impl std::fmt::Display>, dump: bool) -> ExitCode {
+    let storm = match storm {
+        Ok(storm) => storm,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if dump {
+        let _ = write!(std::io::stdout().lock(), "{}", storm.scenario.to_toml());
+        return ExitCode::SUCCESS;
+    }
+    // The runner spawns its children from this one thread, so that the
+    // kernel's parent-death signal follows the runner's lifetime.
+    block_on(Some(1), run_storm(storm))
+}
+
+/// Runs a storm to its end, or until SIGINT or SIGTERM.
+async fn run_storm(storm: Storm) -> ExitCode {
+    if let Err(e) = storm.validate(&ProgramFlags) {
+        return failed(e, &storm);
+    }
+    let names: Vec<&str> = storm
+        .scenario
+        .cases
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    say(format!(
+        "storm: {} for {}; results in {}",
+        names.join(", "),
+        match storm.engine {
+            Engine::Sim => "a run in virtual time".to_string(),
+            Engine::Real if storm.time_scale > 1.0 => {
+                format!("a quick run (times / {})", storm.time_scale)
+            }
+            Engine::Real => "a full run".to_string(),
+        },
+        storm.out.display()
+    ));
+    match experiment::run(&storm, &ProgramFlags, signals::requested()).await {
+        Ok(report) => {
+            say(summary_table(&report).trim_end());
+            say(format!("results: {}", storm.out.display()));
+            ExitCode::SUCCESS
+        }
+        Err(e) => failed(e, &storm),
+    }
+}
+
+/// Reports why a storm failed, with the exit code that says so.
+fn failed(e: StormError, storm: &Storm) -> ExitCode {
+    match e {
+        StormError::Flags(msg) => {
+            eprintln!("error: {msg}");
+            ExitCode::from(2)
+        }
+        StormError::Interrupted => {
+            eprintln!(
+                "interrupted: every server resumed and stopped; partial results in {}",
+                storm.out.display()
+            );
+            ExitCode::from(130)
+        }
+        e => {
+            eprintln!("error: {e}; partial results in {}", storm.out.display());
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `storm sweep`: the critical pauses, their files and the heat map.
+fn sweep(args: SweepArgs) -> ExitCode {
+    let config = match args.config() {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let quiet = args.output.quiet;
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    if !quiet {
+        say(format!(
+            "sweep: {} setting(s), pauses up to {} s, {} seed(s) per point, {} thread(s); \
+             results in {}",
+            config.settings().len(),
+            config.max_pause.as_secs_f64(),
+            config.seeds,
+            config.threads,
+            config.storm.out.display()
+        ));
+    }
+    let result = sweep::run(&config, &ProgramFlags, |critical| {
+        if !quiet {
+            say(critical);
+        }
+    })
+    .and_then(|report| sweep::write(&config, &report, &command).map(|()| report));
+    match result {
+        Ok(report) => {
+            if args.verbose {
+                say(format!(
+                    "sim: {} runs, {} events in {:.2} s ({:.1} M events/s on {} thread(s))",
+                    report.runs,
+                    report.events,
+                    report.wall.as_secs_f64(),
+                    report.events as f64 / report.wall.as_secs_f64().max(1e-9) / 1e6,
+                    config.threads
+                ));
+            }
+            say(format!("results: {}", config.storm.out.display()));
+            ExitCode::SUCCESS
+        }
+        Err(StormError::Flags(msg)) => {
+            eprintln!("error: {msg}");
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,605 @@
+//! The `client` program's flags and `client plan`'s, turned into validated
+//! configurations.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::error::ErrorKind;
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
+
+use super::retry::{LimitArgs, StrategyArgs, ThrottleArgs};
+use super::values::{
+    duration, http_url, positive, positive_duration, seconds_or_duration, time_scale,
+    timer_resolution,
+};
+use super::{GenerateArgs, RuntimeArgs};
+use crate::model::arrivals::ThinkTime;
+use crate::model::client::ClientConfig;
+use crate::model::planner::PlanRequest;
+use crate::policy::StrategyKind;
+
+/// N simulated users sending Poisson traffic and retrying failed and
+/// timed-out requests under a chosen strategy; prints OK/error/timeout rates
+/// every report interval. `client plan` prints a strategy's schedule without
+/// sending anything.
+#[derive(Debug, Parser)]
+#[command(
+    name = "client",
+    version,
+    about,
+    long_about = None,
+    allow_negative_numbers = true,
+    args_conflicts_with_subcommands = true
+)]
+pub struct ClientCli {
+    /// What to do (default: run the load).
+    #[command(subcommand)]
+    pub command: Option<ClientCommand>,
+    /// The load's flags.
+    #[command(flatten)]
+    pub run: ClientArgs,
+    /// Print a man page or shell completions instead of running.
+    #[command(flatten)]
+    pub generate: GenerateArgs,
+}
+
+/// Subcommands of `client`.
+#[derive(Debug, Subcommand)]
+pub enum ClientCommand {
+    /// Print a strategy's retry schedule: retry number, sleep before it and
+    /// time elapsed since the first failure. No network.
+    Plan(PlanArgs),
+}
+
+/// Flags of a client run.
+#[derive(Debug, Args)]
+pub struct ClientArgs {
+    /// URL every attempt requests (plain http).
+    #[arg(long, default_value = "http://127.0.0.1:8070/api", value_parser = http_url)]
+    pub url: String,
+    /// Number of simulated users, each with at most one request in flight.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
+    pub clients: u32,
+    /// Mean think time between a user's requests, in seconds (or a duration
+    /// such as 500ms); total demand is about CLIENTS / LAMBDA req/s.
+    #[arg(long, default_value = "10", value_parser = seconds_or_duration, value_name = "SECONDS")]
+    pub lambda: Duration,
+    /// Time an attempt may take before it counts as timed out and its
+    /// connection is closed.
+    #[arg(long, default_value = "2s", value_parser = positive_duration, value_name = "DURATION")]
+    pub timeout: Duration,
+    /// How often to print a report line (and write a CSV row).
+    #[arg(long, default_value = "5s", value_parser = positive_duration, value_name = "DURATION")]
+    pub report_interval: Duration,
+    /// Stop after this long [default: run until Ctrl-C].
+    #[arg(long, value_parser = positive_duration, value_name = "DURATION")]
+    pub duration: Option<Duration>,
+    /// Start the users evenly over this time instead of all at once (a
+    /// large population started at once opens every connection in the same
+    /// second).
+    #[arg(long, default_value = "0s", value_parser = duration, value_name = "DURATION")]
+    pub ramp_up: Duration,
+    /// Step of the timer that starts attempts (an attempt starts at the
+    /// first step at or after its instant): 0s is exact, and each step that
+    /// rings costs a wake-up of the process (about 20 µs of CPU here), so a
+    /// coarser step is cheaper. Not scaled by --time-scale.
+    #[arg(long, default_value = "500us", value_parser = timer_resolution, value_name = "DURATION")]
+    pub timer_resolution: Duration,
+    /// The async runtime.
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
+    /// Seed of every random draw (think times, jitter) [default: random,
+    /// printed at start].
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+    /// Write report rows to this CSV file.
+    #[arg(long, value_name = "PATH")]
+    pub csv: Option<PathBuf>,
+    /// Write status lines (JSON: every report row) to this inherited file
+    /// descriptor, for a supervising program.
+    #[arg(long, hide = true, value_parser = clap::value_parser!(i32).range(3..), value_name = "FD")]
+    pub status_fd: Option<i32>,
+    /// Compress time: divide every duration given (think time, timeout,
+    /// retry delays, windows, report interval, run length) by K and multiply
+    /// rates by it, for quick experiments.
+    #[arg(long, default_value_t = 1.0, value_parser = time_scale, value_name = "K")]
+    pub time_scale: f64,
+    /// Retry strategy.
+    #[command(flatten)]
+    pub retry: StrategyArgs,
+    /// Retry limits.
+    #[command(flatten)]
+    pub limits: LimitArgs,
+    /// Retry throttle.
+    #[command(flatten)]
+    pub throttle: ThrottleArgs,
+}
+
+fn conflict(msg: String) -> clap::Error {
+    ClientCli::command().error(ErrorKind::ArgumentConflict, msg)
+}
+
+impl ClientArgs {
+    /// Checks the flags together and builds the client's configuration.
+    pub fn config(&self) -> Result<ClientConfig, clap::Error> {
+        let strategy = self.retry.strategy().map_err(conflict)?;
+        let throttle = self.throttle.throttle().map_err(conflict)?;
+        let config = ClientConfig {
+            url: self.url.clone(),
+            clients: self.clients,
+            think: ThinkTime::new(self.lambda),
+            timeout: self.timeout,
+            strategy,
+            limits: self.limits.limits(self.retry.kind()),
+            throttle,
+            report_interval: self.report_interval,
+            duration: self.duration,
+            ramp_up: self.ramp_up,
+            timer_resolution: self.timer_resolution,
+            seed: self.seed.unwrap_or_else(rand::random),
+            csv: self.csv.clone(),
+            status_fd: self.status_fd,
+            quiet: false,
+        };
+        Ok(config.scaled(self.time_scale))
+    }
+}
+
+/// Output format of `client plan`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PlanFormat {
+    /// An aligned table for the terminal.
+    Table,
+    /// CSV, times in seconds with three decimals.
+    Csv,
+}
+
+/// Flags of `client plan`.
+#[derive(Debug, Args)]
+#[command(allow_negative_numbers = true)]
+pub struct PlanArgs {
+    /// Retry strategy and its flags.
+    #[command(flatten)]
+    pub retry: StrategyArgs,
+    /// Retries to show (attempts after the first).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=10_000), value_name = "N")]
+    pub attempts: u32,
+    /// Stop the table where --max-attempts would give up.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
+    pub max_attempts: Option<u32>,
+    /// Geometric schedule: pick r = 1 + X, so that each sleep is about X
+    /// times the time already waited (sets --factor; --jitter defaults to 0).
+    #[arg(long, value_parser = positive, value_name = "X", conflicts_with = "factor")]
+    pub target_ratio: Option<f64>,
+    /// Mean think time, seconds (exponential-2014 starts from it).
+    #[arg(long, default_value = "10", value_parser = seconds_or_duration, value_name = "SECONDS")]
+    pub lambda: Duration,
+    /// Draws for random strategies (min/median/max over them).
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..=1_000_000), value_name = "N")]
+    pub samples: u32,
+    /// Seed of the draws.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub seed: u64,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = PlanFormat::Table)]
+    pub format: PlanFormat,
+    /// Print a man page or shell completions instead of a plan.
+    #[command(flatten)]
+    pub generate: GenerateArgs,
+}
+
+/// A usage error of `client plan`, with that subcommand's usage.
+fn plan_conflict(msg: String) -> clap::Error {
+    let mut client = ClientCli::command();
+    match client.find_subcommand_mut("plan") {
+        Some(plan) => plan
+            .clone()
+            .bin_name("client plan")
+            .error(ErrorKind::ArgumentConflict, msg),
+        None => client.error(ErrorKind::ArgumentConflict, msg),
+    }
+}
+
+impl PlanArgs {
+    /// Builds the planner's input, or says which flags are wrong.
+    pub fn request(&self) -> Result<PlanRequest, clap::Error> {
+        let mut retry = self.retry.clone();
+        if let Some(x) = self.target_ratio {
+            if retry.kind() != StrategyKind::Exponential {
+                return Err(plan_conflict(
+                    "--target-ratio applies to --strategy exponential (the geometric schedule)"
+                        .to_string(),
+                ));
+            }
+            retry.factor = Some(1.0 + x);
+            retry.jitter.get_or_insert(0.0);
+        }
+        let strategy = retry.strategy().map_err(plan_conflict)?;
+        let limit = LimitArgs {
+            max_attempts: self.max_attempts,
+            deadline: None,
+            respect_retry_after: false,
+        }
+        .limits(retry.kind())
+        .max_attempts
+        .map(|attempts| attempts.saturating_sub(1));
+        Ok(PlanRequest {
+            strategy,
+            think: ThinkTime::new(self.lambda),
+            retries: limit.map_or(self.attempts, |l| l.min(self.attempts)),
+            samples: self.samples,
+            seed: self.seed,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{RetryLimits, Strategy, ThrottleConfig};
+
+    fn client(args: &[&str]) -> Result<ClientConfig, clap::Error> {
+        let mut argv = vec!["client"];
+        argv.extend_from_slice(args);
+        ClientCli::try_parse_from(argv)?.run.config()
+    }
+
+    fn plan(args: &[&str]) -> Result<PlanRequest, clap::Error> {
+        let mut argv = vec!["client", "plan"];
+        argv.extend_from_slice(args);
+        match ClientCli::try_parse_from(argv)?.command {
+            Some(ClientCommand::Plan(p)) => p.request(),
+            None => panic!("plan is a subcommand"),
+        }
+    }
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn client_defaults_match_the_original() {
+        let c = client(&["--seed", "1"]).unwrap();
+        assert_eq!(c.clients, 1000);
+        assert_eq!(c.think.mean(), Duration::from_secs(10));
+        assert_eq!(c.timeout, Duration::from_secs(2));
+        assert_eq!(c.strategy, Strategy::Fixed { delay: ms(100) });
+        assert_eq!(c.report_interval, Duration::from_secs(5));
+        assert_eq!(c.url, "http://127.0.0.1:8070/api");
+        assert_eq!(c.limits, RetryLimits::default());
+        assert_eq!(c.throttle, None);
+    }
+    #[test]
+    fn original_flag_names_are_accepted() {
+        let c = client(&["--exponential-backoff"]).unwrap();
+        assert_eq!(c.strategy, Strategy::exponential_2014());
+        let c = client(&["--simple-backoff-delay", "250ms"]).unwrap();
+        assert_eq!(c.strategy, Strategy::Fixed { delay: ms(250) });
+    }
+    #[test]
+    fn lambda_takes_seconds_or_a_duration() {
+        assert_eq!(client(&["--lambda", "0.5"]).unwrap().think.mean(), ms(500));
+        assert_eq!(
+            client(&["--lambda", "250ms"]).unwrap().think.mean(),
+            ms(250)
+        );
+        assert!(client(&["--lambda", "0"]).is_err());
+    }
+    #[test]
+    fn every_strategy_reads_its_flags_with_its_defaults() {
+        let s = |args: &[&str]| client(args).unwrap().strategy;
+        assert_eq!(
+            s(&["--strategy", "exponential"]),
+            Strategy::Exponential {
+                min: ms(100),
+                max: Duration::from_secs(300),
+                factor: 2.7,
+                jitter: 0.1
+            }
+        );
+        assert_eq!(
+            s(&[
+                "--strategy",
+                "exponential",
+                "--min-delay",
+                "1s",
+                "--factor",
+                "2",
+                "--jitter",
+                "0"
+            ]),
+            Strategy::Exponential {
+                min: Duration::from_secs(1),
+                max: Duration::from_secs(300),
+                factor: 2.0,
+                jitter: 0.0
+            }
+        );
+        assert_eq!(
+            s(&["--strategy", "full-jitter", "--max-delay", "10s"]),
+            Strategy::FullJitter {
+                base: ms(100),
+                cap: Duration::from_secs(10),
+                factor: 2.0
+            }
+        );
+        assert_eq!(
+            s(&["--strategy", "equal-jitter"]),
+            Strategy::EqualJitter {
+                base: ms(100),
+                cap: Duration::from_secs(300),
+                factor: 2.0
+            }
+        );
+        assert_eq!(
+            s(&["--strategy", "decorrelated-jitter"]),
+            Strategy::DecorrelatedJitter {
+                base: ms(100),
+                cap: Duration::from_secs(300),
+                factor: 3.0
+            }
+        );
+        assert_eq!(
+            s(&[
+                "--strategy",
+                "truncated-binary",
+                "--ceiling",
+                "4",
+                "--stay-at-ceiling"
+            ]),
+            Strategy::TruncatedBinary {
+                slot: ms(100),
+                ceiling: 4,
+                stay_at_ceiling: true
+            }
+        );
+        let google = client(&["--strategy", "google"]).unwrap();
+        assert_eq!(
+            google.strategy,
+            Strategy::Google {
+                first: Duration::from_secs(1),
+                factor: 2.0,
+                max: Duration::from_secs(32),
+                random: ms(1000)
+            }
+        );
+        assert_eq!(google.limits.max_attempts, Some(10));
+        let google = client(&[
+            "--strategy",
+            "google",
+            "--max-attempts",
+            "3",
+            "--max-delay",
+            "64s",
+        ])
+        .unwrap();
+        assert_eq!(google.limits.max_attempts, Some(3));
+    }
+    #[test]
+    fn limits_and_throttles_read_their_flags() {
+        let c = client(&[
+            "--max-attempts",
+            "4",
+            "--deadline",
+            "30s",
+            "--respect-retry-after",
+        ])
+        .unwrap();
+        assert_eq!(
+            c.limits,
+            RetryLimits {
+                max_attempts: Some(4),
+                deadline: Some(Duration::from_secs(30)),
+                respect_retry_after: true
+            }
+        );
+        let t = |args: &[&str]| client(args).unwrap().throttle.unwrap();
+        assert_eq!(
+            t(&["--throttle", "token-bucket"]),
+            ThrottleConfig::TokenBucket {
+                max_tokens: 10.0,
+                token_ratio: 0.1
+            }
+        );
+        assert_eq!(
+            t(&["--throttle", "budget", "--budget-percent", "50"]),
+            ThrottleConfig::Budget {
+                percent: 0.5,
+                ttl: Duration::from_secs(10),
+                min_per_sec: 10.0
+            }
+        );
+        assert_eq!(
+            t(&["--throttle", "adaptive"]),
+            ThrottleConfig::Adaptive {
+                k: 2.0,
+                window: Duration::from_secs(120)
+            }
+        );
+        assert_eq!(
+            t(&[
+                "--throttle",
+                "circuit-breaker",
+                "--breaker-consecutive",
+                "5"
+            ]),
+            ThrottleConfig::CircuitBreaker {
+                failure_ratio: 0.5,
+                min_requests: 20,
+                window: Duration::from_secs(10),
+                consecutive: Some(5),
+                cooldown: Duration::from_secs(5),
+                probes: 1
+            }
+        );
+    }
+    #[test]
+    fn flags_of_another_strategy_or_throttle_are_refused() {
+        let cases: &[(&[&str], &str)] = &[
+            (
+                &["--jitter", "0.2"],
+                "--jitter does not apply to --strategy fixed",
+            ),
+            (
+                &["--strategy", "exponential", "--fixed-delay", "1s"],
+                "--fixed-delay",
+            ),
+            (&["--exponential-backoff", "--factor", "3"], "--factor"),
+            (&["--strategy", "full-jitter", "--jitter", "0"], "--jitter"),
+            (&["--strategy", "google", "--ceiling", "3"], "--ceiling"),
+            (
+                &["--max-tokens", "5"],
+                "--max-tokens does not apply to --throttle none",
+            ),
+            (
+                &["--throttle", "budget", "--adaptive-k", "3"],
+                "--adaptive-k",
+            ),
+        ];
+        for (args, needle) in cases {
+            let err = client(args).expect_err(&format!("{args:?} must be refused"));
+            assert_eq!(err.exit_code(), 2);
+            assert!(err.to_string().contains(needle), "{args:?}: {err}");
+        }
+    }
+    #[test]
+    fn bad_input_names_the_flag() {
+        let cases: &[(&[&str], &str)] = &[
+            (&["--clients", "0"], "--clients"),
+            (&["--strategy", "exponential", "--factor", "-1"], "--factor"),
+            (&["--strategy", "exponential", "--factor", "1"], "--factor"),
+            (&["--timeout", "abc"], "--timeout"),
+            (&["--timeout", "0s"], "--timeout"),
+            (
+                &["--strategy", "exponential", "--jitter", "-0.1"],
+                "--jitter",
+            ),
+            (&["--url", "https://127.0.0.1/api"], "--url"),
+            (&["--strategy", "nope"], "--strategy"),
+            (
+                &["--strategy", "fixed", "--exponential-backoff"],
+                "--exponential-backoff",
+            ),
+            (
+                &[
+                    "--strategy",
+                    "exponential",
+                    "--min-delay",
+                    "10s",
+                    "--max-delay",
+                    "1s",
+                ],
+                "--min-delay",
+            ),
+            (&["--max-attempts", "0"], "--max-attempts"),
+            (
+                &[
+                    "--throttle",
+                    "circuit-breaker",
+                    "--breaker-failure-ratio",
+                    "1.5",
+                ],
+                "--breaker-failure-ratio",
+            ),
+        ];
+        for (args, flag) in cases {
+            let err = client(args).expect_err(&format!("{args:?} must be refused"));
+            assert_eq!(err.exit_code(), 2, "{args:?}");
+            assert!(
+                err.to_string().contains(flag),
+                "{args:?} should name {flag}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_strategy_lists_the_valid_ones() {
+        let msg = client(&["--strategy", "nope"]).unwrap_err().to_string();
+        for name in [
+            "fixed",
+            "exponential",
+            "exponential-2014",
+            "full-jitter",
+            "equal-jitter",
+            "decorrelated-jitter",
+            "truncated-binary",
+            "google",
+        ] {
+            assert!(msg.contains(name), "{msg}");
+        }
+    }
+    #[test]
+    fn time_scale_compresses_every_duration() {
+        let c = client(&[
+            "--time-scale",
+            "10",
+            "--duration",
+            "100s",
+            "--strategy",
+            "google",
+            "--deadline",
+            "1m",
+            "--throttle",
+            "budget",
+        ])
+        .unwrap();
+        assert_eq!(c.think.mean(), Duration::from_secs(1));
+        assert_eq!(c.timeout, ms(200));
+        assert_eq!(c.report_interval, ms(500));
+        assert_eq!(c.duration, Some(Duration::from_secs(10)));
+        assert_eq!(c.limits.deadline, Some(Duration::from_secs(6)));
+        assert_eq!(
+            c.strategy,
+            Strategy::Google {
+                first: ms(100),
+                factor: 2.0,
+                max: Duration::from_millis(3200),
+                random: ms(100)
+            }
+        );
+        assert_eq!(
+            c.throttle,
+            Some(ThrottleConfig::Budget {
+                percent: 0.2,
+                ttl: Duration::from_secs(1),
+                min_per_sec: 100.0
+            })
+        );
+        assert!(client(&["--time-scale", "0.5"]).is_err());
+    }
+    #[test]
+    fn plan_target_ratio_picks_the_geometric_factor() {
+        let p = plan(&[
+            "--strategy",
+            "exponential",
+            "--min-delay",
+            "1s",
+            "--target-ratio",
+            "0.1",
+        ])
+        .unwrap();
+        match p.strategy {
+            Strategy::Exponential { factor, jitter, .. } => {
+                assert!((factor - 1.1).abs() < 1e-12);
+                assert_eq!(jitter, 0.0);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(plan(&["--target-ratio", "0.1"]).is_err());
+        assert!(
+            plan(&[
+                "--strategy",
+                "exponential",
+                "--target-ratio",
+                "0.1",
+                "--factor",
+                "2"
+            ])
+            .is_err()
+        );
+        let p = plan(&["--strategy", "google"]).unwrap();
+        assert_eq!(p.retries, 9, "google gives up after 10 attempts");
+        let p = plan(&["--attempts", "4", "--max-attempts", "10"]).unwrap();
+        assert_eq!(p.retries, 4);
+    }
+}

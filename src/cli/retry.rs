@@ -1,0 +1,283 @@
+//! The retry policy's flags, shared by `client` and `client plan`: the
+//! strategy, the limits and the throttle. What each name means and what
+//! its parameters default to is the policy catalogue's; this file maps
+//! flags onto it and says which flag is wrong when one is.
+
+use std::time::Duration;
+
+use clap::builder::PossibleValue;
+use clap::{Args, ValueEnum};
+
+use super::stray;
+use super::values::{backoff_factor, duration, non_negative, positive, positive_duration, ratio};
+use crate::policy::{
+    NotRead, RetryLimits, Strategy, StrategyError, StrategyKind, StrategyParam, StrategyParams,
+    ThrottleConfig, ThrottleKind, ThrottleParam, ThrottleParams,
+};
+
+impl ValueEnum for StrategyKind {
+    fn value_variants<'a>() -> &'a [Self] {
+        &StrategyKind::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        let help = match self {
+            StrategyKind::Fixed => "The same delay (--fixed-delay) before every retry",
+            StrategyKind::Exponential => {
+                "Textbook backoff: --min-delay, times --factor per retry, capped at \
+                 --max-delay, plus normal jitter of --jitter times the delay"
+            }
+            StrategyKind::Exponential2014 => {
+                "The 2014 original client exactly: e times the previous sleep (first: the \
+                 think time), capped at 5m, plus N(0, 0.1 s) jitter"
+            }
+            StrategyKind::FullJitter => "U(0, min(max, min * factor^n))",
+            StrategyKind::EqualJitter => "v/2 + U(0, v/2), v = min(max, min * factor^n)",
+            StrategyKind::DecorrelatedJitter => "min(max, U(min, factor * previous sleep))",
+            StrategyKind::TruncatedBinary => {
+                "Ethernet: slot * (2^k - 1), k uniform in 0..=c, c growing per failure up to \
+                 --ceiling"
+            }
+            StrategyKind::Google => {
+                "Google Cloud: min(min * factor^(n-1) + U(0, 1 s), max): 1 s, 2 s, 4 s, ... \
+                 plus up to 1000 ms, at most 32 s, at most 10 attempts"
+            }
+        };
+        Some(PossibleValue::new(self.name()).help(help))
+    }
+}
+
+impl ValueEnum for ThrottleKind {
+    fn value_variants<'a>() -> &'a [Self] {
+        &ThrottleKind::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        let help = match self {
+            ThrottleKind::TokenBucket => "gRPC retry throttling: no retries while tokens <= max/2",
+            ThrottleKind::Budget => {
+                "Finagle-style budget: retries <= percent of requests + a floor"
+            }
+            ThrottleKind::Adaptive => {
+                "SRE book client-side throttling: reject locally with probability \
+                 max(0, (requests - K * accepts) / (requests + 1))"
+            }
+            ThrottleKind::CircuitBreaker => "Closed, open for a cool-down, half-open probes",
+        };
+        Some(PossibleValue::new(self.name()).help(help))
+    }
+}
+
+/// The flag that sets a strategy parameter.
+fn strategy_flag(param: StrategyParam) -> &'static str {
+    match param {
+        StrategyParam::FixedDelay => "--fixed-delay",
+        StrategyParam::MinDelay => "--min-delay",
+        StrategyParam::MaxDelay => "--max-delay",
+        StrategyParam::Factor => "--factor",
+        StrategyParam::Jitter => "--jitter",
+        StrategyParam::SlotTime => "--slot-time",
+        StrategyParam::Ceiling => "--ceiling",
+        StrategyParam::StayAtCeiling => "--stay-at-ceiling",
+    }
+}
+
+/// The flag that sets a throttle parameter.
+fn throttle_flag(param: ThrottleParam) -> &'static str {
+    match param {
+        ThrottleParam::MaxTokens => "--max-tokens",
+        ThrottleParam::TokenRatio => "--token-ratio",
+        ThrottleParam::BudgetPercent => "--budget-percent",
+        ThrottleParam::BudgetTtl => "--budget-ttl",
+        ThrottleParam::BudgetMinPerSec => "--budget-min-per-sec",
+        ThrottleParam::AdaptiveK => "--adaptive-k",
+        ThrottleParam::AdaptiveWindow => "--adaptive-window",
+        ThrottleParam::BreakerFailureRatio => "--breaker-failure-ratio",
+        ThrottleParam::BreakerMinRequests => "--breaker-min-requests",
+        ThrottleParam::BreakerWindow => "--breaker-window",
+        ThrottleParam::BreakerConsecutive => "--breaker-consecutive",
+        ThrottleParam::BreakerCooldown => "--breaker-cooldown",
+        ThrottleParam::BreakerProbes => "--breaker-probes",
+    }
+}
+
+/// Retry strategy flags. Flags that do not apply to the chosen strategy are
+/// refused; defaults depend on the strategy.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Retry strategy")]
+pub struct StrategyArgs {
+    /// Retry strategy [default: fixed].
+    #[arg(long, value_enum, value_name = "NAME")]
+    pub strategy: Option<StrategyKind>,
+    /// Same as --strategy exponential-2014 (the original client's flag).
+    #[arg(long, conflicts_with = "strategy")]
+    pub exponential_backoff: bool,
+    /// fixed: delay before every retry [default: 100ms].
+    #[arg(long, alias = "simple-backoff-delay", value_parser = duration, value_name = "DURATION")]
+    pub fixed_delay: Option<Duration>,
+    /// First delay or base [default: 100ms; google: 1s].
+    #[arg(long, value_parser = positive_duration, value_name = "DURATION")]
+    pub min_delay: Option<Duration>,
+    /// Cap on a delay [default: 5m; google: 32s].
+    #[arg(long, value_parser = positive_duration, value_name = "DURATION")]
+    pub max_delay: Option<Duration>,
+    /// Growth factor, greater than 1 [default: exponential 2.7;
+    /// full-jitter, equal-jitter, google 2; decorrelated-jitter 3].
+    #[arg(long, value_parser = backoff_factor, value_name = "X")]
+    pub factor: Option<f64>,
+    /// exponential: standard deviation of the normal jitter, as a fraction
+    /// of the delay; 0 for the plain geometric schedule [default: 0.1].
+    #[arg(long, value_parser = non_negative, value_name = "X")]
+    pub jitter: Option<f64>,
+    /// truncated-binary: slot time [default: 100ms].
+    #[arg(long, value_parser = positive_duration, value_name = "DURATION")]
+    pub slot_time: Option<Duration>,
+    /// truncated-binary: largest collision count, 1 to 32 [default: 10].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=32), value_name = "N")]
+    pub ceiling: Option<u32>,
+    /// truncated-binary: stay at the ceiling instead of starting again at 1.
+    #[arg(long)]
+    pub stay_at_ceiling: bool,
+}
+
+impl StrategyArgs {
+    /// The chosen strategy.
+    pub fn kind(&self) -> StrategyKind {
+        match (self.strategy, self.exponential_backoff) {
+            (Some(s), _) => s,
+            (None, true) => StrategyKind::Exponential2014,
+            (None, false) => StrategyKind::Fixed,
+        }
+    }
+
+    /// Builds the strategy, or says which flags are wrong for it.
+    pub fn strategy(&self) -> Result<Strategy, String> {
+        let params = StrategyParams {
+            fixed_delay: self.fixed_delay,
+            min_delay: self.min_delay,
+            max_delay: self.max_delay,
+            factor: self.factor,
+            jitter: self.jitter,
+            slot_time: self.slot_time,
+            ceiling: self.ceiling,
+            stay_at_ceiling: self.stay_at_ceiling,
+        };
+        self.kind().build(&params).map_err(|e| match e {
+            StrategyError::NotRead(NotRead { param, kind }) => {
+                let applies = StrategyKind::ALL
+                    .into_iter()
+                    .filter(|k| k.reads(param))
+                    .map(StrategyKind::name);
+                stray(strategy_flag(param), "--strategy", kind.name(), applies)
+            }
+            StrategyError::MinOverMax => "--min-delay must not exceed --max-delay".to_string(),
+        })
+    }
+}
+
+/// Limits on the retries of a logical request, whatever the strategy.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Retry limits")]
+pub struct LimitArgs {
+    /// Attempts per logical request, the first included; then it is given
+    /// up [default: no limit; google: 10].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
+    pub max_attempts: Option<u32>,
+    /// Give a logical request up once this long has passed since its first
+    /// attempt's scheduled start; no attempt runs past it.
+    #[arg(long, value_parser = positive_duration, value_name = "DURATION")]
+    pub deadline: Option<Duration>,
+    /// Wait at least what the server's Retry-After header asks for.
+    #[arg(long)]
+    pub respect_retry_after: bool,
+}
+
+impl LimitArgs {
+    /// The limits for a strategy (some have an attempt limit by default).
+    pub fn limits(&self, kind: StrategyKind) -> RetryLimits {
+        kind.limits(RetryLimits {
+            max_attempts: self.max_attempts,
+            deadline: self.deadline,
+            respect_retry_after: self.respect_retry_after,
+        })
+    }
+}
+
+/// A throttle shared by all users of the process. Flags that do not apply
+/// to the chosen throttle are refused.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Retry throttle")]
+pub struct ThrottleArgs {
+    /// Retry throttle shared by all clients [default: none].
+    #[arg(long, value_enum, value_name = "NAME")]
+    pub throttle: Option<ThrottleKind>,
+    /// token-bucket: bucket size [default: 10].
+    #[arg(long, value_parser = positive, value_name = "X")]
+    pub max_tokens: Option<f64>,
+    /// token-bucket: tokens a success returns [default: 0.1].
+    #[arg(long, value_parser = positive, value_name = "X")]
+    pub token_ratio: Option<f64>,
+    /// budget: retries allowed as a percentage of requests [default: 20].
+    #[arg(long, value_parser = non_negative, value_name = "PERCENT")]
+    pub budget_percent: Option<f64>,
+    /// budget: window [default: 10s].
+    #[arg(long, value_parser = positive_duration, value_name = "DURATION")]
+    pub budget_ttl: Option<Duration>,
+    /// budget: retries per second allowed regardless [default: 10].
+    #[arg(long, value_parser = non_negative, value_name = "X")]
+    pub budget_min_per_sec: Option<f64>,
+    /// adaptive: the multiplier K [default: 2].
+    #[arg(long, value_parser = positive, value_name = "X")]
+    pub adaptive_k: Option<f64>,
+    /// adaptive: window [default: 2m].
+    #[arg(long, value_parser = positive_duration, value_name = "DURATION")]
+    pub adaptive_window: Option<Duration>,
+    /// circuit-breaker: failure share that opens it, in (0, 1] [default: 0.5].
+    #[arg(long, value_parser = ratio, value_name = "X")]
+    pub breaker_failure_ratio: Option<f64>,
+    /// circuit-breaker: fewest attempts in the window before the ratio
+    /// counts [default: 20].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..), value_name = "N")]
+    pub breaker_min_requests: Option<u64>,
+    /// circuit-breaker: window of the ratio [default: 10s].
+    #[arg(long, value_parser = positive_duration, value_name = "DURATION")]
+    pub breaker_window: Option<Duration>,
+    /// circuit-breaker: also open after this many consecutive failures.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..), value_name = "N")]
+    pub breaker_consecutive: Option<u64>,
+    /// circuit-breaker: how long it stays open [default: 5s].
+    #[arg(long, value_parser = positive_duration, value_name = "DURATION")]
+    pub breaker_cooldown: Option<Duration>,
+    /// circuit-breaker: attempts let through while half-open [default: 1].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
+    pub breaker_probes: Option<u32>,
+}
+
+impl ThrottleArgs {
+    /// Builds the throttle, or says which flags are wrong for it.
+    pub fn throttle(&self) -> Result<Option<ThrottleConfig>, String> {
+        let params = ThrottleParams {
+            max_tokens: self.max_tokens,
+            token_ratio: self.token_ratio,
+            budget_percent: self.budget_percent,
+            budget_ttl: self.budget_ttl,
+            budget_min_per_sec: self.budget_min_per_sec,
+            adaptive_k: self.adaptive_k,
+            adaptive_window: self.adaptive_window,
+            breaker_failure_ratio: self.breaker_failure_ratio,
+            breaker_min_requests: self.breaker_min_requests,
+            breaker_window: self.breaker_window,
+            breaker_consecutive: self.breaker_consecutive,
+            breaker_cooldown: self.breaker_cooldown,
+            breaker_probes: self.breaker_probes,
+        };
+        ThrottleKind::build(self.throttle, &params).map_err(|NotRead { param, kind }| {
+            stray(
+                throttle_flag(param),
+                "--throttle",
+                kind.map_or("none", ThrottleKind::name),
+                [param.of().name()],
+            )
+        })
+    }
+}

@@ -1,0 +1,264 @@
+//! The `server` program's flags, turned into a validated configuration.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::builder::PossibleValue;
+use clap::error::ErrorKind;
+use clap::{CommandFactory, Parser, ValueEnum};
+
+use super::values::{
+    duration, growth_factor, positive, positive_duration, time_scale, timer_resolution,
+};
+use super::{GenerateArgs, RuntimeArgs, refuse_strays};
+use crate::model::latency::LatencyModel;
+use crate::model::server::{OnDisconnect, ServerConfig, Shedding};
+use crate::net::server::default_backlog;
+
+impl ValueEnum for OnDisconnect {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[OnDisconnect::Continue, OnDisconnect::Cancel]
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        let help = match self {
+            OnDisconnect::Continue => {
+                "Keep the work counting until its modelled completion (the original)"
+            }
+            OnDisconnect::Cancel => {
+                "Drop the work as soon as the server notices the client has gone"
+            }
+        };
+        Some(PossibleValue::new(self.name()).help(help))
+    }
+}
+
+/// Status code of a shed request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ShedStatusArg {
+    /// 503 Service Unavailable (overload).
+    #[value(name = "503")]
+    Unavailable,
+    /// 429 Too Many Requests (rate limit).
+    #[value(name = "429")]
+    TooMany,
+}
+
+/// An HTTP server whose latency grows exponentially with concurrency:
+/// GET /api answers OK after the modelled delay.
+#[derive(Debug, Parser)]
+#[command(name = "server", version, about, long_about = None, allow_negative_numbers = true)]
+pub struct ServerArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8070", value_name = "ADDR")]
+    pub listen: SocketAddr,
+    /// Concurrency above which latency starts to grow (requests).
+    #[arg(long, default_value_t = 30, value_name = "N")]
+    pub limit: u64,
+    /// Delay multiplier per SCALE requests above the limit (at least 1).
+    #[arg(long, default_value = "1.05", value_parser = growth_factor, value_name = "X")]
+    pub factor: f64,
+    /// Latency at or below the limit.
+    #[arg(long, alias = "baseDelay", default_value = "100ms", value_parser = positive_duration, value_name = "DURATION")]
+    pub base_delay: Duration,
+    /// Requests above the limit per FACTOR step of the delay.
+    #[arg(long, default_value = "15", value_parser = positive, value_name = "N")]
+    pub scale: f64,
+    /// Saturation cap on the modelled delay.
+    #[arg(long, default_value = "10m", value_parser = positive_duration, value_name = "DURATION")]
+    pub max_delay: Duration,
+    /// Listen backlog (connections the kernel queues while the server is
+    /// stopped); the default is the kernel maximum, net.core.somaxconn.
+    #[arg(long, default_value_t = default_backlog(), value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
+    pub backlog: u32,
+    /// What happens to a request whose client has gone.
+    #[arg(long, value_enum, default_value_t = OnDisconnect::Continue)]
+    pub on_disconnect: OnDisconnect,
+    /// Push-back: with N requests in flight, answer new ones at once with
+    /// --shed-status and a Retry-After header, outside the latency model.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..), value_name = "N")]
+    pub shed_above: Option<u64>,
+    /// Retry-After sent with shed requests (whole seconds are sent as an
+    /// integer, anything finer as decimal seconds) [default: 1s].
+    #[arg(long, value_parser = duration, value_name = "DURATION")]
+    pub retry_after: Option<Duration>,
+    /// Status of shed requests [default: 503].
+    #[arg(long, value_enum, value_name = "CODE")]
+    pub shed_status: Option<ShedStatusArg>,
+    /// How often to print a report line (and write a CSV row).
+    #[arg(long, default_value = "1s", value_parser = positive_duration, value_name = "DURATION")]
+    pub report_interval: Duration,
+    /// Close a connection whose next request head has not fully arrived
+    /// this long after the connection opened or the last answer (a stalled
+    /// or very slow sender; hyper counts idle keep-alive time too, so it
+    /// also closes connections idle this long). nginx's default; not
+    /// scaled by --time-scale.
+    #[arg(long, default_value = "60s", value_parser = positive_duration, value_name = "DURATION")]
+    pub header_read_timeout: Duration,
+    /// Step of the timer that ends each modelled delay (a completion comes
+    /// at the first step at or after it): 0s is exact, and each step that
+    /// rings costs a wake-up of the process (about 20 µs of CPU here), so a
+    /// coarser step is cheaper. Not scaled by --time-scale.
+    #[arg(long, default_value = "500us", value_parser = timer_resolution, value_name = "DURATION")]
+    pub timer_resolution: Duration,
+    /// The async runtime.
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
+    /// Write report rows to this CSV file.
+    #[arg(long, value_name = "PATH")]
+    pub csv: Option<PathBuf>,
+    /// Write status lines (JSON: the address, then every report row) to
+    /// this inherited file descriptor, for a supervising program.
+    #[arg(long, hide = true, value_parser = clap::value_parser!(i32).range(3..), value_name = "FD")]
+    pub status_fd: Option<i32>,
+    /// Compress time: divide every duration given (delays, Retry-After,
+    /// report interval) by K, for quick experiments.
+    #[arg(long, default_value_t = 1.0, value_parser = time_scale, value_name = "K")]
+    pub time_scale: f64,
+    /// Print a man page or shell completions instead of running.
+    #[command(flatten)]
+    pub generate: GenerateArgs,
+}
+
+impl ServerArgs {
+    /// Checks the flags together and builds the server's configuration.
+    pub fn config(&self) -> Result<ServerConfig, clap::Error> {
+        let conflict = |msg: &str| Self::command().error(ErrorKind::ArgumentConflict, msg);
+        if self.base_delay > self.max_delay {
+            return Err(conflict("--base-delay must not exceed --max-delay"));
+        }
+        let shedding = if self.shed_above.is_some() {
+            "on"
+        } else {
+            "off"
+        };
+        refuse_strays(
+            &[
+                ("--retry-after", self.retry_after.is_some(), &["on"]),
+                ("--shed-status", self.shed_status.is_some(), &["on"]),
+            ],
+            shedding,
+            "shedding (--shed-above)",
+        )
+        .map_err(|msg| conflict(&msg))?;
+        let config = ServerConfig {
+            listen: self.listen,
+            model: LatencyModel {
+                base: self.base_delay,
+                limit: self.limit,
+                factor: self.factor,
+                scale: self.scale,
+                max_delay: self.max_delay,
+            },
+            backlog: self.backlog,
+            on_disconnect: self.on_disconnect,
+            shed: self.shed_above.map(|above| Shedding {
+                above,
+                status: match self.shed_status {
+                    Some(ShedStatusArg::TooMany) => 429,
+                    _ => 503,
+                },
+                retry_after: self.retry_after.unwrap_or(Duration::from_secs(1)),
+            }),
+            report_interval: self.report_interval,
+            header_read_timeout: self.header_read_timeout,
+            timer_resolution: self.timer_resolution,
+            csv: self.csv.clone(),
+            status_fd: self.status_fd,
+            quiet: false,
+        };
+        Ok(config.scaled(self.time_scale))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server(args: &[&str]) -> Result<ServerConfig, clap::Error> {
+        let mut argv = vec!["server"];
+        argv.extend_from_slice(args);
+        ServerArgs::try_parse_from(argv)?.config()
+    }
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn server_defaults_match_the_original() {
+        let s = server(&[]).unwrap();
+        assert_eq!(s.model, LatencyModel::default());
+        assert_eq!(s.listen, "127.0.0.1:8070".parse().unwrap());
+        assert_eq!(s.on_disconnect, OnDisconnect::Continue);
+        assert_eq!(s.backlog, default_backlog());
+        assert_eq!(s.shed, None);
+        assert_eq!(s.status_fd, None);
+        let s = server(&["--baseDelay", "20ms"]).unwrap();
+        assert_eq!(s.model.base, ms(20));
+    }
+
+    #[test]
+    fn shedding_reads_its_flags() {
+        let s = server(&["--shed-above", "200"]).unwrap();
+        assert_eq!(
+            s.shed,
+            Some(Shedding {
+                above: 200,
+                status: 503,
+                retry_after: Duration::from_secs(1)
+            })
+        );
+        let s = server(&[
+            "--shed-above",
+            "5",
+            "--shed-status",
+            "429",
+            "--retry-after",
+            "250ms",
+        ])
+        .unwrap();
+        assert_eq!(s.shed.unwrap().status, 429);
+        assert_eq!(s.shed.unwrap().retry_after, ms(250));
+    }
+
+    #[test]
+    fn time_scale_compresses_the_servers_durations() {
+        let s = server(&["--time-scale", "10", "--shed-above", "5"]).unwrap();
+        assert_eq!(s.model.base, ms(10));
+        assert_eq!(s.model.max_delay, Duration::from_secs(60));
+        assert_eq!(s.report_interval, ms(100));
+        assert_eq!(s.shed.unwrap().retry_after, ms(100));
+        assert!(server(&["--time-scale", "0.5"]).is_err());
+    }
+
+    #[test]
+    fn bad_input_names_the_flag() {
+        for (args, flag) in [
+            (&["--factor", "-1"][..], "--factor"),
+            (&["--factor", "0.5"][..], "--factor"),
+            (&["--scale", "0"][..], "--scale"),
+            (&["--backlog", "0"][..], "--backlog"),
+            (
+                &["--base-delay", "1s", "--max-delay", "10ms"][..],
+                "--base-delay",
+            ),
+            (&["--listen", "nowhere"][..], "--listen"),
+            (&["--retry-after", "2s"][..], "--retry-after"),
+            (&["--shed-above", "0"][..], "--shed-above"),
+            (
+                &["--shed-above", "5", "--shed-status", "500"][..],
+                "--shed-status",
+            ),
+            (&["--status-fd", "1"][..], "--status-fd"),
+        ] {
+            let err = server(args).expect_err(&format!("{args:?} must be refused"));
+            assert_eq!(err.exit_code(), 2);
+            assert!(
+                err.to_string().contains(flag),
+                "{args:?} should name {flag}: {err}"
+            );
+        }
+    }
+}

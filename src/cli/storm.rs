@@ -1,0 +1,417 @@
+//! The `storm` program's flags: the default storm (strategies compared
+//! under one protocol, a shorthand for a scenario), `storm run FILE` (a
+//! scenario file), and what both share; each turned into a [`Storm`].
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::builder::PossibleValue;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use super::client::ClientCli;
+use super::server::ServerArgs;
+use super::sweep::SweepArgs;
+use super::values::{duration, positive_duration};
+use super::{GenerateArgs, default_out};
+use crate::experiment::Storm;
+use crate::experiment::scenario::{Case, Engine, Protocol, Scenario, ScenarioError, split_flags};
+use crate::policy::StrategyKind;
+
+impl ValueEnum for Engine {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[Engine::Real, Engine::Sim]
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        let help = match self {
+            Engine::Real => "Child processes over loopback, SIGSTOP and SIGCONT, in real time",
+            Engine::Sim => "The same model in virtual time, in milliseconds",
+        };
+        Some(PossibleValue::new(self.name()).help(help))
+    }
+}
+
+/// The whole retry-storm experiment in one command: for each case, a real
+/// server and client; the server stopped with SIGSTOP after the warm-up
+/// and resumed with SIGCONT after the pause; a verdict, a summary and
+/// plots. `storm run FILE` runs the cases of a scenario file.
+#[derive(Debug, Parser)]
+#[command(
+    name = "storm",
+    version,
+    about,
+    long_about = None,
+    args_conflicts_with_subcommands = true
+)]
+pub struct StormCli {
+    /// What to run (default: the strategies given by the flags below).
+    #[command(subcommand)]
+    pub command: Option<StormCommand>,
+    /// The default storm's flags.
+    #[command(flatten)]
+    pub run: StormArgs,
+}
+
+/// What `storm` runs.
+#[derive(Debug, Subcommand)]
+pub enum StormCommand {
+    /// Run the cases of a scenario file (TOML) through the storm.
+    Run(Box<RunArgs>),
+    /// Map where each policy breaks: critical pauses and a heat map, in
+    /// virtual time.
+    Sweep(Box<SweepArgs>),
+    /// Run the server (the same as the `server` program; the runner's
+    /// children).
+    #[command(hide = true)]
+    Server(Box<ServerArgs>),
+    /// Run the client (the same as the `client` program; the runner's
+    /// children).
+    #[command(hide = true)]
+    Client(Box<ClientCli>),
+}
+
+/// The protocol and the flags added to every case, shared by `storm` and
+/// `storm sweep`.
+#[derive(Debug, Clone, Args)]
+pub struct ProtocolArgs {
+    /// Warm-up before the server is stopped.
+    #[arg(long, default_value = "20s", value_parser = positive_duration, value_name = "DURATION")]
+    pub warmup: Duration,
+    /// Observation after the server resumes: a recovery must start within it.
+    #[arg(long, default_value = "60s", value_parser = positive_duration, value_name = "DURATION")]
+    pub observe: Duration,
+    /// Client report interval: the unit of the recovery verdict.
+    #[arg(long, default_value = "5s", value_parser = positive_duration, value_name = "DURATION")]
+    pub report_interval: Duration,
+    /// Seed of every client.
+    #[arg(long, default_value_t = 2014, value_name = "N")]
+    pub seed: u64,
+    /// Extra flags for every server, e.g. "--limit 40 --on-disconnect cancel".
+    #[arg(long, value_name = "FLAGS", allow_hyphen_values = true)]
+    pub server_args: Option<String>,
+    /// Extra flags for every client, e.g. "--clients 2000 --throttle budget".
+    #[arg(long, value_name = "FLAGS", allow_hyphen_values = true)]
+    pub client_args: Option<String>,
+}
+
+impl ProtocolArgs {
+    /// A scenario comparing `strategies` with these flags and `pause`:
+    /// each case named after its strategy.
+    pub fn scenario(
+        &self,
+        strategies: &[StrategyKind],
+        pause: Duration,
+    ) -> Result<Scenario, ScenarioError> {
+        let flags = |what: &str, text: &Option<String>| {
+            split_flags(text.as_deref().unwrap_or(""))
+                .map_err(|e| ScenarioError(format!("--{what}-args: {e}")))
+        };
+        let (server, client) = (
+            flags("server", &self.server_args)?,
+            flags("client", &self.client_args)?,
+        );
+        let mut names: Vec<StrategyKind> = Vec::new();
+        for &s in strategies {
+            if !names.contains(&s) {
+                names.push(s);
+            }
+        }
+        Ok(Scenario {
+            seed: self.seed,
+            engine: None,
+            protocol: Protocol {
+                warmup: self.warmup,
+                pause,
+                observe: self.observe,
+                report_interval: self.report_interval,
+            },
+            cases: names
+                .into_iter()
+                .map(|s| Case {
+                    name: s.name().to_string(),
+                    client: ["--strategy".to_string(), s.name().to_string()]
+                        .into_iter()
+                        .chain(client.iter().cloned())
+                        .collect(),
+                    server: server.clone(),
+                })
+                .collect(),
+        })
+    }
+}
+
+/// Where results go and how they are shown, shared by every storm command.
+#[derive(Debug, Clone, Args)]
+pub struct OutputArgs {
+    /// Results folder [default: results/<UTC timestamp>].
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Draw PNG plots instead of SVG.
+    #[arg(long)]
+    pub png: bool,
+    /// No live progress on stdout.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// How a storm runs, shared by `storm` and `storm run`.
+#[derive(Debug, Clone, Args)]
+pub struct ExecArgs {
+    /// real: child processes over loopback, SIGSTOP and SIGCONT, in real
+    /// time; sim: the same model in virtual time, in milliseconds
+    /// [default: the scenario's engine, else real].
+    #[arg(long, value_enum, value_name = "ENGINE")]
+    pub engine: Option<Engine>,
+    /// Divide every duration by ten (latencies, timeouts, think times,
+    /// retry delays, phases): the same experiment in a tenth of the time
+    /// (real engine; virtual time needs no compression).
+    #[arg(long)]
+    pub quick: bool,
+    /// Run the cases one after the other (the same as --parallel 1).
+    #[arg(long, conflicts_with = "parallel")]
+    pub in_turn: bool,
+    /// Run at most N cases side by side, each against its own server
+    /// [default: all of them].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub parallel: Option<u32>,
+    /// Print what the engine did (with sim: events and their rate).
+    #[arg(long, short)]
+    pub verbose: bool,
+    /// Print the scenario these flags run, as a scenario file, and exit.
+    #[arg(long)]
+    pub dump_scenario: bool,
+    /// Results and how they are shown.
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+impl ExecArgs {
+    /// The storm that runs `scenario` (the engine given here overriding its
+    /// own); results in `--out`, else `results/<timestamp>[-suffix]`.
+    pub fn storm(&self, scenario: Scenario, program: PathBuf, suffix: Option<&str>) -> Storm {
+        let engine = self.engine.or(scenario.engine).unwrap_or(Engine::Real);
+        Storm {
+            engine,
+            // Virtual time needs no compression.
+            time_scale: if self.quick && engine == Engine::Real {
+                10.0
+            } else {
+                1.0
+            },
+            parallel: if self.in_turn {
+                1
+            } else {
+                self.parallel.map_or(0, |n| n as usize)
+            },
+            out: self
+                .output
+                .out
+                .clone()
+                .unwrap_or_else(|| default_out(suffix)),
+            png: self.output.png,
+            progress: !self.output.quiet,
+            verbose: self.verbose,
+            program,
+            scenario,
+        }
+    }
+}
+
+/// Flags of the default storm: the strategies compared.
+#[derive(Debug, Args)]
+pub struct StormArgs {
+    /// Strategies to compare, comma-separated: one case each.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "fixed,exponential-2014,exponential",
+        value_name = "NAMES"
+    )]
+    pub strategies: Vec<StrategyKind>,
+    /// How long the server stays stopped.
+    #[arg(long, default_value = "20s", value_parser = duration, value_name = "DURATION")]
+    pub pause: Duration,
+    /// The protocol and the flags of every case.
+    #[command(flatten)]
+    pub protocol: ProtocolArgs,
+    /// How it runs.
+    #[command(flatten)]
+    pub exec: ExecArgs,
+    /// Print a man page or shell completions instead of running.
+    #[command(flatten)]
+    pub generate: GenerateArgs,
+}
+
+impl StormArgs {
+    /// The scenario these flags describe.
+    pub fn scenario(&self) -> Result<Scenario, ScenarioError> {
+        let mut scenario = self.protocol.scenario(&self.strategies, self.pause)?;
+        scenario.engine = self.exec.engine;
+        Ok(scenario)
+    }
+}
+
+/// `storm run FILE`: the cases of a scenario file through the storm.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The scenario file (TOML: seed, optional engine, [protocol], one
+    /// [[case]] per configuration compared).
+    #[arg(value_name = "FILE", required_unless_present = "generate")]
+    pub file: Option<PathBuf>,
+    /// Seed of every client [default: the scenario's].
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+    /// How it runs.
+    #[command(flatten)]
+    pub exec: ExecArgs,
+    /// Print a man page or shell completions instead of running.
+    #[command(flatten)]
+    pub generate: GenerateArgs,
+}
+
+impl RunArgs {
+    /// The scenario file, with the seed and engine given here.
+    pub fn scenario(&self) -> Result<Scenario, ScenarioError> {
+        let file = self
+            .file
+            .as_deref()
+            .ok_or_else(|| ScenarioError("a scenario file is needed".into()))?;
+        let mut scenario = Scenario::load(file)?;
+        if let Some(seed) = self.seed {
+            scenario.seed = seed;
+        }
+        scenario.engine = self.exec.engine.or(scenario.engine);
+        Ok(scenario)
+    }
+
+    /// The file's name without its extension, for the results folder.
+    pub fn stem(&self) -> Option<String> {
+        self.file
+            .as_deref()
+            .and_then(|f| f.file_stem())
+            .map(|s| s.to_string_lossy().into_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::ProgramFlags;
+
+    fn storm(args: &[&str]) -> StormCli {
+        let mut argv = vec!["storm"];
+        argv.extend_from_slice(args);
+        StormCli::try_parse_from(argv).unwrap()
+    }
+
+    #[test]
+    fn the_default_storm_is_a_scenario_of_three_strategies() {
+        let cli = storm(&["--client-args", "--clients 200", "--pause", "10s"]);
+        let s = cli.run.scenario().unwrap();
+        assert_eq!(s.seed, 2014);
+        assert_eq!(s.engine, None);
+        assert_eq!(s.protocol.pause, Duration::from_secs(10));
+        let names: Vec<&str> = s.cases.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["fixed", "exponential-2014", "exponential"]);
+        assert_eq!(
+            s.cases[1].client,
+            ["--strategy", "exponential-2014", "--clients", "200"]
+        );
+        let run = cli.run.exec.storm(s, "storm".into(), None);
+        assert_eq!(run.engine, Engine::Real);
+        assert_eq!((run.time_scale, run.parallel), (1.0, 0));
+        assert!(run.out.starts_with("results"));
+    }
+
+    #[test]
+    fn strategies_named_twice_are_one_case() {
+        let s = storm(&["--strategies", "fixed,google,fixed"])
+            .run
+            .scenario()
+            .unwrap();
+        assert_eq!(s.cases.len(), 2);
+    }
+
+    #[test]
+    fn quick_compresses_real_runs_only_and_in_turn_is_one_at_a_time() {
+        let cli = storm(&["--quick", "--in-turn"]);
+        let run = cli
+            .run
+            .exec
+            .storm(cli.run.scenario().unwrap(), "storm".into(), None);
+        assert_eq!((run.time_scale, run.parallel), (10.0, 1));
+        let cli = storm(&["--quick", "--engine", "sim", "--parallel", "2"]);
+        let run = cli
+            .run
+            .exec
+            .storm(cli.run.scenario().unwrap(), "storm".into(), None);
+        assert_eq!(
+            (run.engine, run.time_scale, run.parallel),
+            (Engine::Sim, 1.0, 2)
+        );
+        assert!(StormCli::try_parse_from(["storm", "--in-turn", "--parallel", "2"]).is_err());
+    }
+
+    #[test]
+    fn a_scenario_file_takes_the_seed_and_engine_given() {
+        let dir = std::env::temp_dir().join(format!("retry-storm-cli-run-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("defences.toml");
+        std::fs::write(
+            &file,
+            "seed = 1\nengine = \"sim\"\n[[case]]\nname = \"a\"\nclient = \"--strategy google\"\n",
+        )
+        .unwrap();
+        let cli = storm(&[
+            "run",
+            file.to_str().unwrap(),
+            "--seed",
+            "9",
+            "--engine",
+            "real",
+        ]);
+        let Some(StormCommand::Run(args)) = cli.command else {
+            panic!("run is a subcommand");
+        };
+        let s = args.scenario().unwrap();
+        assert_eq!((s.seed, s.engine), (9, Some(Engine::Real)));
+        assert_eq!(args.stem().as_deref(), Some("defences"));
+        let run = args.exec.storm(s, "storm".into(), args.stem().as_deref());
+        assert!(
+            run.out.to_string_lossy().ends_with("-defences"),
+            "{}",
+            run.out.display()
+        );
+        run.validate(&ProgramFlags).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(
+            StormCli::try_parse_from(["storm", "run"]).is_err(),
+            "FILE is needed"
+        );
+    }
+
+    #[test]
+    fn bad_case_flags_are_refused_before_anything_runs() {
+        let cli = storm(&["--client-args", "--clients 0", "--engine", "sim"]);
+        let run = cli
+            .run
+            .exec
+            .storm(cli.run.scenario().unwrap(), "storm".into(), None);
+        let err = run.validate(&ProgramFlags).unwrap_err().to_string();
+        assert!(
+            err.contains("case fixed") && err.contains("--clients"),
+            "{err}"
+        );
+        let cli = storm(&["--server-args", "--shed-above 5 --shed-status 500"]);
+        let run = cli
+            .run
+            .exec
+            .storm(cli.run.scenario().unwrap(), "storm".into(), None);
+        let err = run.validate(&ProgramFlags).unwrap_err().to_string();
+        assert!(
+            err.contains("server flags") && err.contains("--shed-status"),
+            "{err}"
+        );
+    }
+}

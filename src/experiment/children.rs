@@ -1,0 +1,140 @@
+//! The children of a real run: each case's server and client as child
+//! processes, and what they say on their status pipes.
+//!
+//! Children run in their own process group (so a Ctrl-C reaches only the
+//! runner, which then resumes and stops them in order) and are killed by
+//! the kernel if the runner dies (`PR_SET_PDEATHSIG`), so no stopped or
+//! orphaned server is ever left behind. Their display lines go straight to
+//! log files; the runner reads only their status lines.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nix::fcntl::{FcntlArg, FdFlag, fcntl};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::{Pid, dup2_raw};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::net::unix::pipe;
+use tokio::process::{Child, Command};
+use tokio::sync::oneshot;
+
+use super::storm::STATUS_FD;
+use crate::report::rows::{ClientRow, ServerRow};
+use crate::report::status::Status;
+
+/// The latest of what a case's children reported.
+#[derive(Debug, Default)]
+pub(super) struct Live {
+    /// The client's latest report row.
+    pub client: Option<ClientRow>,
+    /// The server's latest report row.
+    pub server: Option<ServerRow>,
+}
+
+/// A child process and what it reports.
+pub(super) struct Supervised {
+    pub child: Child,
+    /// Says where the server listens, once (servers only).
+    pub listening: Option<oneshot::Receiver<String>>,
+}
+
+/// Starts `program role args...` with its stdout and stderr in files, and
+/// its status lines read into `live`.
+pub(super) fn spawn(
+    program: &Path,
+    role: &str,
+    args: &[String],
+    stdout: File,
+    stderr: File,
+    live: Arc<Mutex<Live>>,
+) -> io::Result<Supervised> {
+    let (reader, writer) = std::io::pipe()?;
+    let writer = OwnedFd::from(writer);
+    let raw = writer.as_raw_fd();
+    let mut cmd = Command::new(program);
+    cmd.arg(role)
+        .args(args)
+        .arg("--status-fd")
+        .arg(STATUS_FD.to_string())
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(stderr)
+        .process_group(0)
+        .kill_on_drop(true);
+    // SAFETY: between fork and exec this touches only descriptors (dup2,
+    // fcntl) and prctl, all async-signal-safe, and allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            // SAFETY: `raw` is the pipe's write end, open in the parent
+            // until after the spawn, so open in this child too.
+            let writer = BorrowedFd::borrow_raw(raw);
+            if raw == STATUS_FD {
+                // Already in place: only keep it open across exec.
+                fcntl(writer, FcntlArg::F_SETFD(FdFlag::empty()))?;
+            } else {
+                // The copy is not closed on exec; it must outlive this
+                // closure, so it is not dropped.
+                std::mem::forget(dup2_raw(writer, STATUS_FD)?);
+            }
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+            Ok(())
+        });
+    }
+    let child = cmd.spawn()?;
+    // The child holds the write end now; with the parent's closed, the
+    // pipe ends when the child does.
+    drop(writer);
+    let status = pipe::Receiver::from_owned_fd(OwnedFd::from(reader))?;
+    let (tell, listening) = oneshot::channel();
+    tokio::spawn(follow(status, live, tell));
+    Ok(Supervised {
+        child,
+        listening: (role == "server").then_some(listening),
+    })
+}
+
+/// Reads a child's status lines until it ends.
+async fn follow(
+    status: pipe::Receiver,
+    live: Arc<Mutex<Live>>,
+    listening: oneshot::Sender<String>,
+) {
+    let mut listening = Some(listening);
+    let mut lines = BufReader::new(status).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        match Status::parse(&line) {
+            Ok(Status::Listening { url }) => {
+                if let Some(tell) = listening.take() {
+                    let _ = tell.send(url);
+                }
+            }
+            Ok(Status::ServerRow(row)) => {
+                live.lock().expect("live lock poisoned").server = Some(row);
+            }
+            Ok(Status::ClientRow(row)) => {
+                live.lock().expect("live lock poisoned").client = Some(row);
+            }
+            // A line this runner does not know: a newer child, say.
+            Err(_) => {}
+        }
+    }
+}
+
+/// Sends `signal` to a child, if it is still there.
+pub(super) fn signal(child: &Child, signal: Signal) {
+    if let Some(pid) = child.id() {
+        let _ = kill(Pid::from_raw(pid as i32), signal);
+    }
+}
+
+/// Waits for a child, killing it after `grace`.
+pub(super) async fn reap(child: &mut Child, grace: Duration) {
+    if tokio::time::timeout(grace, child.wait()).await.is_err() {
+        let _ = child.kill().await;
+    }
+}

@@ -1,0 +1,332 @@
+//! The real engine: for each case, a real server and a real client as child
+//! processes; the servers stopped with SIGSTOP after the warm-up and resumed
+//! with SIGCONT after the pause; the clients' CSV files read back at the
+//! end. Live progress comes from the children's status lines.
+
+use std::fs::File;
+use std::future::Future;
+use std::io::{self, IsTerminal, Write};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use tokio::process::Child;
+use tokio::time::Instant;
+
+use super::children::{self, Live};
+use super::scenario::{Case, join_flags};
+use super::storm::Storm;
+use super::summary::CaseRun;
+use super::{StormError, io_err};
+use crate::model::timescale::compress;
+use crate::report::output::say;
+use crate::report::rows::unix_ms;
+use crate::report::verdict::Timeline;
+
+/// How long a server may take to say where it listens.
+const START_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One case's children.
+struct Run<'a> {
+    case: &'a Case,
+    server: Child,
+    client: Option<Child>,
+    url: String,
+    live: Arc<Mutex<Live>>,
+    timeline: Option<Timeline>,
+}
+
+/// The shutdown signal, pinned so that every phase can wait on it.
+type Shutdown<'a> = Pin<&'a mut dyn Future<Output = ()>>;
+
+/// Runs every case through the protocol, `storm.parallel` at a time (all
+/// at once when zero), and reads back their rows.
+pub(super) async fn run(
+    storm: &Storm,
+    commands: &mut File,
+    mut shutdown: Pin<&mut impl Future<Output = ()>>,
+) -> Result<Vec<CaseRun>, StormError> {
+    let cases = &storm.scenario.cases;
+    let batch = if storm.parallel == 0 {
+        cases.len()
+    } else {
+        storm.parallel
+    };
+    let mut runs = Vec::new();
+    for batch in cases.chunks(batch.max(1)) {
+        let mut children = Vec::new();
+        let result = drive(storm, batch, &mut children, commands, shutdown.as_mut()).await;
+        stop_all(&mut children).await;
+        result?;
+        for run in &children {
+            runs.push(read_back(storm, run)?);
+        }
+    }
+    Ok(runs)
+}
+
+/// Opens a file of `case` in the results folder for a child's output.
+fn output(storm: &Storm, case: &Case, suffix: &str) -> Result<File, StormError> {
+    let path = storm.file(case, suffix);
+    File::create(&path).map_err(io_err(format!("create {}", path.display())))
+}
+
+/// Starts a server and waits for its status line saying where it listens.
+async fn start_server<'a>(storm: &Storm, case: &'a Case) -> Result<Run<'a>, StormError> {
+    let name = &case.name;
+    let live = Arc::new(Mutex::new(Live::default()));
+    let spawned = children::spawn(
+        &storm.program,
+        "server",
+        &storm.server_argv(case),
+        output(storm, case, "server.log")?,
+        output(storm, case, "server.err")?,
+        live.clone(),
+    )
+    .map_err(io_err(format!("start the server for {name}")))?;
+    let listening = spawned.listening.expect("a server says where it listens");
+    let url = tokio::time::timeout(START_TIMEOUT, listening)
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .ok_or_else(|| {
+            StormError::Child(format!(
+                "the server for {name} did not start; see {}",
+                storm.file(case, "server.err").display()
+            ))
+        })?;
+    Ok(Run {
+        case,
+        server: spawned.child,
+        client: None,
+        url,
+        live,
+        timeline: None,
+    })
+}
+
+fn start_client(storm: &Storm, run: &mut Run) -> Result<(), StormError> {
+    let case = run.case;
+    let spawned = children::spawn(
+        &storm.program,
+        "client",
+        &storm.client_argv(case, &run.url),
+        output(storm, case, "client.log")?,
+        output(storm, case, "client.err")?,
+        run.live.clone(),
+    )
+    .map_err(io_err(format!("start the client for {}", case.name)))?;
+    run.client = Some(spawned.child);
+    Ok(())
+}
+
+/// The exact command lines, for the results folder.
+fn command_lines(storm: &Storm, runs: &[Run]) -> String {
+    let line = |role: &str, args: Vec<String>| {
+        let mut words = vec![storm.program.display().to_string(), role.to_string()];
+        words.extend(args);
+        words.push("--status-fd".to_string());
+        words.push(super::storm::STATUS_FD.to_string());
+        join_flags(&words)
+    };
+    let mut out = String::new();
+    for run in runs {
+        out.push_str(&format!("# {}\n", run.case.name));
+        out.push_str(&line("server", storm.server_argv(run.case)));
+        out.push('\n');
+        out.push_str(&line("client", storm.client_argv(run.case, &run.url)));
+        out.push('\n');
+    }
+    out
+}
+
+/// One progress line: phase, time left, live rates of every run.
+fn progress_line(phase: &str, left: Duration, runs: &[Run]) -> String {
+    let mut line = format!("{phase:<8} {:>4}s left", left.as_secs());
+    for run in runs {
+        let live = run.live.lock().expect("live lock poisoned");
+        let (ok, timeouts) = live.client.as_ref().map_or(("-".into(), "-".into()), |r| {
+            (
+                format!("{:.2}", r.ok_per_s),
+                format!("{:.2}", r.timeouts_per_s),
+            )
+        });
+        let concurrency = live
+            .server
+            .as_ref()
+            .map_or("-".into(), |r| r.concurrency.to_string());
+        line.push_str(&format!(
+            " | {}: OK {ok}/s, timeouts {timeouts}/s, concurrency {concurrency}",
+            run.case.name
+        ));
+    }
+    line
+}
+
+/// Waits `length` (already scaled), showing progress; fails early if a
+/// child exits or `shutdown` completes. In the `last` phase a client that
+/// ends well has simply finished (its run length ends with the phase).
+async fn phase(
+    name: &str,
+    length: Duration,
+    last: bool,
+    runs: &mut [Run<'_>],
+    progress: bool,
+    shutdown: &mut Shutdown<'_>,
+) -> Result<(), StormError> {
+    let end = Instant::now() + length;
+    let tty = io::stdout().is_terminal();
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let mut ticks = 0u64;
+    loop {
+        if Instant::now() >= end {
+            break;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep_until(end) => break,
+            _ = shutdown.as_mut() => return Err(StormError::Interrupted),
+            _ = tick.tick() => {
+                ticks += 1;
+                if progress {
+                    let line = progress_line(name, end - Instant::now(), runs);
+                    if tty {
+                        print!("\r\x1b[K{line}");
+                        let _ = io::stdout().flush();
+                    } else if ticks % 10 == 1 {
+                        say(line);
+                    }
+                }
+                for run in runs.iter_mut() {
+                    let client = run.client.as_mut().expect("clients run during phases");
+                    if let Ok(Some(status)) = client.try_wait()
+                        && !(last && status.success())
+                    {
+                        return Err(StormError::Child(format!(
+                            "the client for {} exited early ({status})", run.case.name
+                        )));
+                    }
+                    if let Ok(Some(status)) = run.server.try_wait() {
+                        return Err(StormError::Child(format!(
+                            "the server for {} exited early ({status})", run.case.name
+                        )));
+                    }
+                }
+            }
+        }
+    }
+    if progress && tty {
+        println!();
+    }
+    Ok(())
+}
+
+/// Stops every child in order: clients first (SIGTERM: they write their
+/// last row), then servers (resumed first, so none stays stopped).
+async fn stop_all(runs: &mut [Run<'_>]) {
+    for run in runs.iter() {
+        if let Some(client) = &run.client {
+            children::signal(client, Signal::SIGTERM);
+        }
+    }
+    for run in runs.iter_mut() {
+        if let Some(client) = &mut run.client {
+            children::reap(client, Duration::from_secs(5)).await;
+        }
+    }
+    for run in runs.iter() {
+        children::signal(&run.server, Signal::SIGCONT);
+        children::signal(&run.server, Signal::SIGTERM);
+    }
+    for run in runs.iter_mut() {
+        children::reap(&mut run.server, Duration::from_secs(5)).await;
+    }
+}
+
+/// Runs one batch of cases side by side through the protocol.
+async fn drive<'a>(
+    storm: &Storm,
+    batch: &'a [Case],
+    runs: &mut Vec<Run<'a>>,
+    commands: &mut File,
+    mut shutdown: Shutdown<'_>,
+) -> Result<(), StormError> {
+    let k = storm.time_scale;
+    let p = &storm.scenario.protocol;
+    for case in batch {
+        runs.push(start_server(storm, case).await?);
+    }
+    commands
+        .write_all(command_lines(storm, runs).as_bytes())
+        .map_err(io_err("write commands.txt"))?;
+    let start_ms = unix_ms();
+    for run in runs.iter_mut() {
+        start_client(storm, run)?;
+    }
+    let shown = storm.progress;
+    let warmup = compress(p.warmup, k);
+    phase("warm-up", warmup, false, runs, shown, &mut shutdown).await?;
+    for run in runs.iter() {
+        children::signal(&run.server, Signal::SIGSTOP);
+    }
+    let stop_ms = unix_ms();
+    let pause = compress(p.pause, k);
+    phase("pause", pause, false, runs, shown, &mut shutdown).await?;
+    for run in runs.iter() {
+        children::signal(&run.server, Signal::SIGCONT);
+    }
+    let resume_ms = unix_ms();
+    let rest = compress(storm.client_duration() - p.warmup - p.pause, k);
+    phase("observe", rest, true, runs, shown, &mut shutdown).await?;
+    let end_ms = resume_ms + compress(p.observe, k).as_millis() as u64;
+    // The clients end on their own at --duration.
+    for run in runs.iter_mut() {
+        let client = run.client.as_mut().expect("started above");
+        let waited = tokio::select! {
+            status = tokio::time::timeout(Duration::from_secs(30), client.wait()) => status,
+            _ = shutdown.as_mut() => return Err(StormError::Interrupted),
+        };
+        match waited {
+            Ok(Ok(status)) if status.success() => {}
+            Ok(Ok(status)) => {
+                return Err(StormError::Child(format!(
+                    "the client for {} failed ({status})",
+                    run.case.name
+                )));
+            }
+            _ => {
+                return Err(StormError::Child(format!(
+                    "the client for {} did not finish",
+                    run.case.name
+                )));
+            }
+        }
+        run.timeline = Some(Timeline {
+            start_ms,
+            stop_ms,
+            resume_ms,
+            end_ms,
+        });
+    }
+    Ok(())
+}
+
+fn read_csv<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> Result<Vec<T>, StormError> {
+    let fail = |e: csv::Error| StormError::Io(path.display().to_string(), io::Error::other(e));
+    csv::Reader::from_path(path)
+        .map_err(fail)?
+        .deserialize()
+        .collect::<Result<Vec<T>, _>>()
+        .map_err(fail)
+}
+
+/// A finished run's rows, read back from its CSV files: every row the
+/// children wrote, the last ones included.
+fn read_back(storm: &Storm, run: &Run) -> Result<CaseRun, StormError> {
+    Ok(CaseRun {
+        case: run.case.clone(),
+        timeline: run.timeline.expect("read runs are finished"),
+        client: read_csv(&storm.file(run.case, "client.csv"))?,
+        server: read_csv(&storm.file(run.case, "server.csv"))?,
+    })
+}

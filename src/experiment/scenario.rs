@@ -1,0 +1,388 @@
+//! Scenario files: the unit of an experiment. A scenario names the seed,
+//! optionally the engine, the protocol's phases, and the cases compared,
+//! each as the flags of its client and, optionally, of its server:
+//!
+//! ```toml
+//! seed = 2014
+//! engine = "sim"          # optional: "real" (the default) or "sim"
+//!
+//! [protocol]              # optional, and so is each of its keys
+//! warmup = "20s"
+//! pause = "20s"
+//! observe = "60s"
+//! report_interval = "5s"
+//!
+//! [[case]]
+//! name = "fixed"
+//! client = "--strategy fixed"
+//!
+//! [[case]]
+//! name = "shedding"
+//! client = "--strategy fixed"
+//! server = "--shed-above 200"
+//! ```
+//!
+//! Every results folder holds the scenario that made it, and any storm
+//! command line can print its own.
+
+use std::fmt;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Which engine runs an experiment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Engine {
+    /// Real processes over loopback, SIGSTOP and SIGCONT, in real time.
+    Real,
+    /// The discrete-event engine, in virtual time.
+    Sim,
+}
+
+impl Engine {
+    /// The name in scenario files and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Real => "real",
+            Engine::Sim => "sim",
+        }
+    }
+}
+
+/// The storm protocol's phases, at full scale.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Protocol {
+    /// Warm-up before the server is stopped.
+    pub warmup: Duration,
+    /// How long the server stays stopped.
+    pub pause: Duration,
+    /// Observation after the resume: a recovery must start within it.
+    pub observe: Duration,
+    /// The client's report interval: the verdict's unit.
+    pub report_interval: Duration,
+}
+
+impl Default for Protocol {
+    /// The classic experiment: 20 s, 20 s, 60 s, reports every 5 s.
+    fn default() -> Self {
+        Protocol {
+            warmup: Duration::from_secs(20),
+            pause: Duration::from_secs(20),
+            observe: Duration::from_secs(60),
+            report_interval: Duration::from_secs(5),
+        }
+    }
+}
+
+/// One compared configuration: a client, and the server it runs against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Case {
+    /// The case's name: its files in the results folder are named after it.
+    pub name: String,
+    /// The client's flags.
+    pub client: Vec<String>,
+    /// The server's flags.
+    pub server: Vec<String>,
+}
+
+/// A whole experiment: the cases compared, under one protocol and seed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scenario {
+    /// Seed of every client (each case gets the same).
+    pub seed: u64,
+    /// The engine, if the scenario names one.
+    pub engine: Option<Engine>,
+    /// The protocol.
+    pub protocol: Protocol,
+    /// The cases, in order.
+    pub cases: Vec<Case>,
+}
+
+/// Why a scenario cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScenarioError(pub String);
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+/// The file's form, before its values are checked.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    seed: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    engine: Option<Engine>,
+    #[serde(default)]
+    protocol: ProtocolFile,
+    #[serde(rename = "case", default)]
+    cases: Vec<CaseFile>,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProtocolFile {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    warmup: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pause: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    observe: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    report_interval: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CaseFile {
+    name: String,
+    #[serde(default)]
+    client: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    server: String,
+}
+
+/// Splits a flags string as a shell would (quotes group words).
+pub fn split_flags(flags: &str) -> Result<Vec<String>, String> {
+    shlex::split(flags).ok_or_else(|| format!("unbalanced quotes in '{flags}'"))
+}
+
+/// Joins flags into one string that [`split_flags`] gives back.
+pub fn join_flags(flags: &[String]) -> String {
+    shlex::try_join(flags.iter().map(String::as_str)).unwrap_or_else(|_| flags.join(" "))
+}
+
+/// Writes a duration the way scenario files and flags take it.
+pub fn format_duration(d: Duration) -> String {
+    humantime::format_duration(d).to_string()
+}
+
+/// A protocol duration from the file, or `default`; only the pause may be
+/// zero.
+fn duration(key: &str, value: Option<&str>, default: Duration) -> Result<Duration, ScenarioError> {
+    let Some(text) = value else {
+        return Ok(default);
+    };
+    match humantime::parse_duration(text.trim()) {
+        Ok(d) if d.is_zero() && key != "pause" => Err(ScenarioError(format!(
+            "protocol.{key}: must be longer than 0"
+        ))),
+        Ok(d) => Ok(d),
+        Err(_) => Err(ScenarioError(format!(
+            "protocol.{key}: '{text}' is not a duration; write it like 500ms, 20s or 1m"
+        ))),
+    }
+}
+
+/// Whether a case name can name its files: letters, digits, `.`, `_`,
+/// `+` and `-`, not starting with a dot.
+fn is_file_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '+' | '-'))
+}
+
+impl Scenario {
+    /// Reads a scenario from TOML text.
+    pub fn from_toml(text: &str) -> Result<Scenario, ScenarioError> {
+        let file: File = toml::from_str(text).map_err(|e| ScenarioError(e.to_string()))?;
+        let defaults = Protocol::default();
+        let p = &file.protocol;
+        let protocol = Protocol {
+            warmup: duration("warmup", p.warmup.as_deref(), defaults.warmup)?,
+            pause: duration("pause", p.pause.as_deref(), defaults.pause)?,
+            observe: duration("observe", p.observe.as_deref(), defaults.observe)?,
+            report_interval: duration(
+                "report_interval",
+                p.report_interval.as_deref(),
+                defaults.report_interval,
+            )?,
+        };
+        let cases = file
+            .cases
+            .into_iter()
+            .map(|c| {
+                let flags = |what: &str, text: &str| {
+                    split_flags(text)
+                        .map_err(|e| ScenarioError(format!("case {}: {what}: {e}", c.name)))
+                };
+                Ok(Case {
+                    client: flags("client", &c.client)?,
+                    server: flags("server", &c.server)?,
+                    name: c.name,
+                })
+            })
+            .collect::<Result<Vec<Case>, ScenarioError>>()?;
+        let scenario = Scenario {
+            seed: file.seed,
+            engine: file.engine,
+            protocol,
+            cases,
+        };
+        scenario.check()?;
+        Ok(scenario)
+    }
+
+    /// Reads a scenario file.
+    pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ScenarioError(format!("{}: {e}", path.display())))?;
+        Scenario::from_toml(&text).map_err(|e| ScenarioError(format!("{}: {e}", path.display())))
+    }
+
+    /// Checks what the file's syntax cannot: at least one case, and names
+    /// that are distinct and can name files.
+    pub fn check(&self) -> Result<(), ScenarioError> {
+        if self.cases.is_empty() {
+            return Err(ScenarioError(
+                "no cases: add at least one [[case]] with a name and client flags".into(),
+            ));
+        }
+        for (i, case) in self.cases.iter().enumerate() {
+            if !is_file_name(&case.name) {
+                return Err(ScenarioError(format!(
+                    "case name '{}': use letters, digits, '.', '_', '+' and '-' \
+                     (it names the case's files)",
+                    case.name
+                )));
+            }
+            if self.cases[..i].iter().any(|c| c.name == case.name) {
+                return Err(ScenarioError(format!(
+                    "case name '{}' is used twice",
+                    case.name
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The scenario as TOML, in the form [`Scenario::from_toml`] reads.
+    pub fn to_toml(&self) -> String {
+        let p = &self.protocol;
+        let file = File {
+            seed: self.seed,
+            engine: self.engine,
+            protocol: ProtocolFile {
+                warmup: Some(format_duration(p.warmup)),
+                pause: Some(format_duration(p.pause)),
+                observe: Some(format_duration(p.observe)),
+                report_interval: Some(format_duration(p.report_interval)),
+            },
+            cases: self
+                .cases
+                .iter()
+                .map(|c| CaseFile {
+                    name: c.name.clone(),
+                    client: join_flags(&c.client),
+                    server: join_flags(&c.server),
+                })
+                .collect(),
+        };
+        toml::to_string(&file).expect("a scenario serializes")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FILE: &str = r#"
+seed = 7
+engine = "sim"
+
+[protocol]
+warmup = "10s"
+pause = "0s"
+
+[[case]]
+name = "fixed+budget"
+client = "--strategy fixed --throttle budget"
+
+[[case]]
+name = "shedding"
+client = "--strategy fixed --url 'http://127.0.0.1:1/api'"
+server = "--shed-above 200"
+"#;
+
+    #[test]
+    fn a_file_reads_with_defaults_for_what_it_leaves_out() {
+        let s = Scenario::from_toml(FILE).unwrap();
+        assert_eq!(s.seed, 7);
+        assert_eq!(s.engine, Some(Engine::Sim));
+        assert_eq!(
+            s.protocol,
+            Protocol {
+                warmup: Duration::from_secs(10),
+                pause: Duration::ZERO,
+                observe: Duration::from_secs(60),
+                report_interval: Duration::from_secs(5),
+            }
+        );
+        assert_eq!(s.cases.len(), 2);
+        assert_eq!(s.cases[0].name, "fixed+budget");
+        assert_eq!(
+            s.cases[0].client,
+            ["--strategy", "fixed", "--throttle", "budget"]
+        );
+        assert!(s.cases[0].server.is_empty());
+        assert_eq!(
+            s.cases[1].client,
+            ["--strategy", "fixed", "--url", "http://127.0.0.1:1/api"]
+        );
+        assert_eq!(s.cases[1].server, ["--shed-above", "200"]);
+    }
+
+    #[test]
+    fn a_scenario_written_out_reads_back_the_same() {
+        let s = Scenario::from_toml(FILE).unwrap();
+        let text = s.to_toml();
+        assert!(text.contains("[[case]]"), "{text}");
+        assert_eq!(Scenario::from_toml(&text).unwrap(), s);
+        let without_engine = Scenario { engine: None, ..s };
+        let text = without_engine.to_toml();
+        assert!(!text.contains("engine"), "{text}");
+        assert_eq!(Scenario::from_toml(&text).unwrap(), without_engine);
+    }
+
+    #[test]
+    fn mistakes_are_named() {
+        let cases: &[(&str, &str)] = &[
+            ("engine = \"sim\"\n[[case]]\nname = \"a\"", "seed"),
+            ("seed = 1", "no cases"),
+            ("seed = 1\n[[case]]\nname = \"a b\"", "case name 'a b'"),
+            (
+                "seed = 1\n[[case]]\nname = \"a\"\n[[case]]\nname = \"a\"",
+                "used twice",
+            ),
+            (
+                "seed = 1\n[protocol]\nwarmup = \"soon\"\n[[case]]\nname = \"a\"",
+                "protocol.warmup",
+            ),
+            (
+                "seed = 1\n[protocol]\nobserve = \"0s\"\n[[case]]\nname = \"a\"",
+                "protocol.observe",
+            ),
+            (
+                "seed = 1\nengine = \"fast\"\n[[case]]\nname = \"a\"",
+                "engine",
+            ),
+            ("seed = 1\nruns = 3\n[[case]]\nname = \"a\"", "runs"),
+            (
+                "seed = 1\n[[case]]\nname = \"a\"\nclient = \"--url 'x\"",
+                "unbalanced quotes",
+            ),
+        ];
+        for (text, needle) in cases {
+            let err = Scenario::from_toml(text).expect_err(text).to_string();
+            assert!(err.contains(needle), "{text:?}: {err}");
+        }
+    }
+}

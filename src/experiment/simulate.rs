@@ -1,0 +1,44 @@
+//! The virtual engine: each case of a storm in virtual time, writing the
+//! same files as a real run.
+
+use std::fs::File;
+use std::io::Write;
+
+use super::scenario::join_flags;
+use super::storm::Storm;
+use super::summary::CaseRun;
+use super::{Flags, StormError, io_err};
+use crate::report::output::say;
+use crate::sim;
+
+/// Runs every case of `storm` in virtual time, in order.
+pub(super) fn run(
+    storm: &Storm,
+    flags: &dyn Flags,
+    commands: &mut File,
+) -> Result<Vec<CaseRun>, StormError> {
+    let mut runs = Vec::new();
+    for case in &storm.scenario.cases {
+        let name = &case.name;
+        let config = storm.sim_config(case, flags)?;
+        let outcome = sim::run(&config).map_err(|e| StormError::Child(format!("{name}: {e}")))?;
+        writeln!(
+            commands,
+            "# {name}, in virtual time (storm --engine sim) with these flags\n\
+             server {}\nclient {}",
+            join_flags(&storm.sim_server_argv(case)),
+            join_flags(&storm.client_argv(case, "sim"))
+        )
+        .map_err(io_err("write commands.txt"))?;
+        if storm.verbose {
+            say(format!("{name}: {}", outcome.speed()));
+        }
+        runs.push(CaseRun {
+            case: case.clone(),
+            timeline: storm.timeline(0),
+            client: outcome.client.rows,
+            server: outcome.server_rows,
+        });
+    }
+    Ok(runs)
+}

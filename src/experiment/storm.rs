@@ -1,0 +1,213 @@
+//! A storm as it will run: a scenario, the engine that runs it, and where
+//! its results go; the flags of each case's programs; and the run itself.
+
+use std::fs::File;
+use std::future::Future;
+use std::io::Write;
+use std::path::PathBuf;
+use std::pin::pin;
+use std::time::Duration;
+
+use super::scenario::{Case, Engine, Scenario, format_duration};
+use super::summary::{self, StormReport};
+use super::{Flags, StormError, io_err, runner, simulate};
+use crate::model::client::ClientConfig;
+use crate::model::server::{DEFAULT_BACKLOG, ServerConfig};
+use crate::report::verdict::{STREAK, Timeline};
+use crate::sim::{Pause, SimConfig};
+
+/// Everything a storm run needs.
+#[derive(Debug, Clone)]
+pub struct Storm {
+    /// The experiment: seed, protocol and cases.
+    pub scenario: Scenario,
+    /// The engine that runs it.
+    pub engine: Engine,
+    /// Time compression of a real run: 10 with `--quick`, else 1.
+    pub time_scale: f64,
+    /// Real runs side by side at most this many at a time (0: all at once).
+    pub parallel: usize,
+    /// Results folder.
+    pub out: PathBuf,
+    /// Plots as PNG instead of SVG.
+    pub png: bool,
+    /// Show live progress on stdout.
+    pub progress: bool,
+    /// Say what the engine did.
+    pub verbose: bool,
+    /// The program to run as `PROGRAM server ...` and `PROGRAM client ...`.
+    pub program: PathBuf,
+}
+
+/// The status descriptor every child of a real run writes to.
+pub(super) const STATUS_FD: i32 = 3;
+
+impl Storm {
+    /// How long each client runs (full scale): the protocol plus enough
+    /// intervals to confirm a recovery whose first interval is the last one
+    /// that starts within the window.
+    pub(super) fn client_duration(&self) -> Duration {
+        let p = &self.scenario.protocol;
+        p.warmup + p.pause + p.observe + p.report_interval * (STREAK as u32 - 1)
+    }
+
+    /// A file of `case` in the results folder, by suffix (`client.csv`).
+    pub(super) fn file(&self, case: &Case, suffix: &str) -> PathBuf {
+        self.out.join(format!("{}.{suffix}", case.name))
+    }
+
+    /// The flags of `case`'s server.
+    pub fn server_argv(&self, case: &Case) -> Vec<String> {
+        let mut argv = vec![
+            "--listen".to_string(),
+            "127.0.0.1:0".to_string(),
+            "--csv".to_string(),
+            self.file(case, "server.csv").display().to_string(),
+            "--time-scale".to_string(),
+            self.time_scale.to_string(),
+        ];
+        argv.extend(case.server.iter().cloned());
+        argv
+    }
+
+    /// The flags of `case`'s client, against `url`.
+    pub fn client_argv(&self, case: &Case, url: &str) -> Vec<String> {
+        let mut argv: Vec<String> = [
+            "--url",
+            url,
+            "--duration",
+            &format_duration(round_ms(self.client_duration())),
+            "--report-interval",
+            &format_duration(round_ms(self.scenario.protocol.report_interval)),
+            "--seed",
+            &self.scenario.seed.to_string(),
+            "--time-scale",
+            &self.time_scale.to_string(),
+            "--csv",
+            &self.file(case, "client.csv").display().to_string(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        argv.extend(case.client.iter().cloned());
+        argv
+    }
+
+    /// The server's and client's configurations for `case`, exactly as the
+    /// children parse their flags.
+    pub fn configs(
+        &self,
+        case: &Case,
+        flags: &dyn Flags,
+    ) -> Result<(ServerConfig, ClientConfig), StormError> {
+        let name = &case.name;
+        let server = flags
+            .server(&self.server_argv(case))
+            .map_err(|e| StormError::Flags(format!("case {name}: server flags: {e}")))?;
+        let client = flags
+            .client(&self.client_argv(case, "http://127.0.0.1:1/api"))
+            .map_err(|e| StormError::Flags(format!("case {name}: client flags: {e}")))?;
+        Ok((server, client))
+    }
+
+    /// Checks the scenario and every child's flags before anything starts.
+    pub fn validate(&self, flags: &dyn Flags) -> Result<(), StormError> {
+        self.scenario
+            .check()
+            .map_err(|e| StormError::Flags(e.to_string()))?;
+        for case in &self.scenario.cases {
+            match self.engine {
+                Engine::Real => self.configs(case, flags).map(drop)?,
+                Engine::Sim => self.sim_config(case, flags).map(drop)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// The protocol's phases as planned from `start_ms`, at full scale:
+    /// the timeline of a virtual-time run.
+    pub fn timeline(&self, start_ms: u64) -> Timeline {
+        let ms = |d: Duration| d.as_millis() as u64;
+        let p = &self.scenario.protocol;
+        let stop_ms = start_ms + ms(p.warmup);
+        let resume_ms = stop_ms + ms(p.pause);
+        Timeline {
+            start_ms,
+            stop_ms,
+            resume_ms,
+            end_ms: resume_ms + ms(p.observe),
+        }
+    }
+
+    /// The server flags of a virtual run: the real ones, with the backlog
+    /// fixed at [`DEFAULT_BACKLOG`] unless given, so that results do not
+    /// depend on the host's `somaxconn`.
+    pub fn sim_server_argv(&self, case: &Case) -> Vec<String> {
+        let mut argv = self.server_argv(case);
+        if !argv
+            .iter()
+            .any(|a| a == "--backlog" || a.starts_with("--backlog="))
+        {
+            argv.extend(["--backlog".to_string(), DEFAULT_BACKLOG.to_string()]);
+        }
+        argv
+    }
+
+    /// The virtual-time experiment for `case`.
+    pub fn sim_config(&self, case: &Case, flags: &dyn Flags) -> Result<SimConfig, StormError> {
+        let (_, mut client) = self.configs(case, flags)?;
+        let mut server = flags
+            .server(&self.sim_server_argv(case))
+            .map_err(|e| StormError::Flags(format!("case {}: server flags: {e}", case.name)))?;
+        server.quiet = true;
+        client.quiet = true;
+        let p = &self.scenario.protocol;
+        Ok(SimConfig {
+            server,
+            client,
+            pauses: vec![Pause {
+                at: p.warmup,
+                length: p.pause,
+            }],
+        })
+    }
+
+    /// The scenario as this storm runs it: with its engine.
+    pub fn scenario_as_run(&self) -> Scenario {
+        Scenario {
+            engine: Some(self.engine),
+            ..self.scenario.clone()
+        }
+    }
+}
+
+/// A duration to whole milliseconds, as the children's flags carry it.
+fn round_ms(d: Duration) -> Duration {
+    Duration::from_millis(d.as_millis() as u64)
+}
+
+/// Runs the whole comparison on its engine; writes every file into
+/// `storm.out`: the scenario, the command lines, each case's CSV files, the
+/// summaries and the plots.
+pub async fn run(
+    storm: &Storm,
+    flags: &dyn Flags,
+    shutdown: impl Future<Output = ()>,
+) -> Result<StormReport, StormError> {
+    storm.validate(flags)?;
+    std::fs::create_dir_all(&storm.out)
+        .map_err(io_err(format!("create {}", storm.out.display())))?;
+    std::fs::write(
+        storm.out.join("scenario.toml"),
+        storm.scenario_as_run().to_toml(),
+    )
+    .map_err(io_err("write scenario.toml"))?;
+    let mut commands =
+        File::create(storm.out.join("commands.txt")).map_err(io_err("create commands.txt"))?;
+    let runs = match storm.engine {
+        Engine::Sim => simulate::run(storm, flags, &mut commands)?,
+        Engine::Real => runner::run(storm, &mut commands, pin!(shutdown)).await?,
+    };
+    commands.flush().map_err(io_err("write commands.txt"))?;
+    summary::write(storm, flags, runs)
+}

@@ -1,0 +1,84 @@
+//! The client's configuration: its users, their think times, timeout and
+//! retry policy, and how the run is reported. Both engines take the same
+//! configuration.
+
+use std::os::fd::RawFd;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::arrivals::ThinkTime;
+use super::timescale::compress;
+use super::user::Rules;
+use crate::policy::{RetryLimits, Strategy, ThrottleConfig};
+
+/// Everything the client needs to run.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// The `http://host:port/path` URL every attempt requests (the virtual
+    /// engine has none).
+    pub url: String,
+    /// Number of simulated users.
+    pub clients: u32,
+    /// Think-time distribution between a user's logical requests.
+    pub think: ThinkTime,
+    /// Time an attempt may take, from its intended start.
+    pub timeout: Duration,
+    /// Delay schedule between attempts.
+    pub strategy: Strategy,
+    /// Attempt limit, deadline and `Retry-After` handling.
+    pub limits: RetryLimits,
+    /// Throttle shared by all users, if any.
+    pub throttle: Option<ThrottleConfig>,
+    /// How often to report.
+    pub report_interval: Duration,
+    /// Stop after this long (otherwise when asked to).
+    pub duration: Option<Duration>,
+    /// Users start evenly over this time (zero: all at once).
+    pub ramp_up: Duration,
+    /// Step of the timer that starts attempts (zero: exact).
+    pub timer_resolution: Duration,
+    /// Seed of every random draw.
+    pub seed: u64,
+    /// Where to write report rows, if anywhere.
+    pub csv: Option<PathBuf>,
+    /// An inherited file descriptor to write status lines to (every report
+    /// row), for a supervising program.
+    pub status_fd: Option<RawFd>,
+    /// Print nothing on stdout (for tests and embedding).
+    pub quiet: bool,
+}
+
+impl ClientConfig {
+    /// When user `index` starts thinking, since the start of the run.
+    pub fn start_of(&self, index: u32) -> Duration {
+        let share = f64::from(index) / f64::from(self.clients.max(1));
+        self.ramp_up.mul_f64(share)
+    }
+
+    /// The rules every user follows.
+    pub fn rules(&self) -> Rules {
+        Rules {
+            think: self.think,
+            timeout: self.timeout,
+            strategy: self.strategy,
+            limits: self.limits,
+        }
+    }
+
+    /// The same client with time compressed `k` times: think time, timeout,
+    /// the strategy's delays, the throttle's windows, the deadline, the
+    /// report interval, the run's length and the ramp-up divided by `k`
+    /// (rates multiplied by it). The timer's step, a cost of the machine,
+    /// stays as given.
+    pub fn scaled(mut self, k: f64) -> ClientConfig {
+        self.think = ThinkTime::new(compress(self.think.mean(), k));
+        self.timeout = compress(self.timeout, k);
+        self.strategy = self.strategy.scaled(k);
+        self.throttle = self.throttle.map(|t| t.scaled(k));
+        self.limits.deadline = self.limits.deadline.map(|d| compress(d, k));
+        self.report_interval = compress(self.report_interval, k);
+        self.duration = self.duration.map(|d| compress(d, k));
+        self.ramp_up = compress(self.ramp_up, k);
+        self
+    }
+}

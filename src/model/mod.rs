@@ -1,0 +1,14 @@
+//! The model, pure: the server's latency and its completion scheduler, the
+//! users' think times and request cycle, what their attempts produce, the
+//! planner, time compression, and the server's and client's configuration
+//! types. No clock, no I/O and no runtime: both engines drive this code.
+
+pub mod arrivals;
+pub mod client;
+pub mod latency;
+pub mod outcome;
+pub mod planner;
+pub mod scheduler;
+pub mod server;
+pub mod timescale;
+pub mod user;

@@ -1,0 +1,43 @@
+//! What a user's attempts and logical requests produce: the records both
+//! engines hand to the report layer.
+
+use std::time::Duration;
+
+/// How one attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// A 2xx response arrived in time.
+    Ok,
+    /// Connect failure, reset, or a non-2xx status.
+    Error,
+    /// No full response within the timeout.
+    Timeout,
+}
+
+/// How one attempt went.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AttemptRecord {
+    /// How it ended.
+    pub outcome: Outcome,
+    /// A retry (not the first attempt of its logical request).
+    pub is_retry: bool,
+    /// Refused locally by a throttle (never sent).
+    pub rejected_locally: bool,
+    /// Time from its intended start to its end.
+    pub latency: Duration,
+    /// How late it started against its intended instant (the load
+    /// generator's own lag).
+    pub lateness: Duration,
+}
+
+/// How a logical request ended.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RequestRecord {
+    /// Attempts it made, local rejections included.
+    pub attempts: u32,
+    /// Time from its first attempt's intended start to its success, or
+    /// `None` if it was given up.
+    pub latency: Option<Duration>,
+    /// Given up because a throttle refused a retry.
+    pub throttled: bool,
+}

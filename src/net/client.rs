@@ -1,0 +1,214 @@
+//! The load generator: N simulated users sending Poisson traffic and
+//! retrying failures under a chosen policy.
+//!
+//! Each user is a sequential actor with at most one attempt in flight: think,
+//! attempt, retry per strategy until OK, think again. Connections are pooled
+//! and reused; a user holds one only while its attempt is in flight, and a
+//! timed-out attempt closes its connection.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use super::pool::{Pool, Target};
+use super::timer::Timer;
+use crate::model::arrivals::user_rng;
+use crate::model::client::ClientConfig;
+use crate::model::outcome::Outcome;
+use crate::model::user::{Attempt, Rules, User};
+use crate::policy::{Decision, Throttle};
+use crate::report::counts::ClientRecorder;
+use crate::report::output::CsvError;
+use crate::report::rows::unix_ms;
+use crate::report::status::StatusSink;
+use crate::report::summary::{ClientSummary, Reporter};
+
+/// Why the client could not start.
+#[derive(Debug)]
+pub enum StartError {
+    /// The URL is not an `http://host:port/path` this client can use.
+    Url(String),
+    /// The CSV file could not be created.
+    Csv(CsvError),
+    /// No timerfd for the users' attempt starts (no file descriptor left).
+    Timer(std::io::Error),
+    /// The status descriptor (`--status-fd`) is not usable.
+    Status(std::io::Error),
+}
+
+impl fmt::Display for StartError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StartError::Url(why) => write!(f, "--url: {why}"),
+            StartError::Csv(e) => e.fmt(f),
+            StartError::Timer(e) => write!(f, "cannot create a timer: {e}"),
+            StartError::Status(e) => write!(f, "--status-fd: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for StartError {}
+
+/// What every user task shares.
+struct Shared {
+    pool: Pool,
+    recorder: ClientRecorder,
+    rules: Rules,
+    throttle: Option<Mutex<Throttle>>,
+    /// Wakes users for their attempts, on the configured steps.
+    timer: Timer,
+    /// The run's time origin: users and the throttle count from it.
+    epoch: Instant,
+}
+
+impl Shared {
+    fn now(&self) -> Duration {
+        self.epoch.elapsed()
+    }
+
+    /// The instant `since` after the epoch; beyond what an `Instant` holds,
+    /// a century away (never, for a run).
+    fn at(&self, since: Duration) -> Instant {
+        const CENTURY: Duration = Duration::from_secs(100 * 365 * 86_400);
+        self.epoch
+            .checked_add(since)
+            .unwrap_or(self.epoch + CENTURY)
+    }
+
+    fn throttle_decision(&self, is_retry: bool, rng: &mut impl rand::Rng) -> Decision {
+        match &self.throttle {
+            Some(t) => {
+                t.lock()
+                    .expect("throttle lock poisoned")
+                    .before_attempt(is_retry, self.now(), rng)
+            }
+            None => Decision::Allow,
+        }
+    }
+
+    fn throttle_record(&self, ok: bool) {
+        if let Some(t) = &self.throttle {
+            t.lock()
+                .expect("throttle lock poisoned")
+                .after_attempt(ok, self.now());
+        }
+    }
+}
+
+/// One simulated user, forever: think, attempt until OK or given up, think
+/// again.
+async fn user(shared: Arc<Shared>, seed: u64, index: u64, start: Duration) {
+    let rules = &shared.rules;
+    let mut user = User::new(rules, user_rng(seed, index), start);
+    loop {
+        shared.timer.sleep_until(shared.at(user.due())).await;
+        let decision = shared.throttle_decision(user.is_retry(), user.rng());
+        match user.begin(rules, decision, shared.now()) {
+            Attempt::Refused(request) => shared.recorder.request_finished(request),
+            Attempt::Rejected(finished) => shared.recorder.finished(finished),
+            Attempt::Send { deadline } => {
+                shared.recorder.attempt_started();
+                let (outcome, retry_after) = shared.pool.attempt(shared.at(deadline)).await;
+                shared.throttle_record(outcome == Outcome::Ok);
+                let finished = user.finish(rules, outcome, retry_after, shared.now());
+                shared.recorder.finished(finished);
+            }
+        }
+    }
+}
+
+/// Runs the load until `config.duration` has passed or `shutdown` completes,
+/// reporting every interval, and returns the run's summary.
+pub async fn run(
+    config: ClientConfig,
+    shutdown: impl Future<Output = ()>,
+) -> Result<ClientSummary, StartError> {
+    let target = Target::resolve(&config.url)
+        .await
+        .map_err(StartError::Url)?;
+    let timer = Timer::start(config.timer_resolution).map_err(StartError::Timer)?;
+    let status = config
+        .status_fd
+        .map(StatusSink::from_fd)
+        .transpose()
+        .map_err(StartError::Status)?;
+    let mut reporter = Reporter::new(&config, status).map_err(StartError::Csv)?;
+    let shared = Arc::new(Shared {
+        pool: Pool::new(target),
+        recorder: ClientRecorder::new(),
+        rules: config.rules(),
+        throttle: config.throttle.map(|t| Mutex::new(Throttle::new(t))),
+        timer,
+        epoch: Instant::now(),
+    });
+
+    let start = shared.epoch;
+    let mut users = JoinSet::new();
+    for index in 0..config.clients {
+        let start = config.start_of(index);
+        users.spawn(user(shared.clone(), config.seed, u64::from(index), start));
+    }
+
+    let until = async {
+        match config.duration {
+            Some(d) => tokio::time::sleep(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    let mut stop = pin!(async {
+        tokio::select! {
+            _ = shutdown => {}
+            _ = until => {}
+        }
+    });
+    let mut ticker =
+        tokio::time::interval_at(start + config.report_interval, config.report_interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last = start;
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {
+                let now = Instant::now();
+                reporter.report(&shared.recorder, now - last, unix_ms(), now - start);
+                last = now;
+                shared.pool.expire_idle();
+            }
+            _ = &mut stop => break,
+        }
+    }
+    // Attempts still in flight are cut short and not counted.
+    users.abort_all();
+    let now = Instant::now();
+    reporter.report(&shared.recorder, now - last, unix_ms(), now - start);
+    Ok(ClientSummary {
+        elapsed: now - start,
+        totals: reporter.totals,
+        rows: reporter.rows,
+        seed: config.seed,
+        strategy: config.strategy.name(),
+        clients: config.clients,
+    })
+}
+
+/// Human-readable description of a run, for the client's start-up line.
+pub fn describe(config: &ClientConfig) -> String {
+    let demand = f64::from(config.clients) / config.think.mean().as_secs_f64();
+    format!(
+        "{} clients -> {}, mean think {} (about {demand:.1} req/s), timeout {}, \
+         strategy {}{}, seed {}",
+        config.clients,
+        config.url,
+        humantime::format_duration(config.think.mean()),
+        humantime::format_duration(config.timeout),
+        config.strategy.name(),
+        config
+            .throttle
+            .map_or(String::new(), |t| format!(", throttle {}", t.name())),
+        config.seed
+    )
+}

@@ -1,0 +1,12 @@
+//! The networked engine: the real server and client over HTTP, with hyper
+//! and tokio, and what they need from the system (timers finer than
+//! tokio's, the open-file limit, signals, the runtime). Everything they
+//! compute comes from the model, policy and report layers below.
+
+pub mod client;
+mod pool;
+pub mod rlimit;
+pub mod runtime;
+pub mod server;
+pub mod signals;
+mod timer;

@@ -1,0 +1,323 @@
+//! What a client process counts: attempts by outcome, retries, logical
+//! requests and their attempts, latency histograms; and what a server
+//! counts per interval.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use hdrhistogram::Histogram;
+
+use super::histogram::{add_recorded, latency_histogram, record_latency, record_lateness};
+use crate::model::outcome::{AttemptRecord, Outcome, RequestRecord};
+use crate::model::user::Finished;
+
+/// Upper bounds of the attempts-per-request buckets: 1, 2, 3, 4, 5, 6-10,
+/// more.
+pub const ATTEMPT_BUCKETS: [(u32, &str); 7] = [
+    (1, "1"),
+    (2, "2"),
+    (3, "3"),
+    (4, "4"),
+    (5, "5"),
+    (10, "6-10"),
+    (u32::MAX, "more"),
+];
+
+/// Counts of what the client saw during one interval (or a whole run).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Attempts that succeeded.
+    pub ok: u64,
+    /// Attempts that failed with an error (including attempts a throttle
+    /// refused locally).
+    pub errors: u64,
+    /// Attempts that timed out.
+    pub timeouts: u64,
+    /// Attempts that were retries (not the first of a logical request).
+    pub retries: u64,
+    /// Logical requests started (first attempts).
+    pub started: u64,
+    /// Logical requests given up (attempt limit, deadline, throttle).
+    pub gave_up: u64,
+    /// Attempts refused by a throttle: retries refused (the request then
+    /// given up) and attempts rejected locally (counted as errors too).
+    pub throttled: u64,
+    /// Attempts rejected locally (never sent; counted as errors).
+    pub rejected: u64,
+    /// Finished logical requests (succeeded or given up) by attempts made,
+    /// in the buckets of [`ATTEMPT_BUCKETS`].
+    pub attempts_per_request: [u64; 7],
+}
+
+impl Tally {
+    /// Total attempts.
+    pub fn attempts(&self) -> u64 {
+        self.ok + self.errors + self.timeouts
+    }
+
+    /// Attempts sent over the network (local rejections excluded).
+    pub fn sent(&self) -> u64 {
+        self.attempts() - self.rejected
+    }
+
+    /// Attempts sent per logical request started (amplification: the load
+    /// the server sees per unit of demand), if any started.
+    pub fn amplification(&self) -> Option<f64> {
+        (self.started > 0).then(|| self.sent() as f64 / self.started as f64)
+    }
+
+    /// Adds another tally to this one.
+    pub fn add(&mut self, other: &Tally) {
+        self.ok += other.ok;
+        self.errors += other.errors;
+        self.timeouts += other.timeouts;
+        self.retries += other.retries;
+        self.started += other.started;
+        self.gave_up += other.gave_up;
+        self.throttled += other.throttled;
+        self.rejected += other.rejected;
+        for (mine, theirs) in self
+            .attempts_per_request
+            .iter_mut()
+            .zip(other.attempts_per_request)
+        {
+            *mine += theirs;
+        }
+    }
+}
+
+/// What the client saw during one interval (or, merged, a whole run).
+#[derive(Debug, Clone)]
+pub struct ClientCounts {
+    /// The counts.
+    pub tally: Tally,
+    /// Latency of successful attempts, from their intended start.
+    pub attempt_latency: Histogram<u64>,
+    /// Latency of logical requests that succeeded, from the intended start of
+    /// their first attempt to the end of the successful one.
+    pub request_latency: Histogram<u64>,
+    /// How late every attempt started against its intended instant.
+    pub lateness: Histogram<u64>,
+}
+
+impl Default for ClientCounts {
+    fn default() -> Self {
+        ClientCounts {
+            tally: Tally::default(),
+            attempt_latency: latency_histogram(),
+            request_latency: latency_histogram(),
+            lateness: latency_histogram(),
+        }
+    }
+}
+
+impl ClientCounts {
+    /// Adds another interval's counts to these.
+    pub fn merge(&mut self, other: &ClientCounts) {
+        self.tally.add(&other.tally);
+        add_recorded(&mut self.attempt_latency, &other.attempt_latency);
+        add_recorded(&mut self.request_latency, &other.request_latency);
+        add_recorded(&mut self.lateness, &other.lateness);
+    }
+
+    /// Empties the counts, keeping the histograms' memory.
+    fn clear(&mut self) {
+        self.tally = Tally::default();
+        self.attempt_latency.reset();
+        self.request_latency.reset();
+        self.lateness.reset();
+    }
+}
+
+/// Collects attempt outcomes from every simulated client of a process.
+#[derive(Debug, Default)]
+pub struct ClientRecorder {
+    current: Mutex<ClientCounts>,
+    in_flight: AtomicU64,
+}
+
+impl ClientRecorder {
+    /// A recorder with empty counts.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Marks an attempt as started (for the in-flight gauge).
+    pub fn attempt_started(&self) {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Records how an attempt ended.
+    pub fn attempt_finished(&self, record: AttemptRecord) {
+        if !record.rejected_locally {
+            self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        }
+        let mut c = self.current.lock().expect("recorder lock poisoned");
+        let t = &mut c.tally;
+        match record.outcome {
+            Outcome::Ok => t.ok += 1,
+            Outcome::Error => t.errors += 1,
+            Outcome::Timeout => t.timeouts += 1,
+        }
+        if record.is_retry {
+            t.retries += 1;
+        } else {
+            t.started += 1;
+        }
+        if record.rejected_locally {
+            t.throttled += 1;
+            t.rejected += 1;
+        }
+        if record.outcome == Outcome::Ok {
+            record_latency(&mut c.attempt_latency, record.latency);
+        }
+        record_lateness(&mut c.lateness, record.lateness);
+    }
+
+    /// Records how a logical request ended.
+    pub fn request_finished(&self, record: RequestRecord) {
+        let mut c = self.current.lock().expect("recorder lock poisoned");
+        match record.latency {
+            Some(d) => record_latency(&mut c.request_latency, d),
+            None => c.tally.gave_up += 1,
+        }
+        if record.throttled {
+            c.tally.throttled += 1;
+        }
+        let bucket = ATTEMPT_BUCKETS
+            .iter()
+            .position(|&(max, _)| record.attempts <= max)
+            .expect("the last bucket takes everything");
+        c.tally.attempts_per_request[bucket] += 1;
+    }
+
+    /// Records what an ended attempt produced: the attempt, and the
+    /// logical request if the attempt ended it.
+    pub fn finished(&self, finished: Finished) {
+        self.attempt_finished(finished.attempt);
+        if let Some(request) = finished.request {
+            self.request_finished(request);
+        }
+    }
+
+    /// Attempts in flight right now.
+    pub fn in_flight(&self) -> u64 {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// Moves the counts gathered since the last call into `into` (which is
+    /// cleared first), so the caller can report an interval.
+    pub fn take_interval(&self, into: &mut ClientCounts) {
+        into.clear();
+        let mut c = self.current.lock().expect("recorder lock poisoned");
+        std::mem::swap(&mut *c, into);
+    }
+}
+
+/// What the server counted during one interval.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ServerCounts {
+    /// Requests answered to a waiting client.
+    pub completed: u64,
+    /// Requests whose client went away before the answer.
+    pub abandoned: u64,
+    /// Requests refused at once because the server was over its shedding
+    /// threshold.
+    pub shed: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::rows::ClientRow;
+    use std::time::Duration;
+
+    fn attempt(outcome: Outcome, is_retry: bool, ms: u64) -> AttemptRecord {
+        AttemptRecord {
+            outcome,
+            is_retry,
+            rejected_locally: false,
+            latency: Duration::from_millis(ms),
+            lateness: Duration::from_micros(ms),
+        }
+    }
+
+    #[test]
+    fn rates_use_the_measured_interval() {
+        let r = ClientRecorder::new();
+        for _ in 0..300 {
+            r.attempt_started();
+            r.attempt_finished(attempt(Outcome::Ok, false, 100));
+        }
+        for _ in 0..30 {
+            r.attempt_started();
+            r.attempt_finished(attempt(Outcome::Timeout, true, 2000));
+        }
+        r.attempt_started();
+        let mut c = ClientCounts::default();
+        r.take_interval(&mut c);
+        // A 5 s interval that really lasted 6 s.
+        let row = ClientRow::new(&c, Duration::from_secs(6), r.in_flight(), 0, Duration::ZERO);
+        assert_eq!(row.ok_per_s, 50.0);
+        assert_eq!(row.timeouts_per_s, 5.0);
+        assert_eq!(row.retries_per_s, 5.0);
+        assert_eq!(row.in_flight, 1);
+        assert_eq!(row.attempts_per_request, Some(1.1));
+        let p50 = row.p50_ms.unwrap();
+        assert!((p50 - 100.0).abs() < 0.1, "{p50}");
+        assert!(
+            row.to_string()
+                .starts_with("OK: 50.00 req/sec, errors: 0.00 req/sec, timedout: 5.00 req/sec")
+        );
+    }
+
+    #[test]
+    fn requests_fill_the_attempt_buckets_and_count_give_ups() {
+        let r = ClientRecorder::new();
+        for attempts in [1, 1, 2, 5, 6, 10, 11, 400] {
+            r.request_finished(RequestRecord {
+                attempts,
+                latency: Some(Duration::from_millis(5)),
+                throttled: false,
+            });
+        }
+        r.request_finished(RequestRecord {
+            attempts: 3,
+            latency: None,
+            throttled: true,
+        });
+        r.attempt_started();
+        r.attempt_finished(AttemptRecord {
+            rejected_locally: true,
+            ..attempt(Outcome::Error, true, 0)
+        });
+        let mut c = ClientCounts::default();
+        r.take_interval(&mut c);
+        assert_eq!(c.tally.attempts_per_request, [2, 1, 1, 0, 1, 2, 2]);
+        assert_eq!(c.tally.gave_up, 1);
+        assert_eq!(c.tally.throttled, 2);
+        assert_eq!(c.tally.errors, 1);
+        assert_eq!(c.tally.rejected, 1);
+        assert_eq!(c.tally.sent(), 0);
+        assert_eq!(c.request_latency.len(), 8);
+        let row = ClientRow::new(&c, Duration::from_secs(1), 0, 0, Duration::ZERO);
+        assert!(
+            row.to_string()
+                .contains("gave up: 1.00 req/sec, throttled: 2.00 req/sec")
+        );
+    }
+
+    #[test]
+    fn taking_an_interval_resets_counts_but_not_in_flight() {
+        let r = ClientRecorder::new();
+        r.attempt_started();
+        r.attempt_started();
+        r.attempt_finished(attempt(Outcome::Error, false, 1));
+        let mut c = ClientCounts::default();
+        r.take_interval(&mut c);
+        assert_eq!(c.tally.errors, 1);
+        r.take_interval(&mut c);
+        assert_eq!(c.tally.attempts(), 0);
+        assert_eq!(r.in_flight(), 1);
+    }
+}

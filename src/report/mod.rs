@@ -1,0 +1,12 @@
+//! What a run reports: counters and latency histograms, the report rows of
+//! each interval (terminal line, CSV row, status line), the run's totals,
+//! and the verdict and figures of a storm computed from the rows. No
+//! network and no runtime: both engines report through this code.
+
+pub mod counts;
+pub mod histogram;
+pub mod output;
+pub mod rows;
+pub mod status;
+pub mod summary;
+pub mod verdict;

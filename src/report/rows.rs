@@ -1,0 +1,257 @@
+//! The report rows: one line on the terminal and one CSV row per
+//! interval, for the client and for the server. Rates are counts divided by
+//! the *measured* length of an interval, so a late or stretched interval (a
+//! stopped process, a loaded machine) still reports true rates.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::counts::{ClientCounts, ServerCounts};
+use super::histogram::Percentiles;
+
+fn per_sec(count: u64, secs: f64) -> f64 {
+    if secs > 0.0 { count as f64 / secs } else { 0.0 }
+}
+
+/// One row of the client's report: a line on the terminal, a row of its CSV.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClientRow {
+    /// Wall-clock time of the report, milliseconds since the Unix epoch.
+    pub unix_ms: u64,
+    /// Seconds since the client started.
+    pub elapsed_s: f64,
+    /// Successful attempts per second.
+    pub ok_per_s: f64,
+    /// Failed attempts per second.
+    pub errors_per_s: f64,
+    /// Timed-out attempts per second.
+    pub timeouts_per_s: f64,
+    /// Retries per second.
+    pub retries_per_s: f64,
+    /// Attempts in flight at the report.
+    pub in_flight: u64,
+    /// Median latency of the interval's successful attempts, milliseconds.
+    pub p50_ms: Option<f64>,
+    /// 99th percentile of the same.
+    pub p99_ms: Option<f64>,
+    /// Largest of the same.
+    pub max_ms: Option<f64>,
+    /// Logical requests given up per second.
+    pub gave_up_per_s: f64,
+    /// Attempts refused by a throttle per second.
+    pub throttled_per_s: f64,
+    /// Attempts sent per logical request started in the interval
+    /// (amplification; local rejections are not sent).
+    pub attempts_per_request: Option<f64>,
+    /// Logical requests started per second (the demand).
+    pub requests_per_s: f64,
+    /// Attempts sent over the network per second (local rejections are
+    /// not sent): the load the server sees.
+    pub sent_per_s: f64,
+}
+
+impl ClientRow {
+    /// Builds a row from an interval's counts and its measured length.
+    pub fn new(
+        counts: &ClientCounts,
+        interval: Duration,
+        in_flight: u64,
+        unix_ms: u64,
+        elapsed: Duration,
+    ) -> Self {
+        let secs = interval.as_secs_f64();
+        let latency = Percentiles::of(&counts.attempt_latency);
+        let t = &counts.tally;
+        ClientRow {
+            unix_ms,
+            elapsed_s: round3(elapsed.as_secs_f64()),
+            ok_per_s: round2(per_sec(t.ok, secs)),
+            errors_per_s: round2(per_sec(t.errors, secs)),
+            timeouts_per_s: round2(per_sec(t.timeouts, secs)),
+            retries_per_s: round2(per_sec(t.retries, secs)),
+            in_flight,
+            p50_ms: latency.p50_ms,
+            p99_ms: latency.p99_ms,
+            max_ms: latency.max_ms,
+            gave_up_per_s: round2(per_sec(t.gave_up, secs)),
+            throttled_per_s: round2(per_sec(t.throttled, secs)),
+            attempts_per_request: t.amplification().map(round2),
+            requests_per_s: round2(per_sec(t.started, secs)),
+            sent_per_s: round2(per_sec(t.sent(), secs)),
+        }
+    }
+}
+
+impl ClientRow {
+    /// The row's latency percentiles.
+    pub fn latency(&self) -> Percentiles {
+        Percentiles {
+            p50_ms: self.p50_ms,
+            p99_ms: self.p99_ms,
+            max_ms: self.max_ms,
+        }
+    }
+}
+
+impl fmt::Display for ClientRow {
+    /// Begins exactly like the 2014 original's line.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "OK: {:.2} req/sec, errors: {:.2} req/sec, timedout: {:.2} req/sec, \
+             retries: {:.2} req/sec, in-flight: {}, {}",
+            self.ok_per_s,
+            self.errors_per_s,
+            self.timeouts_per_s,
+            self.retries_per_s,
+            self.in_flight,
+            self.latency()
+        )?;
+        write!(
+            f,
+            ", gave up: {:.2} req/sec, throttled: {:.2} req/sec",
+            self.gave_up_per_s, self.throttled_per_s
+        )?;
+        match self.attempts_per_request {
+            Some(a) => write!(f, ", attempts/request: {a:.2}"),
+            None => write!(f, ", attempts/request: -"),
+        }
+    }
+}
+
+/// One row of the server's report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServerRow {
+    /// Wall-clock time of the report, milliseconds since the Unix epoch.
+    pub unix_ms: u64,
+    /// Seconds since the server started.
+    pub elapsed_s: f64,
+    /// Requests in flight in the latency model.
+    pub concurrency: u64,
+    /// The modelled delay at that concurrency, in milliseconds.
+    pub last_delay_ms: f64,
+    /// Requests answered per second.
+    pub completed_per_s: f64,
+    /// Requests whose client had gone (wasted work) per second.
+    pub abandoned_per_s: f64,
+    /// Requests refused at once by `--shed-above` per second.
+    pub shed_per_s: f64,
+}
+
+impl ServerRow {
+    /// Builds a row from an interval's counts, its measured length and the
+    /// model's state at the report.
+    pub fn new(
+        counts: ServerCounts,
+        interval: Duration,
+        concurrency: u64,
+        delay: Duration,
+        unix_ms: u64,
+        elapsed: Duration,
+    ) -> Self {
+        let secs = interval.as_secs_f64();
+        ServerRow {
+            unix_ms,
+            elapsed_s: round3(elapsed.as_secs_f64()),
+            concurrency,
+            last_delay_ms: round3(delay.as_secs_f64() * 1e3),
+            completed_per_s: round2(per_sec(counts.completed, secs)),
+            abandoned_per_s: round2(per_sec(counts.abandoned, secs)),
+            shed_per_s: round2(per_sec(counts.shed, secs)),
+        }
+    }
+}
+
+impl fmt::Display for ServerRow {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "concurrency: {}, last delay: {}, completed: {:.2} req/sec, abandoned: {:.2} req/sec",
+            self.concurrency,
+            format_delay(Duration::from_secs_f64(self.last_delay_ms / 1e3)),
+            self.completed_per_s,
+            self.abandoned_per_s
+        )?;
+        if self.shed_per_s > 0.0 {
+            write!(f, ", shed: {:.2} req/sec", self.shed_per_s)?;
+        }
+        Ok(())
+    }
+}
+
+/// Formats a delay compactly: `100ms`, `2.35s`, `1h 3m 20s`.
+pub fn format_delay(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        format!("{}ms", d.as_millis())
+    } else if d < Duration::from_secs(60) {
+        format!("{:.2}s", d.as_secs_f64())
+    } else {
+        humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
+    }
+}
+
+/// Milliseconds since the Unix epoch, for report rows.
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_interval_has_no_percentiles() {
+        let row = ClientRow::new(
+            &ClientCounts::default(),
+            Duration::from_secs(5),
+            0,
+            0,
+            Duration::ZERO,
+        );
+        assert_eq!(row.latency(), Percentiles::default());
+        assert!(row.to_string().ends_with(
+            "p50: -, p99: -, max: -, gave up: 0.00 req/sec, throttled: 0.00 req/sec, \
+             attempts/request: -"
+        ));
+    }
+
+    #[test]
+    fn server_row_line_matches_the_original_prefix() {
+        let row = ServerRow::new(
+            ServerCounts {
+                completed: 100,
+                abandoned: 3,
+                shed: 0,
+            },
+            Duration::from_millis(500),
+            42,
+            Duration::from_millis(110),
+            0,
+            Duration::ZERO,
+        );
+        assert_eq!(row.completed_per_s, 200.0);
+        assert_eq!(
+            row.to_string(),
+            "concurrency: 42, last delay: 110ms, completed: 200.00 req/sec, abandoned: 6.00 req/sec"
+        );
+    }
+
+    #[test]
+    fn delays_format_compactly() {
+        assert_eq!(format_delay(Duration::from_millis(100)), "100ms");
+        assert_eq!(format_delay(Duration::from_millis(2346)), "2.35s");
+        assert_eq!(format_delay(Duration::from_secs(3800)), "1h 3m 20s");
+    }
+}

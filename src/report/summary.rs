@@ -1,0 +1,185 @@
+//! A run's report as a whole: the client's reporter, which turns the
+//! recorded counts of each interval into a row (terminal line, CSV row,
+//! status line) and keeps the run's totals; and the totals each program
+//! prints when it stops. Shared by both engines.
+
+use std::fmt;
+use std::time::Duration;
+
+use super::counts::{ATTEMPT_BUCKETS, ClientCounts, ClientRecorder};
+use super::histogram::Percentiles;
+use super::output::{CsvError, CsvSink, say, write_row};
+use super::rows::ClientRow;
+use super::status::{Status, StatusSink};
+use crate::model::client::ClientConfig;
+
+/// What a whole client run saw.
+#[derive(Debug, Clone)]
+pub struct ClientSummary {
+    /// How long the load ran.
+    pub elapsed: Duration,
+    /// Counts and latencies over the whole run.
+    pub totals: ClientCounts,
+    /// Every report row, in order.
+    pub rows: Vec<ClientRow>,
+    /// The seed, to reproduce the run.
+    pub seed: u64,
+    /// Strategy name.
+    pub strategy: &'static str,
+    /// Number of simulated users.
+    pub clients: u32,
+}
+
+impl fmt::Display for ClientSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let t = &self.totals.tally;
+        let secs = self.elapsed.as_secs_f64().max(f64::MIN_POSITIVE);
+        let rate = |n: u64| n as f64 / secs;
+        writeln!(
+            f,
+            "summary: {:.1} s, {} clients, strategy {}, seed {}",
+            self.elapsed.as_secs_f64(),
+            self.clients,
+            self.strategy,
+            self.seed
+        )?;
+        writeln!(
+            f,
+            "  attempts: {} (OK {}, errors {}, timed out {}; retries {}, throttled {}, \
+             rejected locally {})",
+            t.attempts(),
+            t.ok,
+            t.errors,
+            t.timeouts,
+            t.retries,
+            t.throttled,
+            t.rejected
+        )?;
+        writeln!(
+            f,
+            "  requests: {} started, {} given up, {} attempts sent per request",
+            t.started,
+            t.gave_up,
+            t.amplification()
+                .map_or("-".to_string(), |a| format!("{a:.2}"))
+        )?;
+        write!(f, "  attempts per finished request:")?;
+        for ((_, label), count) in ATTEMPT_BUCKETS.iter().zip(t.attempts_per_request) {
+            write!(f, " {label}: {count},")?;
+        }
+        writeln!(f)?;
+        writeln!(
+            f,
+            "  OK: {:.2} req/sec, errors: {:.2} req/sec, timedout: {:.2} req/sec",
+            rate(t.ok),
+            rate(t.errors),
+            rate(t.timeouts)
+        )?;
+        writeln!(
+            f,
+            "  attempt latency (OK): {}",
+            Percentiles::of(&self.totals.attempt_latency)
+        )?;
+        let late = Percentiles::of(&self.totals.lateness);
+        let ms = |v: Option<f64>| v.map_or("-".to_string(), |ms| format!("{ms:.3}ms"));
+        writeln!(
+            f,
+            "  start lateness (attempts against their intended instant): p50: {}, p99: {}, max: {}",
+            ms(late.p50_ms),
+            ms(late.p99_ms),
+            ms(late.max_ms)
+        )?;
+        write!(
+            f,
+            "  request latency (first attempt to OK): {}",
+            Percentiles::of(&self.totals.request_latency)
+        )
+    }
+}
+
+/// Totals of a whole server run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerSummary {
+    /// Requests answered to a waiting client.
+    pub completed: u64,
+    /// Requests whose client had gone (wasted work).
+    pub abandoned: u64,
+    /// Highest concurrency seen.
+    pub peak_concurrency: u64,
+    /// Requests still in flight at the stop.
+    pub in_flight: u64,
+    /// Requests shed (refused at once).
+    pub shed: u64,
+}
+
+impl fmt::Display for ServerSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "server stopped: completed {}, abandoned {}, shed {}, peak concurrency {}, \
+             in flight at stop {}",
+            self.completed, self.abandoned, self.shed, self.peak_concurrency, self.in_flight
+        )
+    }
+}
+
+/// Turns a run's recorded counts into report rows: the terminal line, the
+/// CSV row, the status line and the run's totals. Shared by both engines.
+pub struct Reporter {
+    csv: Option<CsvSink<ClientRow>>,
+    status: Option<StatusSink>,
+    quiet: bool,
+    /// Intervals shorter than this only add to the totals.
+    sliver: Duration,
+    interval: ClientCounts,
+    /// Counts over the whole run.
+    pub totals: ClientCounts,
+    /// Every row reported, in order.
+    pub rows: Vec<ClientRow>,
+}
+
+impl Reporter {
+    /// A reporter for a run of `config`, creating its CSV file; status
+    /// lines go to `status`, if given.
+    pub fn new(config: &ClientConfig, status: Option<StatusSink>) -> Result<Self, CsvError> {
+        Ok(Reporter {
+            csv: CsvSink::create_if(config.csv.as_deref())?,
+            status,
+            quiet: config.quiet,
+            sliver: config.report_interval / 20,
+            interval: ClientCounts::default(),
+            totals: ClientCounts::default(),
+            rows: Vec::new(),
+        })
+    }
+
+    /// Reports the interval of length `measured` that ends now. A sliver
+    /// too short for meaningful rates (the stop landing just after a tick)
+    /// only adds to the totals.
+    pub fn report(
+        &mut self,
+        recorder: &ClientRecorder,
+        measured: Duration,
+        unix_ms: u64,
+        elapsed: Duration,
+    ) {
+        recorder.take_interval(&mut self.interval);
+        self.totals.merge(&self.interval);
+        if measured < self.sliver {
+            return;
+        }
+        let row = ClientRow::new(
+            &self.interval,
+            measured,
+            recorder.in_flight(),
+            unix_ms,
+            elapsed,
+        );
+        if !self.quiet {
+            say(&row);
+        }
+        write_row(&mut self.csv, &row);
+        StatusSink::send_to(&mut self.status, &Status::ClientRow(row.clone()));
+        self.rows.push(row);
+    }
+}

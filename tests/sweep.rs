@@ -1,0 +1,104 @@
+//! The sweep through its public API, in virtual time: its settings, its
+//! bisection against the grid beside it, and its refusals.
+
+use std::time::Duration;
+
+use clap::Parser;
+use retry_storm::cli::{ProgramFlags, StormCli};
+use retry_storm::experiment::StormError;
+use retry_storm::experiment::sweep::{Point, SweepConfig, run};
+
+/// A sweep of fixed retries and the 2014 client, seed 1, from the storm's
+/// own flags.
+fn sweep(clients: Vec<u32>) -> SweepConfig {
+    let flags = [
+        "storm",
+        "--engine",
+        "sim",
+        "--strategies",
+        "fixed,exponential-2014",
+        "--seed",
+        "1",
+        "--quiet",
+        "--out",
+        "unused",
+    ];
+    let args = StormCli::try_parse_from(flags).expect("valid flags").run;
+    let storm = args
+        .exec
+        .storm(args.scenario().unwrap(), "storm".into(), None);
+    SweepConfig {
+        storm,
+        clients,
+        timeouts: vec![Duration::from_secs(2)],
+        limits: vec![30],
+        seeds: 1,
+        max_pause: Duration::from_secs(40),
+        resolution: Duration::from_secs(5),
+        step: Duration::from_secs(10),
+        threads: 2,
+    }
+}
+
+#[test]
+fn settings_cover_every_combination_in_order() {
+    let mut c = sweep(vec![100, 200]);
+    c.limits = vec![30, 60];
+    let s = c.settings();
+    assert_eq!(s.len(), 2 * 2 * 2);
+    assert_eq!((s[0].case, s[0].clients, s[0].limit), (0, 100, 30));
+    assert_eq!((s[1].clients, s[1].limit), (100, 60));
+    assert_eq!(s[7].case, 1, "the second case, exponential-2014");
+}
+
+#[test]
+fn bisection_finds_the_edge_that_the_grid_shows() {
+    // Few clients so that the runs are quick; the 2014 client keeps
+    // sending little while the server is down, fixed retries do not.
+    let c = sweep(vec![300]);
+    let report = run(&c, &ProgramFlags, |_| {}).unwrap();
+    assert_eq!(report.critical.len(), 2);
+    for critical in &report.critical {
+        let grid: Vec<&Point> = report
+            .grid
+            .iter()
+            .filter(|p| p.strategy == critical.strategy)
+            .collect();
+        assert_eq!(grid.len(), 5, "0, 10, ... 40 s");
+        // Every grid pause at or under the critical one recovers, and the
+        // first one past it (if tried) does not.
+        for p in &grid {
+            if p.pause_s <= critical.critical_pause_s {
+                assert!(p.recovered, "{critical}: {p:?}");
+            } else if p.pause_s <= critical.critical_pause_s + 5.0 {
+                assert!(!p.recovered, "{critical}: {p:?}");
+            }
+        }
+    }
+    let fixed = &report.critical[0];
+    let original = &report.critical[1];
+    assert_eq!(
+        (fixed.strategy.as_str(), original.strategy.as_str()),
+        ("fixed", "exponential-2014")
+    );
+    assert!(!fixed.overloaded && !original.overloaded);
+    assert!(
+        original.critical_pause_s > fixed.critical_pause_s,
+        "{fixed} / {original}"
+    );
+    assert!(report.runs >= 10 && report.events > 0);
+}
+
+#[test]
+fn bad_sweep_flags_are_refused_before_running() {
+    let flags = ProgramFlags;
+    let mut c = sweep(vec![100]);
+    c.seeds = 0;
+    assert!(matches!(c.validate(&flags), Err(StormError::Flags(_))));
+    let mut c = sweep(vec![0]);
+    c.seeds = 1;
+    assert!(matches!(c.validate(&flags), Err(StormError::Flags(_))));
+    let mut c = sweep(vec![100]);
+    c.resolution = Duration::from_secs(60);
+    assert!(matches!(c.validate(&flags), Err(StormError::Flags(_))));
+}

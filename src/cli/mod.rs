@@ -5,6 +5,7 @@
 
 mod client;
 mod generate;
+mod protocol;
 mod retry;
 mod server;
 mod storm;
@@ -17,9 +18,10 @@ use clap::{Args, Parser};
 
 pub use client::{ClientArgs, ClientCli, ClientCommand, PlanArgs, PlanFormat};
 pub use generate::{Generate, GenerateArgs};
+pub use protocol::{OutputArgs, ProtocolArgs};
 pub use retry::{LimitArgs, StrategyArgs, ThrottleArgs};
 pub use server::{ServerArgs, ShedStatusArg};
-pub use storm::{ExecArgs, OutputArgs, ProtocolArgs, RunArgs, StormArgs, StormCli, StormCommand};
+pub use storm::{ExecArgs, RunArgs, StormArgs, StormCli, StormCommand};
 pub use sweep::SweepArgs;
 
 use crate::experiment::Flags;

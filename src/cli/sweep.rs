@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::storm::{OutputArgs, ProtocolArgs};
+use super::protocol::{OutputArgs, ProtocolArgs};
 use super::values::positive_duration;
 use super::{GenerateArgs, default_out};
 use crate::experiment::Storm;

@@ -10,6 +10,7 @@
 //! layer above hands in as [`Flags`].
 
 mod children;
+mod error;
 mod runner;
 pub mod scenario;
 mod simulate;
@@ -17,51 +18,40 @@ mod storm;
 pub mod summary;
 pub mod sweep;
 
-use std::fmt;
-use std::io;
+use std::fs::File;
+use std::future::Future;
+use std::io::Write;
+use std::pin::pin;
 
-pub use storm::{Storm, run};
+pub use error::StormError;
+pub use storm::{Flags, Storm};
 
-use crate::model::client::ClientConfig;
-use crate::model::server::ServerConfig;
+use error::io_err;
+use scenario::Engine;
+use summary::StormReport;
 
-/// The programs' own flag parsers: a server's or client's configuration
-/// from its flags (without the program's name), exactly as the program
-/// would take them, or the first line of the program's complaint.
-pub trait Flags: Sync {
-    /// The server's configuration.
-    fn server(&self, argv: &[String]) -> Result<ServerConfig, String>;
-    /// The client's configuration.
-    fn client(&self, argv: &[String]) -> Result<ClientConfig, String>;
-}
-
-/// Why a storm or a sweep failed.
-#[derive(Debug)]
-pub enum StormError {
-    /// Flags that a server or client refuses, or a bad scenario.
-    Flags(String),
-    /// A file or process could not be handled.
-    Io(String, io::Error),
-    /// A child ended or misbehaved.
-    Child(String),
-    /// Stopped by SIGINT or SIGTERM; partial results are on disk.
-    Interrupted,
-}
-
-impl fmt::Display for StormError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            StormError::Flags(msg) | StormError::Child(msg) => write!(f, "{msg}"),
-            StormError::Io(what, e) => write!(f, "{what}: {e}"),
-            StormError::Interrupted => write!(f, "interrupted"),
-        }
-    }
-}
-
-impl std::error::Error for StormError {}
-
-/// Wraps an I/O error with what was being done.
-fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> StormError {
-    let what = what.into();
-    move |e| StormError::Io(what, e)
+/// Runs the whole comparison on its engine; writes every file into
+/// `storm.out`: the scenario, the command lines, each case's CSV files, the
+/// summaries and the plots.
+pub async fn run(
+    storm: &Storm,
+    flags: &dyn Flags,
+    shutdown: impl Future<Output = ()>,
+) -> Result<StormReport, StormError> {
+    storm.validate(flags)?;
+    std::fs::create_dir_all(&storm.out)
+        .map_err(io_err(format!("create {}", storm.out.display())))?;
+    std::fs::write(
+        storm.out.join("scenario.toml"),
+        storm.scenario_as_run().to_toml(),
+    )
+    .map_err(io_err("write scenario.toml"))?;
+    let mut commands =
+        File::create(storm.out.join("commands.txt")).map_err(io_err("create commands.txt"))?;
+    let runs = match storm.engine {
+        Engine::Sim => simulate::run(storm, flags, &mut commands)?,
+        Engine::Real => runner::run(storm, &mut commands, pin!(shutdown)).await?,
+    };
+    commands.flush().map_err(io_err("write commands.txt"))?;
+    summary::write(storm, flags, runs)
 }

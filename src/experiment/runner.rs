@@ -15,10 +15,10 @@ use tokio::process::Child;
 use tokio::time::Instant;
 
 use super::children::{self, Live};
+use super::error::{StormError, io_err};
 use super::scenario::{Case, join_flags};
 use super::storm::Storm;
 use super::summary::CaseRun;
-use super::{StormError, io_err};
 use crate::model::timescale::compress;
 use crate::report::output::say;
 use crate::report::rows::unix_ms;

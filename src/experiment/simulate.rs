@@ -4,10 +4,10 @@
 use std::fs::File;
 use std::io::Write;
 
+use super::error::{StormError, io_err};
 use super::scenario::join_flags;
-use super::storm::Storm;
+use super::storm::{Flags, Storm};
 use super::summary::CaseRun;
-use super::{Flags, StormError, io_err};
 use crate::report::output::say;
 use crate::sim;
 

@@ -1,20 +1,27 @@
 //! A storm as it will run: a scenario, the engine that runs it, and where
-//! its results go; the flags of each case's programs; and the run itself.
+//! its results go; and the flags and configurations of each case's
+//! programs.
 
-use std::fs::File;
-use std::future::Future;
-use std::io::Write;
 use std::path::PathBuf;
-use std::pin::pin;
 use std::time::Duration;
 
+use super::error::StormError;
 use super::scenario::{Case, Engine, Scenario, format_duration};
-use super::summary::{self, StormReport};
-use super::{Flags, StormError, io_err, runner, simulate};
 use crate::model::client::ClientConfig;
 use crate::model::server::{DEFAULT_BACKLOG, ServerConfig};
 use crate::report::verdict::{STREAK, Timeline};
 use crate::sim::{Pause, SimConfig};
+
+/// The programs' own flag parsers: a server's or client's configuration
+/// from its flags (without the program's name), exactly as the program
+/// would take them, or the first line of the program's complaint. The
+/// command-line layer provides them.
+pub trait Flags: Sync {
+    /// The server's configuration.
+    fn server(&self, argv: &[String]) -> Result<ServerConfig, String>;
+    /// The client's configuration.
+    fn client(&self, argv: &[String]) -> Result<ClientConfig, String>;
+}
 
 /// Everything a storm run needs.
 #[derive(Debug, Clone)]
@@ -184,30 +191,4 @@ impl Storm {
 /// A duration to whole milliseconds, as the children's flags carry it.
 fn round_ms(d: Duration) -> Duration {
     Duration::from_millis(d.as_millis() as u64)
-}
-
-/// Runs the whole comparison on its engine; writes every file into
-/// `storm.out`: the scenario, the command lines, each case's CSV files, the
-/// summaries and the plots.
-pub async fn run(
-    storm: &Storm,
-    flags: &dyn Flags,
-    shutdown: impl Future<Output = ()>,
-) -> Result<StormReport, StormError> {
-    storm.validate(flags)?;
-    std::fs::create_dir_all(&storm.out)
-        .map_err(io_err(format!("create {}", storm.out.display())))?;
-    std::fs::write(
-        storm.out.join("scenario.toml"),
-        storm.scenario_as_run().to_toml(),
-    )
-    .map_err(io_err("write scenario.toml"))?;
-    let mut commands =
-        File::create(storm.out.join("commands.txt")).map_err(io_err("create commands.txt"))?;
-    let runs = match storm.engine {
-        Engine::Sim => simulate::run(storm, flags, &mut commands)?,
-        Engine::Real => runner::run(storm, &mut commands, pin!(shutdown)).await?,
-    };
-    commands.flush().map_err(io_err("write commands.txt"))?;
-    summary::write(storm, flags, runs)
 }

@@ -5,9 +5,9 @@ use std::io;
 
 use serde::Serialize;
 
+use super::error::{StormError, io_err};
 use super::scenario::Case;
-use super::storm::Storm;
-use super::{Flags, StormError, io_err};
+use super::storm::{Flags, Storm};
 use crate::plot::{self, RunChart};
 use crate::report::rows::{ClientRow, ServerRow};
 use crate::report::verdict::{Figures, STREAK, Timeline, figures};

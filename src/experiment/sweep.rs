@@ -17,8 +17,9 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use super::error::StormError;
 use super::scenario::{Case, format_duration};
-use super::{Flags, Storm, StormError};
+use super::storm::{Flags, Storm};
 use crate::plot::{self, HeatRow, HeatmapScale};
 use crate::report::verdict::figures;
 use crate::sim;

@@ -5,7 +5,6 @@ use std::time::Duration;
 use rand::{Rng, RngExt};
 use rand_distr::StandardNormal;
 
-use super::catalogue::StrategyKind;
 use super::secs;
 use crate::model::timescale::compress;
 
@@ -170,25 +169,6 @@ impl Strategy {
                 random: s(random),
             },
         }
-    }
-
-    /// Which strategy of the catalogue this is.
-    pub fn kind(&self) -> StrategyKind {
-        match self {
-            Strategy::Fixed { .. } => StrategyKind::Fixed,
-            Strategy::Exponential { .. } => StrategyKind::Exponential,
-            Strategy::Exponential2014 { .. } => StrategyKind::Exponential2014,
-            Strategy::FullJitter { .. } => StrategyKind::FullJitter,
-            Strategy::EqualJitter { .. } => StrategyKind::EqualJitter,
-            Strategy::DecorrelatedJitter { .. } => StrategyKind::DecorrelatedJitter,
-            Strategy::TruncatedBinary { .. } => StrategyKind::TruncatedBinary,
-            Strategy::Google { .. } => StrategyKind::Google,
-        }
-    }
-
-    /// The strategy's name as the command line spells it.
-    pub fn name(&self) -> &'static str {
-        self.kind().name()
     }
 
     /// True when the schedule involves no random draw (so a single run of

@@ -262,6 +262,29 @@ impl StrategyKind {
     }
 }
 
+// The names of built policies are the catalogue's, so they are given here,
+// where the kinds are.
+impl Strategy {
+    /// Which strategy of the catalogue this is.
+    pub fn kind(&self) -> StrategyKind {
+        match self {
+            Strategy::Fixed { .. } => StrategyKind::Fixed,
+            Strategy::Exponential { .. } => StrategyKind::Exponential,
+            Strategy::Exponential2014 { .. } => StrategyKind::Exponential2014,
+            Strategy::FullJitter { .. } => StrategyKind::FullJitter,
+            Strategy::EqualJitter { .. } => StrategyKind::EqualJitter,
+            Strategy::DecorrelatedJitter { .. } => StrategyKind::DecorrelatedJitter,
+            Strategy::TruncatedBinary { .. } => StrategyKind::TruncatedBinary,
+            Strategy::Google { .. } => StrategyKind::Google,
+        }
+    }
+
+    /// The strategy's name as the command line spells it.
+    pub fn name(&self) -> &'static str {
+        self.kind().name()
+    }
+}
+
 impl fmt::Display for StrategyKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
@@ -451,6 +474,23 @@ impl ThrottleKind {
                 probes: params.breaker_probes.unwrap_or(1),
             },
         }))
+    }
+}
+
+impl ThrottleConfig {
+    /// Which throttle of the catalogue this is.
+    pub fn kind(&self) -> ThrottleKind {
+        match self {
+            ThrottleConfig::TokenBucket { .. } => ThrottleKind::TokenBucket,
+            ThrottleConfig::Budget { .. } => ThrottleKind::Budget,
+            ThrottleConfig::Adaptive { .. } => ThrottleKind::Adaptive,
+            ThrottleConfig::CircuitBreaker { .. } => ThrottleKind::CircuitBreaker,
+        }
+    }
+
+    /// The throttle's name as the command line spells it.
+    pub fn name(&self) -> &'static str {
+        self.kind().name()
     }
 }
 

@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use rand::{Rng, RngExt};
 
-use super::catalogue::ThrottleKind;
 use crate::model::timescale::compress;
 
 /// Throttle parameters, as chosen on the command line.
@@ -101,21 +100,6 @@ impl ThrottleConfig {
                 probes,
             },
         }
-    }
-
-    /// Which throttle of the catalogue this is.
-    pub fn kind(&self) -> ThrottleKind {
-        match self {
-            ThrottleConfig::TokenBucket { .. } => ThrottleKind::TokenBucket,
-            ThrottleConfig::Budget { .. } => ThrottleKind::Budget,
-            ThrottleConfig::Adaptive { .. } => ThrottleKind::Adaptive,
-            ThrottleConfig::CircuitBreaker { .. } => ThrottleKind::CircuitBreaker,
-        }
-    }
-
-    /// The throttle's name as the command line spells it.
-    pub fn name(&self) -> &'static str {
-        self.kind().name()
     }
 }
 

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser};
 
 pub use client::{ClientArgs, ClientCli, ClientCommand, PlanArgs, PlanFormat};
-pub use generate::{Generate, GenerateArgs};
+pub use generate::{Generate, GenerateArgs, reference};
 pub use protocol::{OutputArgs, ProtocolArgs};
 pub use retry::{LimitArgs, StrategyArgs, ThrottleArgs};
 pub use server::{ServerArgs, ShedStatusArg};

@@ -69,9 +69,10 @@ pub struct ServerArgs {
     #[arg(long, default_value = "10m", value_parser = positive_duration, value_name = "DURATION")]
     pub max_delay: Duration,
     /// Listen backlog (connections the kernel queues while the server is
-    /// stopped); the default is the kernel maximum, net.core.somaxconn.
-    #[arg(long, default_value_t = default_backlog(), value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
-    pub backlog: u32,
+    /// stopped) [default: the kernel maximum, net.core.somaxconn, or 4096
+    /// where it cannot be read].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
+    pub backlog: Option<u32>,
     /// What happens to a request whose client has gone.
     #[arg(long, value_enum, default_value_t = OnDisconnect::Continue)]
     pub on_disconnect: OnDisconnect,
@@ -151,7 +152,7 @@ impl ServerArgs {
                 scale: self.scale,
                 max_delay: self.max_delay,
             },
-            backlog: self.backlog,
+            backlog: self.backlog.unwrap_or_else(default_backlog),
             on_disconnect: self.on_disconnect,
             shed: self.shed_above.map(|above| Shedding {
                 above,

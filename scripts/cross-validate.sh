@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
-# Cross-validation of storm's two engines: the default scenario (strategies
-# fixed, exponential-2014, exponential; seed 2014; warm-up 20 s, pause 20 s,
+# Cross-validation of storm's two engines: scenarios/reference.toml (fixed,
+# exponential-2014, exponential; seed 2014; warm-up 20 s, pause 20 s,
 # observation 60 s) once with --engine real and once with --engine sim, then
-# a side-by-side table per strategy read from the two summary.json files.
+# a side-by-side table per case read from the two summary.json files.
 #
 #   scripts/cross-validate.sh               real run (~2 min, both cores) + sim
 #   scripts/cross-validate.sh --out DIR     results in DIR/real and DIR/sim
 #   scripts/cross-validate.sh --real DIR    reuse the real run in DIR (a storm
-#                                           results folder, e.g. an earlier
-#                                           OUT/real); run only the sim
+#                                           results folder of the same
+#                                           scenario, e.g. results/reference);
+#                                           run only the sim
 #
 # Default results folder: results/<UTC timestamp>-cross/ (git ignores it).
 # Prints PASS and exits 0 if both engines give the same verdict (recovered or
-# not) for every strategy; prints FAIL and exits 1 otherwise. The other
+# not) for every case; prints FAIL and exits 1 otherwise. The other
 # figures are reported, not asserted. Exit 2: usage or setup error.
 # The real run is bounded by `timeout` (storm stops its children on SIGTERM);
 # all traffic goes to 127.0.0.1.
@@ -22,8 +23,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-STRATEGIES=fixed,exponential-2014,exponential
-SEED=2014
+SCENARIO=scenarios/reference.toml
 
 usage() {
   sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
@@ -46,7 +46,7 @@ command -v jq >/dev/null || { echo "jq is required (apt-get install jq)" >&2; ex
 mkdir -p "$out"
 
 cargo build --release --quiet --bin storm
-storm=(./target/release/storm --strategies "$STRATEGIES" --seed "$SEED" --quiet)
+storm=(./target/release/storm run "$SCENARIO" --quiet)
 
 echo "== sim: $out/sim"
 "${storm[@]}" --engine sim --out "$out/sim" > "$out/sim.log" 2>&1 \
@@ -73,11 +73,11 @@ if [[ "$(jq -r "$proto" "$rj")" != "$(jq -r "$proto" "$sj")" ]]; then
   exit 2
 fi
 
-# field FILE STRATEGY: one line, tab-separated: baseline, peak, recovered,
-# recovery_s, wasted, amplification ("missing" if the strategy is absent).
+# field FILE CASE: one line, tab-separated: baseline, peak, recovered,
+# recovery_s, wasted, amplification ("missing" if the case is absent).
 field() {
   jq -r --arg s "$2" '
-    [.runs[] | select(.strategy == $s)] | if length == 0 then "missing" else .[0] |
+    [.runs[] | select(.case == $s)] | if length == 0 then "missing" else .[0] |
     [ .baseline_ok_per_s, .peak_concurrency,
       (if .recovered then "yes" else "no" end),
       (if .recovery_s == null then "-" else .recovery_s end),
@@ -88,7 +88,7 @@ field() {
 num() { if [[ $1 == - ]]; then echo -; else printf "%.${2}f" "$1"; fi; }
 
 failed=0
-IFS=, read -ra names <<< "$STRATEGIES"
+mapfile -t names < <(jq -r '.runs[].case' "$sj")
 for s in "${names[@]}"; do
   r=$(field "$rj" "$s")
   m=$(field "$sj" "$s")
@@ -117,7 +117,7 @@ echo
 echo "real: $rj"
 echo "sim:  $sj"
 if (( failed )); then
-  echo "FAIL  the engines disagree on a verdict (or a strategy is missing)"
+  echo "FAIL  the engines disagree on a verdict (or a case is missing)"
   exit 1
 fi
-echo "PASS  same verdict on both engines for $STRATEGIES"
+echo "PASS  same verdict on both engines for ${names[*]}"

@@ -1,61 +1,84 @@
 #!/usr/bin/env bash
-# The classic experiment, scripted: start the server, start the client, stop
-# the server with a real SIGSTOP after the warm-up, resume it with SIGCONT
-# after the pause, observe, and check the outcome of each strategy.
+# shellcheck disable=SC2016 # the $ in single-quoted jq programs are jq's
+# The classic experiment's checks: scenarios/storm-check.toml on the real
+# engine (a real SIGSTOP and SIGCONT, one case after the other), then
+# PASS/FAIL per check, read from the storm's summary.json.
 #
-#   scripts/storm-check.sh            compressed: every time divided by 10 (~45 s)
-#   scripts/storm-check.sh --full     the real thing: 20 s + 20 s + 60 s per case
+#   scripts/storm-check.sh               every time divided by 10 (~1 min)
+#   scripts/storm-check.sh --full        the real thing: ~2 min per case
+#   scripts/storm-check.sh --out DIR     results in DIR (default: a
+#                                        temporary folder); checks.txt
+#                                        beside them
 #
-# Cases and what must hold (times given at full scale):
+# What must hold (seconds from resume, at full scale):
 #   fixed             concurrency climbs into the thousands after resume and
-#                     stays; OK rate stays below half the baseline throughout
-#   exponential-2014  concurrency under 100 within 10 s of resume; OK rate at
-#                     half the baseline within 30 s and 80 % within 60 s
+#                     stays; OK/s never reaches half the baseline
+#   exponential-2014  the server calm within 10 s; OK/s at half the
+#                     baseline within 30 s and at 80 % within 60 s
 #   exponential       reported as it comes out (no verdict asserted)
-#   fixed + cancel    the server drops abandoned work: peak concurrency far
-#                     below the fixed case
-# Prints one PASS/FAIL line per check and exits non-zero if any failed.
-# All traffic goes to 127.0.0.1; every run stops by itself.
+#   cancel            (fixed retries, server --on-disconnect cancel) peak
+#                     concurrency under half that of fixed
+# Exits 1 if a check fails, 2 on a usage or setup error. All traffic goes
+# to 127.0.0.1; every run stops by itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-K=10
-if [[ "${1:-}" == "--full" ]]; then K=1; fi
-OUT=$(mktemp -d "${TMPDIR:-/tmp}/storm-check.XXXXXX")
-# shellcheck source=scripts/storm-lib.sh
-source scripts/storm-lib.sh
-trap storm_cleanup EXIT INT TERM
-storm_build
-port=$(( 20000 + RANDOM % 20000 ))
-failed=0
+usage() { sed -n '3,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 
-check() {  # check DESCRIPTION CONDITION
-  if awk "BEGIN { exit !($2) }"; then echo "PASS  $1"; else echo "FAIL  $1"; failed=1; fi
-}
-
-echo "results in $OUT (times compressed ${K}x: rates as measured, times at full scale)"
-# shellcheck disable=SC2046 # the strategy flags are meant to split
-storm_run fixed "$port" -- $(storm_strategy fixed)
-storm_run exp2014 "$port" -- --exponential-backoff
-# shellcheck disable=SC2046
-storm_run exponential "$port" -- $(storm_strategy exponential)
-# shellcheck disable=SC2046
-storm_run cancel "$port" --on-disconnect cancel -- $(storm_strategy fixed)
-
-printf "%-12s %9s %9s %9s %8s %8s %8s %9s\n" case baseline peak end calm_s ok50_s ok80_s best_ok
-for name in fixed exp2014 exponential cancel; do
-  read -r base peak last calm half most best _ < <(storm_figures "$name")
-  printf "%-12s %9s %9s %9s %8s %8s %8s %9s\n" "$name" "$base" "$peak" "$last" "$calm" "$half" "$most" "$best"
-  eval "${name}_base=$base ${name}_peak=$peak ${name}_last=$last ${name}_calm=$calm ${name}_half=$half ${name}_most=$most ${name}_best=$best"
+quick=(--quick)
+out=""
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --full) quick=(); shift ;;
+    --out) [[ $# -ge 2 ]] || { usage >&2; exit 2; }; out=$2; shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "unknown argument: $1" >&2; usage >&2; exit 2 ;;
+  esac
 done
-echo "(calm_s: seconds after resume until server concurrency < 100; okN_s: until client OK/s >= N % of baseline; -1 = never)"
+command -v jq >/dev/null || { echo "jq is required (apt-get install jq)" >&2; exit 2; }
+[[ -n "$out" ]] || out=$(mktemp -d "${TMPDIR:-/tmp}/storm-check.XXXXXX")
 
-check "fixed: concurrency climbs into the thousands ($fixed_peak)" "$fixed_peak >= 1000"
-check "fixed: concurrency stays in the thousands to the end ($fixed_last)" "$fixed_last >= 1000"
-check "fixed: OK rate stays below half the baseline after resume (best $fixed_best of $fixed_base)" "$fixed_half < 0"
-check "exponential-2014: concurrency under 100 within 10 s of resume ($exp2014_calm s)" "$exp2014_calm >= 0 && $exp2014_calm <= 10"
-check "exponential-2014: OK at half the baseline within 30 s ($exp2014_half s)" "$exp2014_half >= 0 && $exp2014_half <= 30"
-check "exponential-2014: OK at 80 % of the baseline within 60 s ($exp2014_most s)" "$exp2014_most >= 0 && $exp2014_most <= 60"
-check "cancel: peak concurrency well below fixed/continue ($cancel_peak vs $fixed_peak)" "$cancel_peak * 2 < $fixed_peak"
-echo "exponential (textbook, reported only): peak $exponential_peak, end $exponential_last, OK 80 % after ${exponential_most} s"
-exit "$failed"
+cargo build --release --quiet --bin storm
+./target/release/storm run scenarios/storm-check.toml --engine real --in-turn \
+  "${quick[@]}" --quiet --out "$out" > /dev/null \
+  || { echo "the storm failed; see $out" >&2; exit 2; }
+
+summary="$out/summary.json"
+# Times in the summary are as measured; the checks are at full scale.
+k=$(jq -r .protocol.time_scale "$summary")
+# fig CASE KEY: a figure of a case, "null" when it never happened.
+fig() { jq -r --arg c "$1" --arg k "$2" '.runs[] | select(.case == $c) | .[$k]' "$summary"; }
+# secs CASE KEY: a time of a case in seconds at full scale, or "never".
+secs() {
+  jq -r --arg c "$1" --arg f "$2" --argjson k "$k" \
+    '.runs[] | select(.case == $c) | .[$f] | if . == null then "never" else . * $k * 10 | round / 10 end' \
+    "$summary"
+}
+# check DESCRIPTION CONDITION: PASS or FAIL, the condition a jq expression
+# over the runs keyed by case.
+check() {
+  if [[ $(jq -r --argjson k "$k" "[.runs[] | {(.case): .}] | add | $2" "$summary") == true ]]; then
+    echo "PASS  $1"
+  else
+    echo "FAIL  $1"
+  fi
+}
+{
+  echo "scenarios/storm-check.toml, real engine, time compressed ${k}x (rates as measured, seconds at full scale); results in $out"
+  check "fixed: concurrency climbs into the thousands ($(fig fixed peak_concurrency))" \
+    '.fixed.peak_concurrency >= 1000'
+  check "fixed: concurrency stays in the thousands to the end ($(fig fixed end_concurrency))" \
+    '.fixed.end_concurrency >= 1000'
+  check "fixed: OK/s never reaches half the baseline after resume (best $(fig fixed best_ok_per_s) of $(fig fixed baseline_ok_per_s))" \
+    '.fixed.to_50pct_s == null'
+  check "exponential-2014: the server calm within 10 s of resume ($(secs exponential-2014 calm_s) s)" \
+    '.["exponential-2014"].calm_s != null and .["exponential-2014"].calm_s * $k <= 10'
+  check "exponential-2014: OK/s at half the baseline within 30 s ($(secs exponential-2014 to_50pct_s) s)" \
+    '.["exponential-2014"].to_50pct_s != null and .["exponential-2014"].to_50pct_s * $k <= 30'
+  check "exponential-2014: OK/s at 80 % of the baseline within 60 s ($(secs exponential-2014 to_80pct_s) s)" \
+    '.["exponential-2014"].to_80pct_s != null and .["exponential-2014"].to_80pct_s * $k <= 60'
+  check "cancel: peak concurrency under half of fixed's ($(fig cancel peak_concurrency) against $(fig fixed peak_concurrency))" \
+    '.cancel.peak_concurrency * 2 < .fixed.peak_concurrency'
+  echo "exponential (textbook, reported only): peak $(fig exponential peak_concurrency), at end $(fig exponential end_concurrency), recovered $(fig exponential recovered)"
+} | tee "$out/checks.txt"
+if grep -q '^FAIL' "$out/checks.txt"; then exit 1; fi

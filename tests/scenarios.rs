@@ -1,0 +1,251 @@
+//! Scenario files as a user runs them: `storm run FILE` on both engines,
+//! `--dump-scenario` and what it prints, a bad file refused, and the man
+//! pages and completions the programs generate.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::{Mutex, MutexGuard};
+
+const STORM: &str = env!("CARGO_BIN_EXE_storm");
+
+/// The real-engine test runs alone: a quick storm needs a calm machine
+/// (see tests/storm.rs).
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("retry-storm-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+fn storm(args: &[&str], out: &Path) -> Output {
+    Command::new(STORM)
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap()
+}
+
+fn summary(out: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(out.join("summary.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Each case's name and whether it recovered, in the scenario's order.
+fn verdicts(out: &Path) -> Vec<(String, bool)> {
+    summary(out)["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["case"].as_str().unwrap().to_string(),
+                r["recovered"].as_bool().unwrap(),
+            )
+        })
+        .collect()
+}
+
+const DEFENCES: [(&str, bool); 4] = [
+    ("fixed", false),
+    ("fixed+budget", false),
+    ("fixed+breaker", true),
+    ("shedding", true),
+];
+
+fn expected() -> Vec<(String, bool)> {
+    DEFENCES.iter().map(|&(n, r)| (n.to_string(), r)).collect()
+}
+
+#[test]
+fn the_defences_scenario_in_virtual_time() {
+    let out = temp_dir("defences-sim");
+    let file = repo("scenarios/defences.toml");
+    let output = storm(
+        &["run", file.to_str().unwrap(), "--engine", "sim", "--quiet"],
+        &out,
+    );
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(verdicts(&out), expected());
+    let s = summary(&out);
+    assert_eq!(s["runs"][3]["strategy"], "fixed", "the case's strategy");
+    assert_eq!(s["protocol"]["seed"], 2014);
+    // The folder holds the scenario that made it, with its engine.
+    let kept = std::fs::read_to_string(out.join("scenario.toml")).unwrap();
+    assert!(kept.contains("engine = \"sim\""), "{kept}");
+    assert!(kept.contains("name = \"fixed+breaker\""), "{kept}");
+    for case in ["fixed", "fixed+budget", "fixed+breaker", "shedding"] {
+        for file in ["client.csv", "server.csv", "svg"] {
+            assert!(out.join(format!("{case}.{file}")).exists(), "{case}.{file}");
+        }
+    }
+    let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(md.contains("| shedding | ") && md.contains("## After the resume"));
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+#[test]
+fn the_defences_scenario_on_the_real_engine_quick() {
+    let _serial = one_at_a_time();
+    let out = temp_dir("defences-real");
+    let file = repo("scenarios/defences.toml");
+    let output = storm(&["run", file.to_str().unwrap(), "--quick", "--quiet"], &out);
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(verdicts(&out), expected());
+    assert_eq!(summary(&out)["protocol"]["time_scale"], 10.0);
+    let kept = std::fs::read_to_string(out.join("scenario.toml")).unwrap();
+    assert!(kept.contains("engine = \"real\""), "{kept}");
+    // The children's command lines, each with the status pipe the runner
+    // reads instead of their display text.
+    let commands = std::fs::read_to_string(out.join("commands.txt")).unwrap();
+    assert_eq!(commands.matches("--status-fd 3").count(), 8, "{commands}");
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+#[test]
+fn a_dumped_scenario_runs_the_same_experiment_as_its_command_line() {
+    let dir = temp_dir("dump");
+    std::fs::create_dir_all(&dir).unwrap();
+    let flags = [
+        "--engine",
+        "sim",
+        "--strategies",
+        "fixed,google",
+        "--client-args",
+        "--clients 300 --throttle budget",
+        "--server-args",
+        "--limit 40",
+        "--pause",
+        "15s",
+        "--seed",
+        "7",
+    ];
+    let dumped = Command::new(STORM)
+        .args(flags)
+        .arg("--dump-scenario")
+        .output()
+        .unwrap();
+    assert!(dumped.status.success(), "{dumped:?}");
+    let text = String::from_utf8(dumped.stdout).unwrap();
+    assert!(
+        text.contains("seed = 7") && text.contains("pause = \"15s\""),
+        "{text}"
+    );
+    assert!(!dir.join("by-flags").exists(), "dumping runs nothing");
+    let file = dir.join("dumped.toml");
+    std::fs::write(&file, &text).unwrap();
+
+    let mut by_flags = flags.to_vec();
+    by_flags.push("--quiet");
+    assert!(storm(&by_flags, &dir.join("by-flags")).status.success());
+    let output = storm(
+        &["run", file.to_str().unwrap(), "--quiet"],
+        &dir.join("by-file"),
+    );
+    assert!(output.status.success(), "{output:?}");
+    for case in ["fixed", "google"] {
+        for csv in ["client.csv", "server.csv"] {
+            let name = format!("{case}.{csv}");
+            let a = std::fs::read(dir.join("by-flags").join(&name)).unwrap();
+            let b = std::fs::read(dir.join("by-file").join(&name)).unwrap();
+            assert!(a == b && a.len() > 500, "{name} differs");
+        }
+    }
+    // `storm run FILE --dump-scenario` prints the file with what overrides it.
+    let again = Command::new(STORM)
+        .args([
+            "run",
+            file.to_str().unwrap(),
+            "--seed",
+            "8",
+            "--dump-scenario",
+        ])
+        .output()
+        .unwrap();
+    let again = String::from_utf8(again.stdout).unwrap();
+    assert_eq!(again, text.replace("seed = 7", "seed = 8"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_bad_scenario_is_refused_with_its_mistake_and_nothing_is_written() {
+    let dir = temp_dir("bad-scenario");
+    std::fs::create_dir_all(&dir).unwrap();
+    let cases = [
+        ("seed = 1\n", "no cases"),
+        (
+            "seed = 1\n[[case]]\nname = \"a\"\nclient = \"--strategy nope\"\n",
+            "case a",
+        ),
+        (
+            "seed = 1\n[[case]]\nname = \"a\"\nserver = \"--limit x\"\n",
+            "--limit",
+        ),
+        (
+            "seed = 1\nwarmup = \"1s\"\n[[case]]\nname = \"a\"\n",
+            "warmup",
+        ),
+    ];
+    for (i, (text, needle)) in cases.iter().enumerate() {
+        let file = dir.join(format!("{i}.toml"));
+        std::fs::write(&file, text).unwrap();
+        let out = dir.join(format!("out{i}"));
+        let output = storm(&["run", file.to_str().unwrap(), "--engine", "sim"], &out);
+        assert_eq!(output.status.code(), Some(2), "{text}: {output:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(needle), "{text}: {stderr}");
+        assert!(!out.exists(), "{text}: nothing is written");
+    }
+    let output = storm(&["run", "/nonexistent.toml"], &dir.join("none"));
+    assert_eq!(output.status.code(), Some(2));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_programs_install_their_man_pages_and_completions() {
+    let prefix = temp_dir("install-docs");
+    let bin = Path::new(STORM).parent().unwrap();
+    let output = Command::new(repo("scripts/install-docs.sh"))
+        .arg("--bin")
+        .arg(bin)
+        .arg("--prefix")
+        .arg(&prefix)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let share = prefix.join("share");
+    for page in [
+        "server",
+        "client",
+        "client-plan",
+        "storm",
+        "storm-run",
+        "storm-sweep",
+    ] {
+        let text = std::fs::read_to_string(share.join(format!("man/man1/{page}.1"))).unwrap();
+        assert!(text.contains(&format!(".TH {page}")), "{page}.1");
+    }
+    for program in ["server", "client", "storm"] {
+        let bash = share.join(format!("bash-completion/completions/{program}"));
+        assert!(std::fs::read_to_string(bash).unwrap().contains(program));
+        assert!(
+            share
+                .join(format!("zsh/site-functions/_{program}"))
+                .exists()
+        );
+        assert!(
+            share
+                .join(format!("fish/vendor_completions.d/{program}.fish"))
+                .exists()
+        );
+    }
+    std::fs::remove_dir_all(&prefix).unwrap();
+}

@@ -33,7 +33,7 @@ pub mod experiment;
 pub mod fuzz;
 pub mod model;
 pub mod net;
-pub mod plot;
+pub(crate) mod plot;
 pub mod policy;
 pub mod report;
 pub mod sim;

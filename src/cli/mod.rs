@@ -10,7 +10,7 @@ mod retry;
 mod server;
 mod storm;
 mod sweep;
-pub mod values;
+pub(crate) mod values;
 
 use std::path::PathBuf;
 
@@ -102,7 +102,7 @@ impl Flags for ProgramFlags {
 }
 
 /// A folder name from the current time: `2026-11-22T01-02-03Z`.
-pub fn timestamp() -> String {
+fn timestamp() -> String {
     humantime::format_rfc3339_seconds(std::time::SystemTime::now())
         .to_string()
         .replace(':', "-")

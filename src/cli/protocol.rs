@@ -83,7 +83,9 @@ impl ProtocolArgs {
 /// Where results go and how they are shown, shared by every storm command.
 #[derive(Debug, Clone, Args)]
 pub struct OutputArgs {
-    /// Results folder [default: results/<UTC timestamp>].
+    /// Results folder [default: results/<UTC timestamp>; for storm run,
+    /// results/<UTC timestamp>-<file name>; for storm sweep,
+    /// results/<UTC timestamp>-sweep].
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Draw PNG plots instead of SVG.

@@ -91,7 +91,8 @@ pub struct ExecArgs {
     /// [default: all of them].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub parallel: Option<u32>,
-    /// Print what the engine did (with sim: events and their rate).
+    /// Say what the engine does: the real one, each child's command line
+    /// as it starts; sim, each run's events and their rate.
     #[arg(long, short)]
     pub verbose: bool,
     /// Print the scenario these flags run, as a scenario file, and exit.

@@ -256,9 +256,13 @@ async fn drive<'a>(
     for case in batch {
         runs.push(start_server(storm, case).await?);
     }
+    let lines = command_lines(storm, runs);
     commands
-        .write_all(command_lines(storm, runs).as_bytes())
+        .write_all(lines.as_bytes())
         .map_err(io_err("write commands.txt"))?;
+    if storm.verbose {
+        say(lines.trim_end());
+    }
     let start_ms = unix_ms();
     for run in runs.iter_mut() {
         start_client(storm, run)?;

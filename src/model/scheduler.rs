@@ -66,11 +66,6 @@ impl<T> CompletionScheduler<T> {
         }
     }
 
-    /// The latency model in use.
-    pub fn model(&self) -> &LatencyModel {
-        &self.model
-    }
-
     /// Number of requests in flight (admitted, not completed, not cancelled).
     pub fn concurrency(&self) -> u64 {
         self.live

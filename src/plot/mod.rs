@@ -56,7 +56,8 @@ fn load_font() -> Result<(), Box<dyn Error>> {
         .iter()
         .find_map(|p| std::fs::read(p).ok())
         .ok_or(
-            "PNG plots need a TrueType font (DejaVu Sans or Liberation Sans); none found: use SVG",
+            "plots need a TrueType font to lay out their text (DejaVu Sans or Liberation \
+             Sans, e.g. Debian's fonts-dejavu-core); none found",
         )?;
     let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
     plotters::style::register_font("sans-serif", FontStyle::Normal, bytes)

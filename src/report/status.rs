@@ -70,8 +70,9 @@ impl StatusSink {
         Ok(StatusSink { file: Some(file) })
     }
 
-    /// A sink on an open file (for tests and embedding).
-    pub fn from_file(file: File) -> StatusSink {
+    /// A sink on an open file.
+    #[cfg(test)]
+    fn from_file(file: File) -> StatusSink {
         StatusSink { file: Some(file) }
     }
 

@@ -125,7 +125,7 @@ impl fmt::Display for ServerSummary {
 
 /// Turns a run's recorded counts into report rows: the terminal line, the
 /// CSV row, the status line and the run's totals. Shared by both engines.
-pub struct Reporter {
+pub(crate) struct Reporter {
     csv: Option<CsvSink<ClientRow>>,
     status: Option<StatusSink>,
     quiet: bool,

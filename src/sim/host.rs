@@ -68,7 +68,8 @@ impl<T: Copy> Host<T> {
     }
 
     /// Requests in the model.
-    pub fn concurrency(&self) -> u64 {
+    #[cfg(test)]
+    fn concurrency(&self) -> u64 {
         self.scheduler.concurrency()
     }
 

@@ -47,7 +47,7 @@ use crate::report::summary::{ClientSummary, Reporter, ServerSummary};
 mod host;
 mod queue;
 
-pub use host::{Delivery, Host};
+use host::{Delivery, Host};
 use queue::{EventQueue, Key};
 
 /// The least time an attempt answered at once takes before its user can
@@ -140,7 +140,7 @@ struct AttemptId {
 
 /// Wall-clock stamps of a virtual run: milliseconds since its start, as if
 /// it had started at the Unix epoch, so output depends on the seed alone.
-pub fn virtual_unix_ms(t: Duration) -> u64 {
+pub(crate) fn virtual_unix_ms(t: Duration) -> u64 {
     t.as_millis() as u64
 }
 

@@ -3,9 +3,10 @@
 //! binaries parse and call these; `storm` also runs the other two as its
 //! own children (`storm server ...`, `storm client ...`).
 //!
-//! Exit codes: 0 success; 2 bad flags, a bad scenario, or a server that
-//! cannot bind; 130 interrupted (SIGINT or SIGTERM during a storm, or a
-//! second signal); 1 anything else.
+//! Exit codes: 0 success; 2 bad flags, a bad scenario, a status descriptor
+//! that cannot be used, a server that cannot bind or a client that cannot
+//! start; 130 interrupted (SIGINT or SIGTERM during a storm, or a second
+//! signal); 1 anything else.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -24,6 +25,7 @@ use crate::model::planner;
 use crate::net::runtime::block_on;
 use crate::net::{client, rlimit, server, signals};
 use crate::report::output::say;
+use crate::report::status::StatusSink;
 
 /// Prints what `--generate` asks for: the man page of `page` (named
 /// `name`) or the completions of the whole program.
@@ -45,16 +47,36 @@ fn generate(
     }
 }
 
+/// Takes the status descriptor a supervisor gave (`--status-fd`), before
+/// the program opens any descriptor of its own; exits 2 if it is unusable.
+fn status_sink(fd: Option<i32>) -> Result<Option<StatusSink>, ExitCode> {
+    let Some(fd) = fd else {
+        return Ok(None);
+    };
+    // SAFETY: called before the runtime starts: nothing in this process
+    // has opened a descriptor yet, so an open `fd` is the inherited one.
+    match unsafe { StatusSink::from_fd(fd) } {
+        Ok(sink) => Ok(Some(sink)),
+        Err(e) => {
+            eprintln!("error: --status-fd {fd}: {e}");
+            Err(ExitCode::from(2))
+        }
+    }
+}
+
 /// The `server` program.
 pub fn server(args: ServerArgs) -> ExitCode {
     if let Some(kind) = args.generate.generate {
         return generate(kind, ServerArgs::command(), "server", ServerArgs::command());
     }
-    block_on(args.runtime.threads, serve(args))
+    match status_sink(args.status_fd) {
+        Ok(status) => block_on(args.runtime.threads, serve(args, status)),
+        Err(code) => code,
+    }
 }
 
 /// Runs the server until SIGINT or SIGTERM.
-async fn serve(args: ServerArgs) -> ExitCode {
+async fn serve(args: ServerArgs, status: Option<StatusSink>) -> ExitCode {
     let config = args.config().unwrap_or_else(|e| e.exit());
     if let Some(warning) = server::exposure_warning(config.listen) {
         eprintln!("{warning}");
@@ -65,7 +87,10 @@ async fn serve(args: ServerArgs) -> ExitCode {
         eprintln!("{warning}");
     }
     let server = match server::Server::bind(config.clone()) {
-        Ok(server) => server,
+        Ok(server) => match status {
+            Some(sink) => server.with_status(sink),
+            None => server,
+        },
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(2);
@@ -101,12 +126,15 @@ pub fn client(cli: ClientCli) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        None => block_on(cli.run.runtime.threads, load(cli.run)),
+        None => match status_sink(cli.run.status_fd) {
+            Ok(status) => block_on(cli.run.runtime.threads, load(cli.run, status)),
+            Err(code) => code,
+        },
     }
 }
 
 /// Runs the client's load until its duration, SIGINT or SIGTERM.
-async fn load(args: ClientArgs) -> ExitCode {
+async fn load(args: ClientArgs, status: Option<StatusSink>) -> ExitCode {
     let config = args.config().unwrap_or_else(|e| e.exit());
     // One connection per user at most, plus a margin for the runtime.
     if let Some(warning) = rlimit::ensure_nofile(u64::from(config.clients) + 64, "the client") {
@@ -114,7 +142,7 @@ async fn load(args: ClientArgs) -> ExitCode {
     }
     let shutdown = signals::requested();
     say(client::describe(&config));
-    match client::run(config, shutdown).await {
+    match client::run_with_status(config, status, shutdown).await {
         Ok(summary) => {
             say(summary);
             ExitCode::SUCCESS

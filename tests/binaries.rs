@@ -99,6 +99,21 @@ fn a_port_in_use_is_a_clear_error() {
 }
 
 #[test]
+fn a_status_descriptor_that_was_not_inherited_is_refused_at_start() {
+    // Nothing is open at descriptor 1,000 in the child: it inherited none.
+    assert_refused(
+        SERVER,
+        &["--listen", "127.0.0.1:0", "--status-fd", "1000"],
+        "--status-fd 1000",
+    );
+    assert_refused(
+        CLIENT,
+        &["--duration", "1s", "--status-fd", "1000"],
+        "--status-fd 1000",
+    );
+}
+
+#[test]
 fn help_shows_defaults_and_units() {
     let out = run(CLIENT, &["--help"]);
     let help = String::from_utf8_lossy(&out.stdout);

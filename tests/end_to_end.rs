@@ -52,7 +52,6 @@ impl Running {
             header_read_timeout: Duration::from_secs(10),
             timer_resolution: Duration::ZERO,
             csv: None,
-            status_fd: None,
             quiet: true,
         })
     }
@@ -117,7 +116,6 @@ fn client_config(url: String) -> ClientConfig {
         timer_resolution: Duration::ZERO,
         seed: 7,
         csv: None,
-        status_fd: None,
         quiet: true,
     }
 }

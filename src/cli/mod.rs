@@ -6,20 +6,21 @@
 mod client;
 mod generate;
 mod protocol;
+mod refusal;
 mod retry;
+mod runtime;
 mod server;
 mod storm;
 mod sweep;
 pub(crate) mod values;
 
-use std::path::PathBuf;
-
-use clap::{Args, Parser};
+use clap::{CommandFactory, Parser};
 
 pub use client::{ClientArgs, ClientCli, ClientCommand, PlanArgs, PlanFormat};
-pub use generate::{Generate, GenerateArgs, reference};
+pub use generate::{Generate, GenerateArgs};
 pub use protocol::{OutputArgs, ProtocolArgs};
 pub use retry::{LimitArgs, StrategyArgs, ThrottleArgs};
+pub use runtime::RuntimeArgs;
 pub use server::{ServerArgs, ShedStatusArg};
 pub use storm::{ExecArgs, RunArgs, StormArgs, StormCli, StormCommand};
 pub use sweep::SweepArgs;
@@ -27,51 +28,6 @@ pub use sweep::SweepArgs;
 use crate::experiment::Flags;
 use crate::model::client::ClientConfig;
 use crate::model::server::ServerConfig;
-
-/// The runtime flag `server` and `client` share.
-#[derive(Debug, Args)]
-pub struct RuntimeArgs {
-    /// Worker threads of the async runtime. 1 runs everything on one
-    /// thread: a quarter to a third less CPU per request at moderate load
-    /// (no wake-ups between threads), about half with both programs on one
-    /// thread on the same core (`taskset -c 0`), but one core is then the
-    /// ceiling. [default: one per core]
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
-    pub threads: Option<u32>,
-}
-
-/// The message for a flag given that does not apply to the choice made:
-/// `flag` does not apply to `option choice`, only to `applies`.
-fn stray<'a>(
-    flag: &str,
-    option: &str,
-    choice: &str,
-    applies: impl IntoIterator<Item = &'a str>,
-) -> String {
-    let applies: Vec<&str> = applies.into_iter().collect();
-    let to = if applies.is_empty() {
-        "nothing".to_string()
-    } else {
-        applies.join(", ")
-    };
-    format!("{flag} does not apply to {option} {choice} (it applies to: {to})")
-}
-
-/// Refuses flags that were given but do not apply to the choice made:
-/// `flags` lists (flag, given, the choices it applies to).
-fn refuse_strays(
-    flags: &[(&str, bool, &[&str])],
-    choice: &str,
-    option: &str,
-) -> Result<(), String> {
-    match flags
-        .iter()
-        .find(|(_, given, applies)| *given && !applies.contains(&choice))
-    {
-        Some((flag, _, applies)) => Err(stray(flag, option, choice, applies.iter().copied())),
-        None => Ok(()),
-    }
-}
 
 /// The first line of a clap error, without its `error: ` prefix.
 fn first_line(e: &clap::Error) -> String {
@@ -85,61 +41,72 @@ fn first_line(e: &clap::Error) -> String {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ProgramFlags;
 
+/// What a case's flags may not ask for: a program that does something
+/// else than serve or load.
+const NOT_A_RUN: &str = "runs no server or client (a case's flags run one)";
+
 impl Flags for ProgramFlags {
     fn server(&self, argv: &[String]) -> Result<ServerConfig, String> {
         let argv = std::iter::once("server").chain(argv.iter().map(String::as_str));
-        ServerArgs::try_parse_from(argv)
-            .and_then(|a| a.config())
-            .map_err(|e| first_line(&e))
+        let args = ServerArgs::try_parse_from(argv).map_err(|e| first_line(&e))?;
+        if args.generate.generate.is_some() {
+            return Err(format!("--generate {NOT_A_RUN}"));
+        }
+        args.config().map_err(|e| first_line(&e))
     }
 
     fn client(&self, argv: &[String]) -> Result<ClientConfig, String> {
         let argv = std::iter::once("client").chain(argv.iter().map(String::as_str));
-        ClientCli::try_parse_from(argv)
-            .and_then(|c| c.run.config())
-            .map_err(|e| first_line(&e))
+        let cli = ClientCli::try_parse_from(argv).map_err(|e| first_line(&e))?;
+        if cli.generate.generate.is_some() {
+            return Err(format!("--generate {NOT_A_RUN}"));
+        }
+        if cli.command.is_some() {
+            return Err(format!("client plan {NOT_A_RUN}"));
+        }
+        cli.run.config().map_err(|e| first_line(&e))
     }
 }
 
-/// A folder name from the current time: `2026-11-22T01-02-03Z`.
-fn timestamp() -> String {
-    humantime::format_rfc3339_seconds(std::time::SystemTime::now())
-        .to_string()
-        .replace(':', "-")
-}
-
-/// The default results folder: `results/<UTC timestamp>[-suffix]`.
-fn default_out(suffix: Option<&str>) -> PathBuf {
-    let name = match suffix {
-        Some(suffix) => format!("{}-{suffix}", timestamp()),
-        None => timestamp(),
+/// The flag reference of every program and subcommand, as Markdown: each
+/// one's long `--help`, exactly as clap renders it. `docs/cli.md` holds it
+/// (a test checks that it is current).
+pub fn reference() -> String {
+    let sub = |program: clap::Command, name: &str| {
+        program.find_subcommand(name).expect("a subcommand").clone()
     };
-    PathBuf::from("results").join(name)
+    let pages = [
+        ("server", ServerArgs::command()),
+        ("client", ClientCli::command()),
+        ("client plan", sub(ClientCli::command(), "plan")),
+        ("storm", StormCli::command()),
+        ("storm run", sub(StormCli::command(), "run")),
+        ("storm sweep", sub(StormCli::command(), "sweep")),
+    ];
+    let mut out = String::from(
+        "# Flag reference\n\n\
+         Every program's and subcommand's `--help`, generated from the same definitions \
+         as the flags (`cargo test --test docs` fails when this file is stale; \
+         `UPDATE_DOCS=1 cargo test --test docs` writes it again). The man pages \
+         (`--generate man`) hold the same text.\n\n",
+    );
+    for (name, _) in &pages {
+        out.push_str(&format!("- [`{name}`](#{})\n", name.replace(' ', "-")));
+    }
+    for (name, command) in pages {
+        let help = command.bin_name(name).render_long_help().to_string();
+        let help: Vec<&str> = help.lines().map(str::trim_end).collect();
+        out.push_str(&format!(
+            "\n## {name}\n\n```text\n{}\n```\n",
+            help.join("\n").trim_end()
+        ));
+    }
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_stray_flag_is_named_with_where_it_applies() {
-        assert_eq!(
-            refuse_strays(&[("--a", true, &["x"]), ("--b", true, &[])], "y", "--mode"),
-            Err("--a does not apply to --mode y (it applies to: x)".to_string())
-        );
-        assert_eq!(
-            refuse_strays(&[("--b", true, &[])], "y", "--mode"),
-            Err("--b does not apply to --mode y (it applies to: nothing)".to_string())
-        );
-        assert_eq!(
-            refuse_strays(&[("--a", true, &["y"])], "y", "--mode"),
-            Ok(())
-        );
-        assert_eq!(
-            refuse_strays(&[("--a", false, &["x"])], "y", "--mode"),
-            Ok(())
-        );
-    }
 
     #[test]
     fn the_programs_parsers_say_what_is_wrong_in_one_line() {
@@ -154,5 +121,11 @@ mod tests {
             err.contains("--bogus") && !err.starts_with("error:"),
             "{err}"
         );
+        let err = flags.server(&argv("--generate man")).unwrap_err();
+        assert!(err.contains("--generate runs no server"), "{err}");
+        let err = flags.client(&argv("--generate complete-bash")).unwrap_err();
+        assert!(err.contains("--generate"), "{err}");
+        let err = flags.client(&argv("plan")).unwrap_err();
+        assert!(err.contains("client plan runs no"), "{err}");
     }
 }

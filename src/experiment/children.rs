@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use nix::fcntl::{FcntlArg, FdFlag, fcntl};
 use nix::sys::signal::{Signal, kill};
-use nix::unistd::{Pid, dup2_raw};
+use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::unix::pipe;
 use tokio::process::{Child, Command};
@@ -59,8 +59,6 @@ pub(super) fn spawn(
     let mut cmd = Command::new(program);
     cmd.arg(role)
         .args(args)
-        .arg("--status-fd")
-        .arg(STATUS_FD.to_string())
         .stdin(Stdio::null())
         .stdout(stdout)
         .stderr(stderr)
@@ -70,16 +68,15 @@ pub(super) fn spawn(
     // fcntl) and prctl, all async-signal-safe, and allocates nothing.
     unsafe {
         cmd.pre_exec(move || {
-            // SAFETY: `raw` is the pipe's write end, open in the parent
-            // until after the spawn, so open in this child too.
-            let writer = BorrowedFd::borrow_raw(raw);
             if raw == STATUS_FD {
                 // Already in place: only keep it open across exec.
+                // SAFETY: `raw` is the pipe's write end, open in the parent
+                // until after the spawn, so open in this child too.
+                let writer = BorrowedFd::borrow_raw(raw);
                 fcntl(writer, FcntlArg::F_SETFD(FdFlag::empty()))?;
-            } else {
-                // The copy is not closed on exec; it must outlive this
-                // closure, so it is not dropped.
-                std::mem::forget(dup2_raw(writer, STATUS_FD)?);
+            } else if nix::libc::dup2(raw, STATUS_FD) == -1 {
+                // The copy dup2 makes is not closed on exec.
+                return Err(io::Error::last_os_error());
             }
             nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
             Ok(())

@@ -48,6 +48,14 @@ pub async fn run(
     .map_err(io_err("write scenario.toml"))?;
     let mut commands =
         File::create(storm.out.join("commands.txt")).map_err(io_err("create commands.txt"))?;
+    if storm.engine == Engine::Real {
+        writeln!(
+            commands,
+            "# Each child wrote status lines to the runner's pipe, its descriptor 3: \
+             to run a line by hand, add 3>/dev/null (or 3>FILE)."
+        )
+        .map_err(io_err("write commands.txt"))?;
+    }
     let runs = match storm.engine {
         Engine::Sim => simulate::run(storm, flags, &mut commands)?,
         Engine::Real => runner::run(storm, &mut commands, pin!(shutdown)).await?,

@@ -126,8 +126,6 @@ fn command_lines(storm: &Storm, runs: &[Run]) -> String {
     let line = |role: &str, args: Vec<String>| {
         let mut words = vec![storm.program.display().to_string(), role.to_string()];
         words.extend(args);
-        words.push("--status-fd".to_string());
-        words.push(super::storm::STATUS_FD.to_string());
         join_flags(&words)
     };
     let mut out = String::new();

@@ -180,6 +180,10 @@ fn duration(key: &str, value: Option<&str>, default: Duration) -> Result<Duratio
     }
 }
 
+/// A name a case may not take: the chart of every case's goodput is
+/// `goodput.svg`, beside each case's `NAME.svg`.
+const RESERVED: &str = "goodput";
+
 /// Whether a case name can name its files: letters, digits, `.`, `_`,
 /// `+` and `-`, not starting with a dot.
 fn is_file_name(name: &str) -> bool {
@@ -252,6 +256,11 @@ impl Scenario {
                     "case name '{}': use letters, digits, '.', '_', '+' and '-' \
                      (it names the case's files)",
                     case.name
+                )));
+            }
+            if case.name == RESERVED {
+                return Err(ScenarioError(format!(
+                    "case name '{RESERVED}' is taken by the chart of every case's goodput"
                 )));
             }
             if self.cases[..i].iter().any(|c| c.name == case.name) {
@@ -361,6 +370,10 @@ server = "--shed-above 200"
             (
                 "seed = 1\n[[case]]\nname = \"a\"\n[[case]]\nname = \"a\"",
                 "used twice",
+            ),
+            (
+                "seed = 1\n[[case]]\nname = \"goodput\"",
+                "taken by the chart",
             ),
             (
                 "seed = 1\n[protocol]\nwarmup = \"soon\"\n[[case]]\nname = \"a\"",

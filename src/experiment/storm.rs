@@ -63,7 +63,15 @@ impl Storm {
         self.out.join(format!("{}.{suffix}", case.name))
     }
 
-    /// The flags of `case`'s server.
+    /// On the real engine, the status pipe every child writes to (the runner
+    /// puts it at [`STATUS_FD`]).
+    fn status_flag(&self, argv: &mut Vec<String>) {
+        if self.engine == Engine::Real {
+            argv.extend(["--status-fd".to_string(), STATUS_FD.to_string()]);
+        }
+    }
+
+    /// The flags of `case`'s server, exactly as its process gets them.
     pub fn server_argv(&self, case: &Case) -> Vec<String> {
         let mut argv = vec![
             "--listen".to_string(),
@@ -74,10 +82,12 @@ impl Storm {
             self.time_scale.to_string(),
         ];
         argv.extend(case.server.iter().cloned());
+        self.status_flag(&mut argv);
         argv
     }
 
-    /// The flags of `case`'s client, against `url`.
+    /// The flags of `case`'s client, against `url`, exactly as its process
+    /// gets them.
     pub fn client_argv(&self, case: &Case, url: &str) -> Vec<String> {
         let mut argv: Vec<String> = [
             "--url",
@@ -97,6 +107,7 @@ impl Storm {
         .map(|s| s.to_string())
         .collect();
         argv.extend(case.client.iter().cloned());
+        self.status_flag(&mut argv);
         argv
     }
 
@@ -107,14 +118,21 @@ impl Storm {
         case: &Case,
         flags: &dyn Flags,
     ) -> Result<(ServerConfig, ClientConfig), StormError> {
-        let name = &case.name;
-        let server = flags
-            .server(&self.server_argv(case))
-            .map_err(|e| StormError::Flags(format!("case {name}: server flags: {e}")))?;
-        let client = flags
-            .client(&self.client_argv(case, "http://127.0.0.1:1/api"))
-            .map_err(|e| StormError::Flags(format!("case {name}: client flags: {e}")))?;
-        Ok((server, client))
+        let server = flags.server(&self.server_argv(case));
+        Ok((
+            refused(case, "server", server)?,
+            self.client_config(case, flags)?,
+        ))
+    }
+
+    /// The client's configuration for `case`, as the child parses it.
+    pub fn client_config(
+        &self,
+        case: &Case,
+        flags: &dyn Flags,
+    ) -> Result<ClientConfig, StormError> {
+        let client = flags.client(&self.client_argv(case, "http://127.0.0.1:1/api"));
+        refused(case, "client", client)
     }
 
     /// Checks the scenario and every child's flags before anything starts.
@@ -162,10 +180,8 @@ impl Storm {
 
     /// The virtual-time experiment for `case`.
     pub fn sim_config(&self, case: &Case, flags: &dyn Flags) -> Result<SimConfig, StormError> {
-        let (_, mut client) = self.configs(case, flags)?;
-        let mut server = flags
-            .server(&self.sim_server_argv(case))
-            .map_err(|e| StormError::Flags(format!("case {}: server flags: {e}", case.name)))?;
+        let mut client = self.client_config(case, flags)?;
+        let mut server = refused(case, "server", flags.server(&self.sim_server_argv(case)))?;
         server.quiet = true;
         client.quiet = true;
         let p = &self.scenario.protocol;
@@ -186,6 +202,12 @@ impl Storm {
             ..self.scenario.clone()
         }
     }
+}
+
+/// A program's configuration, or why `case`'s flags for it (`role`) are
+/// refused.
+fn refused<T>(case: &Case, role: &str, parsed: Result<T, String>) -> Result<T, StormError> {
+    parsed.map_err(|e| StormError::Flags(format!("case {}: {role} flags: {e}", case.name)))
 }
 
 /// A duration to whole milliseconds, as the children's flags carry it.

@@ -128,7 +128,7 @@ pub(super) fn write(
     let p = &storm.scenario.protocol;
     let mut reports = Vec::new();
     for run in &runs {
-        let (_, client) = storm.configs(&run.case, flags)?;
+        let client = storm.client_config(&run.case, flags)?;
         reports.push(RunReport {
             case: run.case.name.clone(),
             strategy: client.strategy.name(),
@@ -156,7 +156,7 @@ pub(super) fn write(
         .zip(&runs)
         .map(|(r, run)| RunChart {
             name: &r.case,
-            recovery_s: r.figures.recovery_s.filter(|_| r.figures.recovered),
+            recovery_s: r.figures.recovery_s,
             timeline: r.timeline,
             client: &run.client,
             server: &run.server,

@@ -2,7 +2,6 @@
 //! retry policy, and how the run is reported. Both engines take the same
 //! configuration.
 
-use std::os::fd::RawFd;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -41,9 +40,6 @@ pub struct ClientConfig {
     pub seed: u64,
     /// Where to write report rows, if anywhere.
     pub csv: Option<PathBuf>,
-    /// An inherited file descriptor to write status lines to (every report
-    /// row), for a supervising program.
-    pub status_fd: Option<RawFd>,
     /// Print nothing on stdout (for tests and embedding).
     pub quiet: bool,
 }

@@ -3,7 +3,6 @@
 //! Both engines take the same configuration.
 
 use std::net::SocketAddr;
-use std::os::fd::RawFd;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -70,9 +69,6 @@ pub struct ServerConfig {
     pub timer_resolution: Duration,
     /// Where to write report rows, if anywhere.
     pub csv: Option<PathBuf>,
-    /// An inherited file descriptor to write status lines to (the address,
-    /// then every report row), for a supervising program.
-    pub status_fd: Option<RawFd>,
     /// Print nothing on stdout (for tests and embedding).
     pub quiet: bool,
 }
@@ -89,7 +85,6 @@ impl Default for ServerConfig {
             header_read_timeout: Duration::from_secs(60),
             timer_resolution: Duration::from_micros(500),
             csv: None,
-            status_fd: None,
             quiet: false,
         }
     }

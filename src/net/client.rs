@@ -37,8 +37,6 @@ pub enum StartError {
     Csv(CsvError),
     /// No timerfd for the users' attempt starts (no file descriptor left).
     Timer(std::io::Error),
-    /// The status descriptor (`--status-fd`) is not usable.
-    Status(std::io::Error),
 }
 
 impl fmt::Display for StartError {
@@ -47,7 +45,6 @@ impl fmt::Display for StartError {
             StartError::Url(why) => write!(f, "--url: {why}"),
             StartError::Csv(e) => e.fmt(f),
             StartError::Timer(e) => write!(f, "cannot create a timer: {e}"),
-            StartError::Status(e) => write!(f, "--status-fd: {e}"),
         }
     }
 }
@@ -128,15 +125,19 @@ pub async fn run(
     config: ClientConfig,
     shutdown: impl Future<Output = ()>,
 ) -> Result<ClientSummary, StartError> {
+    run_with_status(config, None, shutdown).await
+}
+
+/// [`run`], writing every report row to `status` too.
+pub async fn run_with_status(
+    config: ClientConfig,
+    status: Option<StatusSink>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<ClientSummary, StartError> {
     let target = Target::resolve(&config.url)
         .await
         .map_err(StartError::Url)?;
     let timer = Timer::start(config.timer_resolution).map_err(StartError::Timer)?;
-    let status = config
-        .status_fd
-        .map(StatusSink::from_fd)
-        .transpose()
-        .map_err(StartError::Status)?;
     let mut reporter = Reporter::new(&config, status).map_err(StartError::Csv)?;
     let shared = Arc::new(Shared {
         pool: Pool::new(target),

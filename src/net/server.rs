@@ -70,8 +70,6 @@ pub enum BindError {
     Csv(CsvError),
     /// No timerfd for the model's completions (no file descriptor left).
     Timer(io::Error),
-    /// The status descriptor (`--status-fd`) is not usable.
-    Status(io::Error),
 }
 
 impl fmt::Display for BindError {
@@ -87,7 +85,6 @@ impl fmt::Display for BindError {
             BindError::Listen { addr, source } => write!(f, "--listen {addr}: {source}"),
             BindError::Csv(e) => e.fmt(f),
             BindError::Timer(e) => write!(f, "cannot create a timer: {e}"),
-            BindError::Status(e) => write!(f, "--status-fd: {e}"),
         }
     }
 }
@@ -131,19 +128,21 @@ impl Server {
             listen(addr, config.backlog).map_err(|source| BindError::Listen { addr, source })?;
         let alarm = Alarm::new(config.timer_resolution).map_err(BindError::Timer)?;
         let csv = CsvSink::create_if(config.csv.as_deref()).map_err(BindError::Csv)?;
-        let status = config
-            .status_fd
-            .map(StatusSink::from_fd)
-            .transpose()
-            .map_err(BindError::Status)?;
         Ok(Server {
             listener,
             alarm,
             config,
             csv,
-            status,
+            status: None,
             gauges: Arc::default(),
         })
+    }
+
+    /// Writes status lines to `sink` too: where the server listens, then
+    /// every report row.
+    pub fn with_status(mut self, sink: StatusSink) -> Server {
+        self.status = Some(sink);
+        self
     }
 
     /// The address actually bound (useful with port 0).

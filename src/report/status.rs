@@ -10,6 +10,7 @@ use std::io::{self, Write};
 use std::os::fd::{FromRawFd, RawFd};
 
 use nix::fcntl::{FcntlArg, FdFlag, fcntl};
+use nix::sys::stat::{SFlag, fstat};
 use serde::{Deserialize, Serialize};
 
 use super::rows::{ClientRow, ServerRow};
@@ -50,22 +51,49 @@ pub struct StatusSink {
 }
 
 impl StatusSink {
-    /// Takes the inherited descriptor `fd`, which must be open and used by
-    /// nothing else in this process; it is closed on exec, so that the
-    /// program's own children do not hold the supervisor's pipe open.
-    pub fn from_fd(fd: RawFd) -> io::Result<StatusSink> {
+    /// Takes the inherited descriptor `fd`: it must be open, past the
+    /// standard streams, and a pipe, socket, file or character device. It
+    /// is then closed on exec, so that the program's own children do not
+    /// hold the supervisor's pipe open.
+    ///
+    /// # Safety
+    ///
+    /// `fd` must be owned by nothing else in this process: call this at
+    /// start-up, before the program opens descriptors of its own (its
+    /// runtime, sockets, files), so that an open `fd` can only be one it
+    /// inherited.
+    pub unsafe fn from_fd(fd: RawFd) -> io::Result<StatusSink> {
         if fd < 3 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "not one of the standard streams (0, 1, 2)",
             ));
         }
-        // SAFETY: only borrowed for the check; fcntl fails on a descriptor
-        // that is not open.
+        // SAFETY: F_GETFD on any number only reads flags, or fails with
+        // EBADF if nothing is open there.
+        if unsafe { nix::libc::fcntl(fd, nix::libc::F_GETFD) } == -1 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: open (checked above); only borrowed for the two calls.
         let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+        let stat = fstat(borrowed).map_err(io::Error::from)?;
+        let kind = SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT;
+        if ![
+            SFlag::S_IFIFO,
+            SFlag::S_IFSOCK,
+            SFlag::S_IFREG,
+            SFlag::S_IFCHR,
+        ]
+        .contains(&kind)
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "not a pipe, socket, file or character device",
+            ));
+        }
         fcntl(borrowed, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC)).map_err(io::Error::from)?;
-        // SAFETY: the descriptor is open (checked above) and, as the caller
-        // promises, owned by nothing else here: the file becomes its owner.
+        // SAFETY: open, and, as the caller promises, owned by nothing else
+        // here: the file becomes its owner.
         let file = unsafe { File::from_raw_fd(fd) };
         Ok(StatusSink { file: Some(file) })
     }
@@ -162,8 +190,17 @@ mod tests {
     }
 
     #[test]
-    fn a_descriptor_that_is_not_open_or_standard_is_refused() {
-        assert!(StatusSink::from_fd(1).is_err());
-        assert!(StatusSink::from_fd(1_000_000).is_err());
+    fn a_descriptor_that_is_not_open_standard_or_a_stream_is_refused() {
+        // SAFETY: none of these is taken: each is refused before.
+        unsafe {
+            assert!(StatusSink::from_fd(1).is_err());
+            assert!(StatusSink::from_fd(1_000_000).is_err());
+        }
+        // A directory is open but no place for lines.
+        let dir = File::open("/").unwrap();
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&dir);
+        // SAFETY: refused before it is taken; `dir` keeps it.
+        let err = unsafe { StatusSink::from_fd(fd) }.unwrap_err();
+        assert!(err.to_string().contains("not a pipe"), "{err}");
     }
 }

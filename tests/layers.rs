@@ -57,15 +57,25 @@ fn module_of(relative: &Path) -> Vec<String> {
 }
 
 /// The code that is compiled outside tests: the file up to its test
-/// module, without comments.
+/// module, without comments (a `//` inside a string literal is not one).
 fn code_text(text: &str) -> String {
     let body = text
         .find("#[cfg(test)]\nmod tests")
         .map_or(text, |at| &text[..at]);
     body.lines()
-        .map(|line| match line.find("//") {
-            Some(at) => &line[..at],
-            None => line,
+        .map(|line| {
+            let mut in_string = false;
+            let mut escaped = false;
+            for (at, c) in line.char_indices() {
+                match c {
+                    _ if escaped => escaped = false,
+                    '\\' if in_string => escaped = true,
+                    '"' => in_string = !in_string,
+                    '/' if !in_string && line[at..].starts_with("//") => return &line[..at],
+                    _ => {}
+                }
+            }
+            line
         })
         .collect::<Vec<_>>()
         .join("\n")
@@ -121,17 +131,30 @@ fn use_tree(text: &[u8], mut at: usize, prefix: Vec<String>, out: &mut Vec<Vec<S
     }
 }
 
-/// Every module path a file's code names through `crate::`, `super::` or
-/// `self::`, made absolute from `module` (the file's own module path, so
-/// that `super` is always its parent: `a` for `a/b.rs`, the crate for
-/// `a/mod.rs`).
-fn named_paths(code: &str, module: &[String]) -> Vec<Vec<String>> {
+/// Every module path a file's code names through `crate::`, `super::`,
+/// `self::` or one of its own child modules (`child::`, as a folder's
+/// `mod.rs` names its files), made absolute from `module` (the file's own
+/// module path, so that `super` is always its parent: `a` for `a/b.rs`,
+/// the crate for `a/mod.rs`). `children` are the file's child modules.
+fn named_paths(code: &str, module: &[String], children: &[String]) -> Vec<Vec<String>> {
     let bytes = code.as_bytes();
     let mut out = Vec::new();
     let mut at = 0;
     while at < bytes.len() {
         let boundary = at == 0 || !is_ident(bytes[at - 1] as char) && bytes[at - 1] != b':';
         let rest = &code[at..];
+        if boundary
+            && let Some(child) = children
+                .iter()
+                .find(|c| rest.starts_with(c.as_str()) && rest[c.len()..].starts_with("::"))
+        {
+            let mut found = Vec::new();
+            let mut base = module.to_vec();
+            base.push(child.clone());
+            at = use_tree(bytes, at + child.len() + 2, base, &mut found);
+            out.extend(found);
+            continue;
+        }
         if boundary {
             for root in ["crate::", "super::", "self::"] {
                 if !rest.starts_with(root) {
@@ -196,9 +219,16 @@ fn imports(
     let mut graph = BTreeMap::new();
     for (module, source) in sources {
         let mut targets = BTreeSet::new();
-        for path in named_paths(&source.code, module) {
-            // The longest prefix that is a file: `a::b::Item` is in `a::b`.
-            let target = (1..=path.len())
+        // The file's child modules: the files one level below it.
+        let children: Vec<String> = sources
+            .keys()
+            .filter(|m| m.len() == module.len() + 1 && m.starts_with(module))
+            .map(|m| m[module.len()].clone())
+            .collect();
+        for path in named_paths(&source.code, module, &children) {
+            // The longest prefix that is a file: `a::b::Item` is in `a::b`,
+            // `crate::Item` in lib.rs.
+            let target = (0..=path.len())
                 .rev()
                 .map(|n| path[..n].to_vec())
                 .find(|p| sources.contains_key(p));
@@ -354,14 +384,30 @@ fn no_source_file_passes_700_lines() {
 #[test]
 fn the_reader_finds_imports_as_the_compiler_does() {
     let module = |s: &str| -> Vec<String> { s.split("::").map(str::to_string).collect() };
-    let code =
-        "use crate::{a::b, c::{d::E, f}};\nuse super::g::H;\nlet x = crate::i::j(); // crate::k\n";
-    let paths: Vec<String> = named_paths(&code_text(code), &module("x::y"))
+    let code = "use crate::{a::b, c::{d::E, f}};\nuse super::g::H;\n\
+                let x = crate::i::j(\"http://h\", crate::l::m); // crate::k\n";
+    let paths: Vec<String> = named_paths(&code_text(code), &module("x::y"), &[])
         .iter()
         .map(|p| p.join("::"))
         .collect();
-    assert_eq!(paths, ["a::b", "c::d::E", "c::f", "x::g::H", "i::j"]);
-    // From a folder's mod.rs, `super` is the folder's parent.
-    let paths = named_paths("use super::z;", &module("x"));
-    assert_eq!(paths, [module("z")]);
+    assert_eq!(
+        paths,
+        ["a::b", "c::d::E", "c::f", "x::g::H", "i::j", "l::m"]
+    );
+    // From a folder's mod.rs, `super` is the folder's parent, and its own
+    // files are named without a root.
+    let children = ["host".to_string()];
+    let paths = named_paths(
+        "use super::z;\npub use host::{Host, Delivery};\nlet h = ghost::x;",
+        &module("x"),
+        &children,
+    );
+    assert_eq!(
+        paths,
+        [
+            module("z"),
+            module("x::host::Host"),
+            module("x::host::Delivery")
+        ]
+    );
 }

@@ -7,12 +7,13 @@ use std::time::Duration;
 use clap::error::ErrorKind;
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
+use super::generate::GenerateArgs;
 use super::retry::{LimitArgs, StrategyArgs, ThrottleArgs};
+use super::runtime::RuntimeArgs;
 use super::values::{
     duration, http_url, positive, positive_duration, seconds_or_duration, time_scale,
     timer_resolution,
 };
-use super::{GenerateArgs, RuntimeArgs};
 use crate::model::arrivals::ThinkTime;
 use crate::model::client::ClientConfig;
 use crate::model::planner::PlanRequest;
@@ -138,7 +139,6 @@ impl ClientArgs {
             timer_resolution: self.timer_resolution,
             seed: self.seed.unwrap_or_else(rand::random),
             csv: self.csv.clone(),
-            status_fd: self.status_fd,
             quiet: false,
         };
         Ok(config.scaled(self.time_scale))

@@ -60,44 +60,6 @@ impl Generate {
     }
 }
 
-/// The flag reference of every program and subcommand, as Markdown: each
-/// one's long `--help`, exactly as clap renders it. `docs/cli.md` holds it
-/// (a test checks that it is current).
-pub fn reference() -> String {
-    use super::{ClientCli, ServerArgs, StormCli};
-    use clap::CommandFactory;
-    let sub = |program: clap::Command, name: &str| {
-        program.find_subcommand(name).expect("a subcommand").clone()
-    };
-    let pages = [
-        ("server", ServerArgs::command()),
-        ("client", ClientCli::command()),
-        ("client plan", sub(ClientCli::command(), "plan")),
-        ("storm", StormCli::command()),
-        ("storm run", sub(StormCli::command(), "run")),
-        ("storm sweep", sub(StormCli::command(), "sweep")),
-    ];
-    let mut out = String::from(
-        "# Flag reference\n\n\
-         Every program's and subcommand's `--help`, generated from the same definitions \
-         as the flags (`cargo test --test docs` fails when this file is stale; \
-         `UPDATE_DOCS=1 cargo test --test docs` writes it again). The man pages \
-         (`--generate man`) hold the same text.\n\n",
-    );
-    for (name, _) in &pages {
-        out.push_str(&format!("- [`{name}`](#{})\n", name.replace(' ', "-")));
-    }
-    for (name, command) in pages {
-        let help = command.bin_name(name).render_long_help().to_string();
-        let help: Vec<&str> = help.lines().map(str::trim_end).collect();
-        out.push_str(&format!(
-            "\n## {name}\n\n```text\n{}\n```\n",
-            help.join("\n").trim_end()
-        ));
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

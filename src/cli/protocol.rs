@@ -95,3 +95,19 @@ pub struct OutputArgs {
     #[arg(long)]
     pub quiet: bool,
 }
+
+/// A folder name from the current time: `2026-11-22T01-02-03Z`.
+fn timestamp() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+        .to_string()
+        .replace(':', "-")
+}
+
+/// The default results folder: `results/<UTC timestamp>[-suffix]`.
+pub(super) fn default_out(suffix: Option<&str>) -> PathBuf {
+    let name = match suffix {
+        Some(suffix) => format!("{}-{suffix}", timestamp()),
+        None => timestamp(),
+    };
+    PathBuf::from("results").join(name)
+}

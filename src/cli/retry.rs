@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::builder::PossibleValue;
 use clap::{Args, ValueEnum};
 
-use super::stray;
+use super::refusal::stray;
 use super::values::{backoff_factor, duration, non_negative, positive, positive_duration, ratio};
 use crate::policy::{
     NotRead, RetryLimits, Strategy, StrategyError, StrategyKind, StrategyParam, StrategyParams,

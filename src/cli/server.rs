@@ -8,10 +8,12 @@ use clap::builder::PossibleValue;
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser, ValueEnum};
 
+use super::generate::GenerateArgs;
+use super::refusal::refuse_strays;
+use super::runtime::RuntimeArgs;
 use super::values::{
     duration, growth_factor, positive, positive_duration, time_scale, timer_resolution,
 };
-use super::{GenerateArgs, RuntimeArgs, refuse_strays};
 use crate::model::latency::LatencyModel;
 use crate::model::server::{OnDisconnect, ServerConfig, Shedding};
 use crate::net::server::default_backlog;
@@ -166,7 +168,6 @@ impl ServerArgs {
             header_read_timeout: self.header_read_timeout,
             timer_resolution: self.timer_resolution,
             csv: self.csv.clone(),
-            status_fd: self.status_fd,
             quiet: false,
         };
         Ok(config.scaled(self.time_scale))
@@ -195,7 +196,6 @@ mod tests {
         assert_eq!(s.on_disconnect, OnDisconnect::Continue);
         assert_eq!(s.backlog, default_backlog());
         assert_eq!(s.shed, None);
-        assert_eq!(s.status_fd, None);
         let s = server(&["--baseDelay", "20ms"]).unwrap();
         assert_eq!(s.model.base, ms(20));
     }

@@ -9,11 +9,12 @@ use clap::builder::PossibleValue;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use super::client::ClientCli;
+use super::generate::GenerateArgs;
+use super::protocol::default_out;
 use super::protocol::{OutputArgs, ProtocolArgs};
 use super::server::ServerArgs;
 use super::sweep::SweepArgs;
 use super::values::duration;
-use super::{GenerateArgs, default_out};
 use crate::experiment::Storm;
 use crate::experiment::scenario::{Engine, Scenario, ScenarioError};
 use crate::policy::StrategyKind;
@@ -74,9 +75,8 @@ pub enum StormCommand {
 /// How a storm runs, shared by `storm` and `storm run`.
 #[derive(Debug, Clone, Args)]
 pub struct ExecArgs {
-    /// real: child processes over loopback, SIGSTOP and SIGCONT, in real
-    /// time; sim: the same model in virtual time, in milliseconds
-    /// [default: the scenario's engine, else real].
+    /// The engine that runs the cases [default: the scenario's engine,
+    /// else real].
     #[arg(long, value_enum, value_name = "ENGINE")]
     pub engine: Option<Engine>,
     /// Divide every duration by ten (latencies, timeouts, think times,

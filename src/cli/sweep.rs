@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::protocol::{OutputArgs, ProtocolArgs};
+use super::generate::GenerateArgs;
+use super::protocol::{OutputArgs, ProtocolArgs, default_out};
 use super::values::positive_duration;
-use super::{GenerateArgs, default_out};
 use crate::experiment::Storm;
 use crate::experiment::scenario::{Engine, ScenarioError};
 use crate::experiment::sweep::SweepConfig;

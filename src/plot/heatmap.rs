@@ -6,7 +6,7 @@ use std::path::Path;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::{DrawResult, WIDTH, register_font};
+use super::canvas::{DrawResult, WIDTH, register_font, render};
 
 /// One row of the heat map: a setting, its cells and its critical pause.
 #[derive(Debug, Clone, PartialEq)]

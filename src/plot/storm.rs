@@ -7,9 +7,9 @@ use plotters::coord::Shift;
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
-use super::{
+use super::canvas::{
     CONCURRENCY_COLOR, DrawResult, ERROR_COLOR, OK_COLOR, PALETTE, PAUSE_COLOR, TIMEOUT_COLOR,
-    register_font, secs,
+    register_font, render, secs,
 };
 use crate::report::rows::{ClientRow, ServerRow};
 use crate::report::verdict::Timeline;

@@ -5,7 +5,6 @@ use std::time::Duration;
 use rand::{Rng, RngExt};
 use rand_distr::StandardNormal;
 
-use super::secs;
 use crate::model::timescale::compress;
 
 /// The original client's growth factor (Euler's number).
@@ -179,6 +178,16 @@ impl Strategy {
             Strategy::Exponential { jitter, .. } => *jitter == 0.0,
             _ => false,
         }
+    }
+}
+
+/// Converts seconds to a [`Duration`], clamping negatives to zero and
+/// saturating instead of panicking on overflow or NaN.
+fn secs(s: f64) -> Duration {
+    if s.is_nan() || s <= 0.0 {
+        Duration::ZERO
+    } else {
+        Duration::try_from_secs_f64(s).unwrap_or(Duration::MAX)
     }
 }
 

@@ -361,7 +361,12 @@ impl ThrottleParam {
             | ThrottleParam::BudgetTtl
             | ThrottleParam::BudgetMinPerSec => ThrottleKind::Budget,
             ThrottleParam::AdaptiveK | ThrottleParam::AdaptiveWindow => ThrottleKind::Adaptive,
-            _ => ThrottleKind::CircuitBreaker,
+            ThrottleParam::BreakerFailureRatio
+            | ThrottleParam::BreakerMinRequests
+            | ThrottleParam::BreakerWindow
+            | ThrottleParam::BreakerConsecutive
+            | ThrottleParam::BreakerCooldown
+            | ThrottleParam::BreakerProbes => ThrottleKind::CircuitBreaker,
         }
     }
 }

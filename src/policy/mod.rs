@@ -18,15 +18,3 @@ pub use catalogue::{
 };
 pub use retry_limits::{MAX_RETRY_AFTER, Next, RetryLimits, format_retry_after, parse_retry_after};
 pub use throttle::{Decision, Throttle, ThrottleConfig};
-
-use std::time::Duration;
-
-/// Converts seconds to a [`Duration`], clamping negatives to zero and
-/// saturating instead of panicking on overflow or NaN.
-pub(crate) fn secs(s: f64) -> Duration {
-    if s.is_nan() || s <= 0.0 {
-        Duration::ZERO
-    } else {
-        Duration::try_from_secs_f64(s).unwrap_or(Duration::MAX)
-    }
-}

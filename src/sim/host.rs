@@ -11,7 +11,11 @@ use crate::report::counts::ServerCounts;
 use crate::report::rows::ServerRow;
 use crate::report::summary::ServerSummary;
 
-use super::virtual_unix_ms;
+/// Wall-clock stamps of a virtual run: milliseconds since its start, as if
+/// it had started at the Unix epoch, so output depends on the seed alone.
+pub(crate) fn virtual_unix_ms(t: Duration) -> u64 {
+    t.as_millis() as u64
+}
 
 /// How a request reached a stopped server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

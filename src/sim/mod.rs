@@ -47,7 +47,7 @@ use crate::report::summary::{ClientSummary, Reporter, ServerSummary};
 mod host;
 mod queue;
 
-use host::{Delivery, Host};
+use host::{Delivery, Host, virtual_unix_ms};
 use queue::{EventQueue, Key};
 
 /// The least time an attempt answered at once takes before its user can
@@ -136,12 +136,6 @@ impl std::error::Error for SimError {}
 struct AttemptId {
     user: u32,
     generation: u32,
-}
-
-/// Wall-clock stamps of a virtual run: milliseconds since its start, as if
-/// it had started at the Unix epoch, so output depends on the seed alone.
-pub(crate) fn virtual_unix_ms(t: Duration) -> u64 {
-    t.as_millis() as u64
 }
 
 /// Where one user's current attempt is.

@@ -46,7 +46,9 @@ per_request() {
 start_server() { start_program "$BIN/server" "$@"; }
 
 # start_program PROGRAM NAME FLAGS...: start_server with another program
-# that takes --listen and prints its URL the same way.
+# that takes --listen and prints its URL the same way. This reads the
+# banner, not the server's status line (--status-fd): BENCH_BIN builds from
+# before the status line, and storm_floor, have only the banner.
 start_program() {
   local program=$1 name=$2; shift 2
   "${PLACE[@]}" "$program" --listen 127.0.0.1:0 "$@" > "$WORK/$name.server.log" 2> "$WORK/$name.server.err" &

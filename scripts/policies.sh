@@ -8,7 +8,8 @@
 #                                    results/policies/
 #   scripts/policies.sh --quick      every time divided by 10 (~1 min);
 #                                    writes only to a temporary folder
-#   scripts/policies.sh --out DIR    results in DIR instead
+#   scripts/policies.sh --out DIR    results in DIR instead (files of the same
+#                                    name are replaced; nothing is deleted)
 #
 # Prints the verdict of each case from the storm's summary.json. Nothing is
 # tuned to flatter a policy. All traffic goes to 127.0.0.1; every run stops
@@ -19,18 +20,19 @@ cd "$(dirname "$0")/.."
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 
 quick=()
-out=results/policies
+out=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
-    --quick) quick=(--quick); out=""; shift ;;
+    --quick) quick=(--quick); shift ;;
     --out) [[ $# -ge 2 ]] || { usage >&2; exit 2; }; out=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "unknown argument: $1" >&2; usage >&2; exit 2 ;;
   esac
 done
 command -v jq >/dev/null || { echo "jq is required (apt-get install jq)" >&2; exit 2; }
+# Full scale makes the committed result; a quick run, a scratch one.
+if [[ -z "$out" && ${#quick[@]} -eq 0 ]]; then out=results/policies; fi
 [[ -n "$out" ]] || out=$(mktemp -d "${TMPDIR:-/tmp}/policies.XXXXXX")
-rm -rf "$out"
 
 cargo build --release --quiet --bin storm
 ./target/release/storm run scenarios/policies.toml --engine real --parallel 3 \

@@ -47,6 +47,7 @@ window_s=300
 
 # run_soak: runs both programs for $minutes minutes, sampling into $work.
 run_soak() {
+  command -v jq > /dev/null || { echo "jq is required (apt-get install jq)" >&2; exit 2; }
   cargo build --release --quiet --bins
   work=$(mktemp -d)
   server_pid=""; client_pid=""
@@ -57,10 +58,13 @@ run_soak() {
   }
   trap cleanup EXIT INT TERM
 
-  target/release/server --listen 127.0.0.1:0 --limit 1000000 > "$work/server.log" &
+  # The server's first status line (JSON on descriptor 3) says where it
+  # listens; its display lines are for people.
+  target/release/server --listen 127.0.0.1:0 --limit 1000000 --status-fd 3 \
+    3> "$work/server.status" > "$work/server.log" &
   server_pid=$!
   for _ in $(seq 100); do
-    url=$(grep -o 'http://[^ ]*/api' "$work/server.log" 2>/dev/null | head -1 || true)
+    url=$(head -n 1 "$work/server.status" 2>/dev/null | jq -r '.listening.url // empty' 2>/dev/null || true)
     [[ -n "$url" ]] && break
     sleep 0.05
   done

@@ -8,8 +8,8 @@ use std::sync::{Mutex, MutexGuard};
 
 const STORM: &str = env!("CARGO_BIN_EXE_storm");
 
-/// The real-engine test runs alone: a quick storm needs a calm machine
-/// (see tests/storm.rs).
+/// The tests here run one at a time: the quick storm on the real engine
+/// needs a calm machine (see tests/storm.rs), and the others run storms too.
 fn one_at_a_time() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
     LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -67,6 +67,7 @@ fn expected() -> Vec<(String, bool)> {
 
 #[test]
 fn the_defences_scenario_in_virtual_time() {
+    let _serial = one_at_a_time();
     let out = temp_dir("defences-sim");
     let file = repo("scenarios/defences.toml");
     let output = storm(
@@ -112,6 +113,7 @@ fn the_defences_scenario_on_the_real_engine_quick() {
 
 #[test]
 fn a_dumped_scenario_runs_the_same_experiment_as_its_command_line() {
+    let _serial = one_at_a_time();
     let dir = temp_dir("dump");
     std::fs::create_dir_all(&dir).unwrap();
     let flags = [
@@ -128,18 +130,16 @@ fn a_dumped_scenario_runs_the_same_experiment_as_its_command_line() {
         "--seed",
         "7",
     ];
-    let dumped = Command::new(STORM)
-        .args(flags)
-        .arg("--dump-scenario")
-        .output()
-        .unwrap();
+    let mut dump = flags.to_vec();
+    dump.push("--dump-scenario");
+    let dumped = storm(&dump, &dir.join("dumped"));
     assert!(dumped.status.success(), "{dumped:?}");
     let text = String::from_utf8(dumped.stdout).unwrap();
     assert!(
         text.contains("seed = 7") && text.contains("pause = \"15s\""),
         "{text}"
     );
-    assert!(!dir.join("by-flags").exists(), "dumping runs nothing");
+    assert!(!dir.join("dumped").exists(), "dumping runs nothing");
     let file = dir.join("dumped.toml");
     std::fs::write(&file, &text).unwrap();
 
@@ -177,6 +177,7 @@ fn a_dumped_scenario_runs_the_same_experiment_as_its_command_line() {
 
 #[test]
 fn a_bad_scenario_is_refused_with_its_mistake_and_nothing_is_written() {
+    let _serial = one_at_a_time();
     let dir = temp_dir("bad-scenario");
     std::fs::create_dir_all(&dir).unwrap();
     let cases = [
@@ -193,12 +194,26 @@ fn a_bad_scenario_is_refused_with_its_mistake_and_nothing_is_written() {
             "seed = 1\nwarmup = \"1s\"\n[[case]]\nname = \"a\"\n",
             "warmup",
         ),
+        (
+            "seed = 1\n[[case]]\nname = \"a\"\nserver = \"--generate man\"\n",
+            "--generate",
+        ),
+        (
+            "seed = 1\n[[case]]\nname = \"a\"\nclient = \"plan\"\n",
+            "'plan'",
+        ),
+        // The runner gives every child its status pipe itself.
+        (
+            "seed = 1\n[[case]]\nname = \"a\"\nclient = \"--status-fd 5\"\n",
+            "--status-fd",
+        ),
     ];
     for (i, (text, needle)) in cases.iter().enumerate() {
         let file = dir.join(format!("{i}.toml"));
         std::fs::write(&file, text).unwrap();
         let out = dir.join(format!("out{i}"));
-        let output = storm(&["run", file.to_str().unwrap(), "--engine", "sim"], &out);
+        // On the real engine: refused before any child starts.
+        let output = storm(&["run", file.to_str().unwrap(), "--engine", "real"], &out);
         assert_eq!(output.status.code(), Some(2), "{text}: {output:?}");
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(stderr.contains(needle), "{text}: {stderr}");
@@ -211,6 +226,7 @@ fn a_bad_scenario_is_refused_with_its_mistake_and_nothing_is_written() {
 
 #[test]
 fn the_programs_install_their_man_pages_and_completions() {
+    let _serial = one_at_a_time();
     let prefix = temp_dir("install-docs");
     let bin = Path::new(STORM).parent().unwrap();
     let output = Command::new(repo("scripts/install-docs.sh"))

@@ -7,6 +7,6 @@ pub mod counts;
 pub mod histogram;
 pub mod output;
 pub mod rows;
-pub(crate) mod status;
+pub mod status;
 pub mod summary;
 pub mod verdict;

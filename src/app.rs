@@ -69,7 +69,7 @@ pub fn server(args: ServerArgs) -> ExitCode {
     if let Some(kind) = args.generate.generate {
         return generate(kind, ServerArgs::command(), "server", ServerArgs::command());
     }
-    match status_sink(args.status_fd) {
+    match status_sink(args.report.status_fd) {
         Ok(status) => block_on(args.runtime.threads, serve(args, status)),
         Err(code) => code,
     }
@@ -126,7 +126,7 @@ pub fn client(cli: ClientCli) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        None => match status_sink(cli.run.status_fd) {
+        None => match status_sink(cli.run.report.status_fd) {
             Ok(status) => block_on(cli.run.runtime.threads, load(cli.run, status)),
             Err(code) => code,
         },

@@ -2,24 +2,13 @@
 //! `--dump-scenario` and what it prints, a bad file refused, and the man
 //! pages and completions the programs generate.
 
+mod common;
+
+use common::{fresh_path, one_at_a_time};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::{Mutex, MutexGuard};
 
 const STORM: &str = env!("CARGO_BIN_EXE_storm");
-
-/// The tests here run one at a time: the quick storm on the real engine
-/// needs a calm machine (see tests/storm.rs), and the others run storms too.
-fn one_at_a_time() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("retry-storm-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
 
 fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
@@ -68,7 +57,7 @@ fn expected() -> Vec<(String, bool)> {
 #[test]
 fn the_defences_scenario_in_virtual_time() {
     let _serial = one_at_a_time();
-    let out = temp_dir("defences-sim");
+    let out = fresh_path("defences-sim");
     let file = repo("scenarios/defences.toml");
     let output = storm(
         &["run", file.to_str().unwrap(), "--engine", "sim", "--quiet"],
@@ -96,7 +85,7 @@ fn the_defences_scenario_in_virtual_time() {
 #[test]
 fn the_defences_scenario_on_the_real_engine_quick() {
     let _serial = one_at_a_time();
-    let out = temp_dir("defences-real");
+    let out = fresh_path("defences-real");
     let file = repo("scenarios/defences.toml");
     let output = storm(&["run", file.to_str().unwrap(), "--quick", "--quiet"], &out);
     assert!(output.status.success(), "{output:?}");
@@ -114,7 +103,7 @@ fn the_defences_scenario_on_the_real_engine_quick() {
 #[test]
 fn a_dumped_scenario_runs_the_same_experiment_as_its_command_line() {
     let _serial = one_at_a_time();
-    let dir = temp_dir("dump");
+    let dir = fresh_path("dump");
     std::fs::create_dir_all(&dir).unwrap();
     let flags = [
         "--engine",
@@ -178,7 +167,7 @@ fn a_dumped_scenario_runs_the_same_experiment_as_its_command_line() {
 #[test]
 fn a_bad_scenario_is_refused_with_its_mistake_and_nothing_is_written() {
     let _serial = one_at_a_time();
-    let dir = temp_dir("bad-scenario");
+    let dir = fresh_path("bad-scenario");
     std::fs::create_dir_all(&dir).unwrap();
     let cases = [
         ("seed = 1\n", "no cases"),
@@ -227,7 +216,7 @@ fn a_bad_scenario_is_refused_with_its_mistake_and_nothing_is_written() {
 #[test]
 fn the_programs_install_their_man_pages_and_completions() {
     let _serial = one_at_a_time();
-    let prefix = temp_dir("install-docs");
+    let prefix = fresh_path("install-docs");
     let bin = Path::new(STORM).parent().unwrap();
     let output = Command::new(repo("scripts/install-docs.sh"))
         .arg("--bin")

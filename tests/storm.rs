@@ -1,30 +1,16 @@
 //! `storm` end to end, as a user runs it: a quick comparison of two
 //! strategies with real SIGSTOP/SIGCONT, and Ctrl-C during the pause.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::{fresh_path, one_at_a_time};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use retry_storm::report::rows::{ClientRow, ServerRow};
 
 const STORM: &str = env!("CARGO_BIN_EXE_storm");
-
-/// The tests here run one at a time. A quick real storm is ten times
-/// denser than a real one, and its verdicts need a calm warm-up: with a
-/// virtual-time sweep or another storm beside it on two cores, a stall
-/// once pushed its server over the limit before the pause, and the storm
-/// began on its own (seen in CI).
-fn one_at_a_time() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("retry-storm-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
 
 fn rows<T: serde::de::DeserializeOwned>(path: &Path) -> Vec<T> {
     csv::Reader::from_path(path)
@@ -37,7 +23,7 @@ fn rows<T: serde::de::DeserializeOwned>(path: &Path) -> Vec<T> {
 #[test]
 fn quick_comparison_gives_verdicts_and_every_file() {
     let _serial = one_at_a_time();
-    let out = temp_dir("storm");
+    let out = fresh_path("storm");
     // A 90 s observation (9 s compressed) leaves the 2014 client, which
     // comes back about 50 s after resume, room to show it.
     let status = Command::new(STORM)
@@ -178,7 +164,7 @@ fn wait_for_children(
 #[test]
 fn ctrl_c_during_the_pause_leaves_nothing_behind() {
     let _serial = one_at_a_time();
-    let out = temp_dir("storm-interrupt");
+    let out = fresh_path("storm-interrupt");
     let mut storm = quick_storm(&out);
     let pid = storm.0.id();
     // The pause has begun when both servers are stopped.
@@ -211,7 +197,7 @@ fn cmdline(pid: u32) -> String {
 #[test]
 fn a_crashed_client_stops_the_run_and_its_servers() {
     let _serial = one_at_a_time();
-    let out = temp_dir("storm-crash");
+    let out = fresh_path("storm-crash");
     let mut storm = quick_storm(&out);
     let pid = storm.0.id();
     let kids = wait_for_children(pid, "the start of four children", |kids| kids.len() == 4);
@@ -256,7 +242,7 @@ fn header(path: &Path) -> String {
 fn the_virtual_engine_writes_the_same_files_in_the_same_schema() {
     let _serial = one_at_a_time();
     use retry_storm::report::output::CsvRow;
-    let out = temp_dir("storm-sim");
+    let out = fresh_path("storm-sim");
     let output = Command::new(STORM)
         .args(["--engine", "sim", "--quiet", "--verbose", "--out"])
         .arg(&out)
@@ -300,7 +286,7 @@ fn the_virtual_engine_writes_the_same_files_in_the_same_schema() {
 #[test]
 fn sweep_writes_critical_pauses_and_a_heat_map() {
     let _serial = one_at_a_time();
-    let out = temp_dir("sweep");
+    let out = fresh_path("sweep");
     let status = Command::new(STORM)
         .args([
             "sweep",

@@ -1,13 +1,13 @@
 //! The `client` program's flags and `client plan`'s, turned into validated
 //! configurations.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::error::ErrorKind;
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
 use super::generate::GenerateArgs;
+use super::report::ReportArgs;
 use super::retry::{LimitArgs, StrategyArgs, ThrottleArgs};
 use super::runtime::RuntimeArgs;
 use super::values::{
@@ -93,13 +93,9 @@ pub struct ClientArgs {
     /// printed at start].
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
-    /// Write report rows to this CSV file.
-    #[arg(long, value_name = "PATH")]
-    pub csv: Option<PathBuf>,
-    /// Write status lines (JSON: every report row) to this inherited file
-    /// descriptor, for a supervising program.
-    #[arg(long, hide = true, value_parser = clap::value_parser!(i32).range(3..), value_name = "FD")]
-    pub status_fd: Option<i32>,
+    /// Where report rows go.
+    #[command(flatten)]
+    pub report: ReportArgs,
     /// Compress time: divide every duration given (think time, timeout,
     /// retry delays, windows, report interval, run length) by K and multiply
     /// rates by it, for quick experiments.
@@ -138,7 +134,7 @@ impl ClientArgs {
             ramp_up: self.ramp_up,
             timer_resolution: self.timer_resolution,
             seed: self.seed.unwrap_or_else(rand::random),
-            csv: self.csv.clone(),
+            csv: self.report.csv.clone(),
             quiet: false,
         };
         Ok(config.scaled(self.time_scale))

@@ -1,7 +1,6 @@
 //! The `server` program's flags, turned into a validated configuration.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::builder::PossibleValue;
@@ -10,6 +9,7 @@ use clap::{CommandFactory, Parser, ValueEnum};
 
 use super::generate::GenerateArgs;
 use super::refusal::refuse_strays;
+use super::report::ReportArgs;
 use super::runtime::RuntimeArgs;
 use super::values::{
     duration, growth_factor, positive, positive_duration, time_scale, timer_resolution,
@@ -108,13 +108,9 @@ pub struct ServerArgs {
     /// The async runtime.
     #[command(flatten)]
     pub runtime: RuntimeArgs,
-    /// Write report rows to this CSV file.
-    #[arg(long, value_name = "PATH")]
-    pub csv: Option<PathBuf>,
-    /// Write status lines (JSON: the address, then every report row) to
-    /// this inherited file descriptor, for a supervising program.
-    #[arg(long, hide = true, value_parser = clap::value_parser!(i32).range(3..), value_name = "FD")]
-    pub status_fd: Option<i32>,
+    /// Where report rows go.
+    #[command(flatten)]
+    pub report: ReportArgs,
     /// Compress time: divide every duration given (delays, Retry-After,
     /// report interval) by K, for quick experiments.
     #[arg(long, default_value_t = 1.0, value_parser = time_scale, value_name = "K")]
@@ -167,7 +163,7 @@ impl ServerArgs {
             report_interval: self.report_interval,
             header_read_timeout: self.header_read_timeout,
             timer_resolution: self.timer_resolution,
-            csv: self.csv.clone(),
+            csv: self.report.csv.clone(),
             quiet: false,
         };
         Ok(config.scaled(self.time_scale))

@@ -223,6 +223,14 @@ mod tests {
         StormCli::try_parse_from(argv).unwrap()
     }
 
+    /// The storm the default command line `args` runs.
+    fn run_of(args: &[&str]) -> Storm {
+        let cli = storm(args);
+        cli.run
+            .exec
+            .storm(cli.run.scenario().unwrap(), "storm".into(), None)
+    }
+
     #[test]
     fn the_default_storm_is_a_scenario_of_three_strategies() {
         let cli = storm(&["--client-args", "--clients 200", "--pause", "10s"]);
@@ -253,17 +261,9 @@ mod tests {
 
     #[test]
     fn quick_compresses_real_runs_only_and_in_turn_is_one_at_a_time() {
-        let cli = storm(&["--quick", "--in-turn"]);
-        let run = cli
-            .run
-            .exec
-            .storm(cli.run.scenario().unwrap(), "storm".into(), None);
+        let run = run_of(&["--quick", "--in-turn"]);
         assert_eq!((run.time_scale, run.parallel), (10.0, 1));
-        let cli = storm(&["--quick", "--engine", "sim", "--parallel", "2"]);
-        let run = cli
-            .run
-            .exec
-            .storm(cli.run.scenario().unwrap(), "storm".into(), None);
+        let run = run_of(&["--quick", "--engine", "sim", "--parallel", "2"]);
         assert_eq!(
             (run.engine, run.time_scale, run.parallel),
             (Engine::Sim, 1.0, 2)
@@ -311,21 +311,13 @@ mod tests {
 
     #[test]
     fn bad_case_flags_are_refused_before_anything_runs() {
-        let cli = storm(&["--client-args", "--clients 0", "--engine", "sim"]);
-        let run = cli
-            .run
-            .exec
-            .storm(cli.run.scenario().unwrap(), "storm".into(), None);
+        let run = run_of(&["--client-args", "--clients 0", "--engine", "sim"]);
         let err = run.validate(&ProgramFlags).unwrap_err().to_string();
         assert!(
             err.contains("case fixed") && err.contains("--clients"),
             "{err}"
         );
-        let cli = storm(&["--server-args", "--shed-above 5 --shed-status 500"]);
-        let run = cli
-            .run
-            .exec
-            .storm(cli.run.scenario().unwrap(), "storm".into(), None);
+        let run = run_of(&["--server-args", "--shed-above 5 --shed-status 500"]);
         let err = run.validate(&ProgramFlags).unwrap_err().to_string();
         assert!(
             err.contains("server flags") && err.contains("--shed-status"),

@@ -107,3 +107,21 @@ pub fn temp_dir(name: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// A path for one test's results that does not exist yet (a program under
+/// test creates it, or is checked not to).
+pub fn fresh_path(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("retry-storm-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// Serialises the tests of one test binary that run real storms. A quick
+/// real storm is ten times denser than a real one, and its verdicts need a
+/// calm warm-up: with a virtual-time sweep or another storm beside it on
+/// two cores, a stall once pushed its server over the limit before the
+/// pause, and the storm began on its own (seen in CI).
+pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}

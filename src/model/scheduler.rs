@@ -141,6 +141,24 @@ impl<T> CompletionScheduler<T> {
         Some(payload)
     }
 
+    /// When the request of `ticket` was admitted, if it is still in flight.
+    pub fn start_of(&self, ticket: Ticket) -> Option<Duration> {
+        let index = self
+            .queue
+            .binary_search_by_key(&ticket, |e| e.ticket)
+            .ok()?;
+        let entry = &self.queue[index];
+        entry.payload.as_ref().map(|_| entry.start)
+    }
+
+    /// The requests in flight, oldest first, each with its admission
+    /// instant.
+    pub fn in_flight(&self) -> impl Iterator<Item = (&T, Duration)> {
+        self.queue
+            .iter()
+            .filter_map(|e| e.payload.as_ref().map(|p| (p, e.start)))
+    }
+
     /// Takes the completions found so far, oldest first.
     pub fn drain_completed(&mut self) -> std::vec::Drain<'_, Completion<T>> {
         self.done.drain(..)
@@ -249,7 +267,11 @@ mod tests {
         let b = s.admit(ms(0), "b");
         s.admit(ms(0), "c");
         // 400 ms for three; at 150 "b" goes away: two left, 200 ms.
+        assert_eq!(s.start_of(b), Some(ms(0)));
+        let held: Vec<_> = s.in_flight().map(|(p, start)| (*p, start)).collect();
+        assert_eq!(held, vec![("a", ms(0)), ("b", ms(0)), ("c", ms(0))]);
         assert_eq!(s.cancel(ms(150), b), Some("b"));
+        assert_eq!(s.start_of(b), None, "cancelled");
         assert_eq!(s.concurrency(), 2);
         assert!(drain(&mut s).is_empty());
         // Two in flight from 150 on: "a" completes at 200, and then "c",

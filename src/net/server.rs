@@ -32,7 +32,7 @@ use super::timer::Alarm;
 use crate::model::scheduler::{Completion, CompletionScheduler, Ticket};
 use crate::model::server::{DEFAULT_BACKLOG, OnDisconnect, ServerConfig};
 use crate::policy::format_retry_after;
-use crate::report::counts::ServerCounts;
+use crate::report::counts::{Held, ServerCounts};
 use crate::report::output::{CsvError, CsvSink, say, write_row};
 use crate::report::rows::{ServerRow, format_delay, unix_ms};
 use crate::report::status::{Status, StatusSink};
@@ -499,6 +499,7 @@ impl ModelActor {
             abandoned: self.totals.abandoned,
             peak_concurrency: self.peak,
             in_flight: self.scheduler.concurrency(),
+            abandoned_held: self.held_for_gone().count,
             shed: self.totals.shed,
         };
         if !self.quiet {
@@ -522,43 +523,50 @@ impl ModelActor {
                     .is_some_and(|above| self.scheduler.concurrency() >= above)
                 {
                     let _ = reply.send(Reply::Shed);
-                    self.interval.shed += 1;
-                    self.totals.shed += 1;
+                    self.count(|c| c.shed += 1);
                     return;
                 }
                 let ticket = self.scheduler.admit(at, Pending { id, reply });
                 if let Some(tickets) = &mut self.tickets {
                     tickets.insert(id, ticket);
                 }
-                self.peak = self.peak.max(self.scheduler.concurrency());
+                let concurrency = self.scheduler.concurrency();
+                self.count(|c| c.admitted(concurrency));
+                self.peak = self.peak.max(concurrency);
             }
             ToModel::Cancel { id } => {
                 let now = self.now();
                 let ticket = self.tickets.as_mut().and_then(|t| t.remove(&id));
-                if let Some(ticket) = ticket
-                    && self.scheduler.cancel(now, ticket).is_some()
-                {
-                    self.interval.abandoned += 1;
-                    self.totals.abandoned += 1;
+                let Some(ticket) = ticket else {
+                    return;
+                };
+                let start = self.scheduler.start_of(ticket);
+                if let (Some(start), Some(_)) = (start, self.scheduler.cancel(now, ticket)) {
+                    self.count(|c| c.abandon(now.saturating_sub(start)));
                 }
             }
         }
     }
 
+    /// Counts something in the interval and in the run's totals.
+    fn count(&mut self, f: impl Fn(&mut ServerCounts)) {
+        f(&mut self.interval);
+        f(&mut self.totals);
+    }
+
     /// Answers every request the scheduler has completed.
     fn deliver(&mut self) {
-        for Completion { payload, .. } in self.scheduler.drain_completed() {
+        let done: Vec<Completion<Pending>> = self.scheduler.drain_completed().collect();
+        for Completion { payload, start, at } in done {
             if let Some(tickets) = &mut self.tickets {
                 tickets.remove(&payload.id);
             }
             // A closed channel means hyper dropped the handler: the client
             // went away and this completion is wasted work.
             if payload.reply.send(Reply::Done).is_ok() {
-                self.interval.completed += 1;
-                self.totals.completed += 1;
+                self.count(|c| c.completed += 1);
             } else {
-                self.interval.abandoned += 1;
-                self.totals.abandoned += 1;
+                self.count(|c| c.abandon(at.saturating_sub(start)));
             }
         }
         let g = &self.gauges;
@@ -570,12 +578,29 @@ impl ModelActor {
         g.shed.store(self.totals.shed, Ordering::Relaxed);
     }
 
+    /// The requests in the model whose client has gone: hyper dropped
+    /// their handler, so nobody waits on their answer.
+    fn held_for_gone(&self) -> Held {
+        let now = self.now();
+        let mut held = Held::default();
+        for (pending, start) in self.scheduler.in_flight() {
+            if pending.reply.is_closed() {
+                held.count += 1;
+                held.time += now.saturating_sub(start);
+            }
+        }
+        held
+    }
+
     fn report(&mut self, measured: Duration) {
+        let concurrency = self.scheduler.concurrency();
+        let counts = std::mem::replace(&mut self.interval, ServerCounts::starting_at(concurrency));
         let row = ServerRow::new(
-            std::mem::take(&mut self.interval),
+            counts,
             measured,
-            self.scheduler.concurrency(),
+            concurrency,
             self.scheduler.current_delay(),
+            self.held_for_gone(),
             unix_ms(),
             self.epoch.elapsed(),
         );

@@ -4,6 +4,7 @@
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
@@ -214,23 +215,61 @@ impl ClientRecorder {
     }
 }
 
-/// What the server counted during one interval.
+/// What the server counted during one interval (or, summed, a run).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ServerCounts {
     /// Requests answered to a waiting client.
     pub completed: u64,
-    /// Requests whose client went away before the answer.
+    /// Requests whose client went away before the answer: completed for
+    /// nobody, or dropped when the server noticed.
     pub abandoned: u64,
     /// Requests refused at once because the server was over its shedding
     /// threshold.
     pub shed: u64,
+    /// How long the model held the `abandoned` requests, from admission to
+    /// completion or drop: the server's time spent on clients that had
+    /// gone.
+    pub abandoned_time: Duration,
+    /// The highest concurrency within the interval, at any admission.
+    pub max_concurrency: u64,
+}
+
+impl ServerCounts {
+    /// Empty counts for an interval that starts with `concurrency` requests
+    /// in flight.
+    pub fn starting_at(concurrency: u64) -> Self {
+        ServerCounts {
+            max_concurrency: concurrency,
+            ..ServerCounts::default()
+        }
+    }
+
+    /// A request was admitted, bringing the concurrency to `concurrency`.
+    pub fn admitted(&mut self, concurrency: u64) {
+        self.max_concurrency = self.max_concurrency.max(concurrency);
+    }
+
+    /// A request whose client had gone left the model after `held` in it.
+    pub fn abandon(&mut self, held: Duration) {
+        self.abandoned += 1;
+        self.abandoned_time += held;
+    }
+}
+
+/// The requests in the model for clients that have gone, at a report:
+/// work the server still holds for nobody.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Held {
+    /// How many.
+    pub count: u64,
+    /// Their time in the model so far, summed.
+    pub time: Duration,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::report::rows::ClientRow;
-    use std::time::Duration;
 
     fn attempt(outcome: Outcome, is_retry: bool, ms: u64) -> AttemptRecord {
         AttemptRecord {
@@ -319,5 +358,19 @@ mod tests {
         r.take_interval(&mut c);
         assert_eq!(c.tally.attempts(), 0);
         assert_eq!(r.in_flight(), 1);
+    }
+
+    #[test]
+    fn server_counts_keep_the_intervals_highest_concurrency_and_wasted_time() {
+        let ms = Duration::from_millis;
+        let mut c = ServerCounts::starting_at(7);
+        assert_eq!(c.max_concurrency, 7, "what was in flight at the start");
+        for concurrency in [8, 470, 12] {
+            c.admitted(concurrency);
+        }
+        c.abandon(ms(2_500));
+        c.abandon(ms(500));
+        assert_eq!(c.max_concurrency, 470);
+        assert_eq!((c.abandoned, c.abandoned_time), (2, ms(3_000)));
     }
 }

@@ -53,6 +53,10 @@ impl CsvRow for ServerRow {
         "completed_per_s",
         "abandoned_per_s",
         "shed_per_s",
+        "max_concurrency",
+        "abandoned_held",
+        "abandoned_held_s",
+        "abandoned_time_per_s",
     ];
 }
 
@@ -138,7 +142,7 @@ pub fn write_row<T: CsvRow>(sink: &mut Option<CsvSink<T>>, row: &T) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::counts::{ClientCounts, ServerCounts};
+    use crate::report::counts::{ClientCounts, Held, ServerCounts};
     use std::time::Duration;
 
     /// The header constant must name the serialized fields, in order.
@@ -169,6 +173,7 @@ mod tests {
             Duration::from_secs(1),
             0,
             Duration::ZERO,
+            Held::default(),
             0,
             Duration::ZERO,
         );
@@ -183,21 +188,32 @@ mod tests {
         let mut sink = CsvSink::<ServerRow>::create(&path).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(text.trim_end(), ServerRow::HEADER.join(","));
+        // Two abandoned after 0.5 and 1 s in the model; 5 in flight at
+        // most; 2 held for gone clients, for 3.25 s together.
         let row = ServerRow::new(
             ServerCounts {
                 completed: 10,
-                abandoned: 0,
+                abandoned: 2,
                 shed: 2,
+                abandoned_time: Duration::from_millis(1500),
+                max_concurrency: 5,
             },
-            Duration::from_secs(1),
+            Duration::from_secs(2),
             3,
             Duration::from_millis(100),
+            Held {
+                count: 2,
+                time: Duration::from_millis(3250),
+            },
             1,
             Duration::from_secs(2),
         );
         sink.write(&row).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
-        assert_eq!(text.lines().nth(1), Some("1,2.0,3,100.0,10.0,0.0,2.0"));
+        assert_eq!(
+            text.lines().nth(1),
+            Some("1,2.0,3,100.0,5.0,1.0,1.0,5,2,3.25,0.75")
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::counts::{ClientCounts, ServerCounts};
+use super::counts::{ClientCounts, Held, ServerCounts};
 use super::histogram::Percentiles;
 
 fn per_sec(count: u64, secs: f64) -> f64 {
@@ -138,6 +138,21 @@ pub struct ServerRow {
     pub abandoned_per_s: f64,
     /// Requests refused at once by `--shed-above` per second.
     pub shed_per_s: f64,
+    /// The highest concurrency within the interval, at any admission (a
+    /// burst that drains before the report shows here only).
+    #[serde(default)]
+    pub max_concurrency: u64,
+    /// Requests in the model at the report whose client had gone: work held
+    /// for nobody.
+    #[serde(default)]
+    pub abandoned_held: u64,
+    /// Their time in the model so far, summed, seconds.
+    #[serde(default)]
+    pub abandoned_held_s: f64,
+    /// The model's time spent on requests whose client had gone, counted as
+    /// they left it (completed or dropped), seconds per second.
+    #[serde(default)]
+    pub abandoned_time_per_s: f64,
 }
 
 impl ServerRow {
@@ -148,6 +163,7 @@ impl ServerRow {
         interval: Duration,
         concurrency: u64,
         delay: Duration,
+        held: Held,
         unix_ms: u64,
         elapsed: Duration,
     ) -> Self {
@@ -160,6 +176,14 @@ impl ServerRow {
             completed_per_s: round2(per_sec(counts.completed, secs)),
             abandoned_per_s: round2(per_sec(counts.abandoned, secs)),
             shed_per_s: round2(per_sec(counts.shed, secs)),
+            max_concurrency: counts.max_concurrency.max(concurrency),
+            abandoned_held: held.count,
+            abandoned_held_s: round3(held.time.as_secs_f64()),
+            abandoned_time_per_s: if secs > 0.0 {
+                round3(counts.abandoned_time.as_secs_f64() / secs)
+            } else {
+                0.0
+            },
         }
     }
 }
@@ -233,15 +257,17 @@ mod tests {
             ServerCounts {
                 completed: 100,
                 abandoned: 3,
-                shed: 0,
+                ..ServerCounts::starting_at(40)
             },
             Duration::from_millis(500),
             42,
             Duration::from_millis(110),
+            Held::default(),
             0,
             Duration::ZERO,
         );
         assert_eq!(row.completed_per_s, 200.0);
+        assert_eq!(row.max_concurrency, 42, "at least what is in flight now");
         assert_eq!(
             row.to_string(),
             "concurrency: 42, last delay: 110ms, completed: 200.00 req/sec, abandoned: 6.00 req/sec"

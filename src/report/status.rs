@@ -131,7 +131,7 @@ impl StatusSink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::counts::{ClientCounts, ServerCounts};
+    use crate::report::counts::{ClientCounts, Held, ServerCounts};
     use std::io::Read;
     use std::time::Duration;
 
@@ -147,12 +147,12 @@ mod tests {
         let server = Status::ServerRow(ServerRow::new(
             ServerCounts {
                 completed: 10,
-                abandoned: 1,
-                shed: 0,
+                ..ServerCounts::default()
             },
             Duration::from_secs(1),
             7,
             Duration::from_millis(100),
+            Held::default(),
             1_000,
             Duration::from_secs(1),
         ));

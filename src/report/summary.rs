@@ -108,6 +108,8 @@ pub struct ServerSummary {
     pub peak_concurrency: u64,
     /// Requests still in flight at the stop.
     pub in_flight: u64,
+    /// Of those, the ones whose client had gone: work held for nobody.
+    pub abandoned_held: u64,
     /// Requests shed (refused at once).
     pub shed: u64,
 }
@@ -117,8 +119,13 @@ impl fmt::Display for ServerSummary {
         write!(
             f,
             "server stopped: completed {}, abandoned {}, shed {}, peak concurrency {}, \
-             in flight at stop {}",
-            self.completed, self.abandoned, self.shed, self.peak_concurrency, self.in_flight
+             in flight at stop {} ({} of them for clients that had gone)",
+            self.completed,
+            self.abandoned,
+            self.shed,
+            self.peak_concurrency,
+            self.in_flight,
+            self.abandoned_held
         )
     }
 }

@@ -44,11 +44,17 @@ pub struct Figures {
     pub recovered: bool,
     /// Seconds from resume to the start of that recovery.
     pub recovery_s: Option<f64>,
-    /// Highest server concurrency seen.
+    /// Highest server concurrency, at any admission (a burst that drains
+    /// between two reports counts).
     pub peak_concurrency: u64,
-    /// Requests the server finished (or, in cancel mode, dropped) after
-    /// their client had gone.
+    /// Requests the server worked on for clients that had gone: finished
+    /// for nobody, dropped when it noticed (cancel mode), or still held at
+    /// its last report.
     pub wasted: u64,
+    /// The server's time on those requests, seconds: each one's time in the
+    /// model, to its completion or drop, or to the last report if still
+    /// held.
+    pub wasted_s: f64,
     /// Attempts sent per logical request started, from the stop to the end.
     pub amplification: Option<f64>,
     /// OK-weighted mean of the intervals' p50 latency before the stop, ms.
@@ -186,12 +192,21 @@ pub fn figures(client: &[ClientRow], server: &[ServerRow], timeline: &Timeline) 
         started += s.row.requests_per_s * secs;
     }
 
-    let mut wasted = 0.0;
+    // Wasted work: what left the model for nobody, interval by interval,
+    // and what it still held for nobody at the end.
+    let (mut wasted, mut wasted_s) = (0.0, 0.0);
     let mut previous = None;
     for row in server {
-        let secs = previous.map_or(row.elapsed_s, |p| row.elapsed_s - p);
-        wasted += row.abandoned_per_s * secs.max(0.0);
+        let secs = previous
+            .map_or(row.elapsed_s, |p| row.elapsed_s - p)
+            .max(0.0);
+        wasted += row.abandoned_per_s * secs;
+        wasted_s += row.abandoned_time_per_s * secs;
         previous = Some(row.elapsed_s);
+    }
+    if let Some(last) = server.last() {
+        wasted += last.abandoned_held as f64;
+        wasted_s += last.abandoned_held_s;
     }
 
     let since_resume = |ms: u64| ms.saturating_sub(timeline.resume_ms) as f64 / 1000.0;
@@ -213,8 +228,13 @@ pub fn figures(client: &[ClientRow], server: &[ServerRow], timeline: &Timeline) 
         baseline_ok_per_s: (baseline * 100.0).round() / 100.0,
         recovered: recovery.is_some(),
         recovery_s,
-        peak_concurrency: server.iter().map(|r| r.concurrency).max().unwrap_or(0),
+        peak_concurrency: server
+            .iter()
+            .map(|r| r.max_concurrency.max(r.concurrency))
+            .max()
+            .unwrap_or(0),
         wasted: wasted.round() as u64,
+        wasted_s: (wasted_s * 10.0).round() / 10.0,
         amplification: (started > 0.0).then(|| ((sent / started) * 100.0).round() / 100.0),
         p50_before_ms: weighted(&warm, |r| r.p50_ms),
         p99_before_ms: weighted(&warm, |r| r.p99_ms),
@@ -440,6 +460,10 @@ mod tests {
                 completed_per_s: 0.0,
                 abandoned_per_s: 0.0,
                 shed_per_s: 0.0,
+                max_concurrency: c,
+                abandoned_held: 0,
+                abandoned_held_s: 0.0,
+                abandoned_time_per_s: 0.0,
             })
             .collect()
     }
@@ -478,6 +502,10 @@ mod tests {
                 completed_per_s: 100.0,
                 abandoned_per_s: if i > 10 { 50.0 } else { 0.0 },
                 shed_per_s: 0.0,
+                max_concurrency: if i == 12 { 5000 } else { 10 },
+                abandoned_held: 0,
+                abandoned_held_s: 0.0,
+                abandoned_time_per_s: if i > 10 { 25.0 } else { 0.0 },
             })
             .collect();
         let mut rows = client(&[100.0; 20]);
@@ -490,7 +518,33 @@ mod tests {
         let f = figures(&rows, &server, &timeline());
         assert_eq!(f.peak_concurrency, 5000);
         assert_eq!(f.wasted, 500);
+        // 10 one-second rows with 25 s of wasted time each.
+        assert_eq!(f.wasted_s, 250.0);
         // 15 intervals from the stop: 4500 sent over 1400 started.
         assert_eq!(f.amplification, Some(3.21));
+    }
+
+    #[test]
+    fn a_burst_between_reports_and_work_still_held_at_the_end_count() {
+        // A 3 s pause: about 470 requests burst in at the resume and drain
+        // within the second, so every report sees 10 in flight; the
+        // interval's maximum holds the burst.
+        let mut rows = server(&[10; 12]);
+        rows[10].max_concurrency = 470;
+        // At the end 37,000 requests are held for clients that have gone,
+        // for 600,000 s together; 3 more were finished for nobody before.
+        rows[11].abandoned_held = 37_000;
+        rows[11].abandoned_held_s = 600_000.0;
+        rows[5].abandoned_per_s = 3.0;
+        rows[5].abandoned_time_per_s = 1.5;
+        let f = figures(&client(&[100.0; 12]), &rows, &timeline());
+        assert_eq!(f.peak_concurrency, 470);
+        assert_eq!(f.wasted, 37_003);
+        assert_eq!(f.wasted_s, 600_001.5);
+        // Rows from before these columns read as their concurrency.
+        for row in &mut rows {
+            row.max_concurrency = 0;
+        }
+        assert_eq!(figures(&[], &rows, &timeline()).peak_concurrency, 10);
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::model::scheduler::{CompletionScheduler, Ticket};
 use crate::model::server::{OnDisconnect, ServerConfig};
-use crate::report::counts::ServerCounts;
+use crate::report::counts::{Held, ServerCounts};
 use crate::report::rows::ServerRow;
 use crate::report::summary::ServerSummary;
 
@@ -45,6 +45,12 @@ pub struct Host<T> {
     cancel: bool,
     /// Disconnects the stopped server will notice when it resumes.
     cancels: Vec<Ticket>,
+    /// Requests in the model whose client has gone, and the sum of their
+    /// admission instants: each is added when its client is known gone and
+    /// removed when it leaves the model, so the report needs no pass over
+    /// the model.
+    gone: u64,
+    gone_since: Duration,
     /// Counts since the last report.
     pub interval: ServerCounts,
     /// Counts over the whole run.
@@ -65,6 +71,8 @@ impl<T: Copy> Host<T> {
             shed_above: config.shed.map(|s| s.above),
             cancel: config.on_disconnect == OnDisconnect::Cancel,
             cancels: Vec::new(),
+            gone: 0,
+            gone_since: Duration::ZERO,
             interval: ServerCounts::default(),
             totals: ServerCounts::default(),
             peak: 0,
@@ -119,25 +127,41 @@ impl<T: Copy> Host<T> {
             .shed_above
             .is_some_and(|above| self.scheduler.concurrency() >= above)
         {
-            self.interval.shed += 1;
-            self.totals.shed += 1;
+            self.count(|c| c.shed += 1);
             return Delivery::Shed;
         }
         let ticket = self.scheduler.admit(now, request);
-        self.peak = self.peak.max(self.scheduler.concurrency());
+        let concurrency = self.scheduler.concurrency();
+        self.count(|c| c.admitted(concurrency));
+        self.peak = self.peak.max(concurrency);
         Delivery::Admitted(ticket)
     }
 
-    /// The client of an admitted request closed its connection.
+    /// The client of an admitted request closed its connection: the work
+    /// is held for nobody until it completes, or until the server notices
+    /// (in `cancel` mode: at once, or at resume).
     pub fn disconnect(&mut self, now: Duration, ticket: Ticket) {
-        if !self.cancel {
+        let Some(start) = self.scheduler.start_of(ticket) else {
+            return;
+        };
+        if self.cancel && !self.stopped {
+            self.scheduler.cancel(now, ticket);
+            self.count(|c| c.abandon(now.saturating_sub(start)));
             return;
         }
-        if self.stopped {
+        self.gone += 1;
+        self.gone_since += start;
+        if self.cancel {
             self.cancels.push(ticket);
-        } else if self.scheduler.cancel(now, ticket).is_some() {
-            self.count_abandoned();
         }
+    }
+
+    /// A request held for a gone client leaves the model at `now`.
+    fn leaves(&mut self, start: Duration, now: Duration) {
+        debug_assert!(self.gone > 0, "only marked requests leave as gone");
+        self.gone = self.gone.saturating_sub(1);
+        self.gone_since = self.gone_since.saturating_sub(start);
+        self.count(|c| c.abandon(now.saturating_sub(start)));
     }
 
     /// SIGSTOP.
@@ -158,53 +182,76 @@ impl<T: Copy> Host<T> {
         self.stopped = false;
         self.scheduler.advance(now);
         for ticket in std::mem::take(&mut self.cancels) {
-            if self.scheduler.cancel(now, ticket).is_some() {
-                self.count_abandoned();
+            // One that fell due while stopped is among the completions, and
+            // leaves as gone with them.
+            if let Some(start) = self.scheduler.start_of(ticket) {
+                self.scheduler.cancel(now, ticket);
+                self.leaves(start, now);
             }
         }
         self.queued = 0;
         while let Some((request, _)) = self.unread.pop_front() {
             let fate = self.read(now, request);
-            if let (true, Delivery::Admitted(ticket)) = (self.cancel && gone(&request), fate) {
-                // Read, then dropped as soon as the closed socket shows.
-                self.scheduler.cancel(now, ticket);
-                self.count_abandoned();
-                continue;
+            if let (true, Delivery::Admitted(ticket)) = (gone(&request), fate) {
+                if self.cancel {
+                    // Read, then dropped as soon as the closed socket shows.
+                    self.scheduler.cancel(now, ticket);
+                    self.count(|c| c.abandon(Duration::ZERO));
+                    continue;
+                }
+                // Held for nobody from now on.
+                self.gone += 1;
+                self.gone_since += now;
             }
             delivered(request, fate);
         }
     }
 
     /// Completes every request due by `now` (if running), passing each to
-    /// `answer`, which says whether its client was still waiting.
+    /// `answer`, which says whether its client was still waiting. A client
+    /// that went while its request was admitted has been told to the host
+    /// with [`Host::disconnect`] (or, at resume, by `gone`).
     pub fn advance(&mut self, now: Duration, mut answer: impl FnMut(T) -> bool) {
         if self.stopped {
             return;
         }
         self.scheduler.advance(now);
-        for done in self.scheduler.drain_completed() {
-            let counts = if answer(done.payload) {
-                |c: &mut ServerCounts| c.completed += 1
+        let done: Vec<_> = self.scheduler.drain_completed().collect();
+        for done in done {
+            if answer(done.payload) {
+                self.count(|c| c.completed += 1);
             } else {
-                |c: &mut ServerCounts| c.abandoned += 1
-            };
-            counts(&mut self.interval);
-            counts(&mut self.totals);
+                self.leaves(done.start, done.at);
+            }
         }
     }
 
-    fn count_abandoned(&mut self) {
-        self.interval.abandoned += 1;
-        self.totals.abandoned += 1;
+    /// Counts something in the interval and in the run's totals.
+    fn count(&mut self, f: impl Fn(&mut ServerCounts)) {
+        f(&mut self.interval);
+        f(&mut self.totals);
+    }
+
+    /// The requests held for gone clients at `now`.
+    fn held(&self, now: Duration) -> Held {
+        let total = now.as_nanos() * u128::from(self.gone);
+        let time = total.saturating_sub(self.gone_since.as_nanos());
+        Held {
+            count: self.gone,
+            time: Duration::from_nanos(u64::try_from(time).unwrap_or(u64::MAX)),
+        }
     }
 
     /// The report row of the interval of length `measured` ending at `now`.
     pub fn report(&mut self, now: Duration, measured: Duration) -> ServerRow {
+        let concurrency = self.scheduler.concurrency();
+        let counts = std::mem::replace(&mut self.interval, ServerCounts::starting_at(concurrency));
         ServerRow::new(
-            std::mem::take(&mut self.interval),
+            counts,
             measured,
-            self.scheduler.concurrency(),
+            concurrency,
             self.scheduler.current_delay(),
+            self.held(now),
             virtual_unix_ms(now),
             now,
         )
@@ -217,6 +264,7 @@ impl<T: Copy> Host<T> {
             abandoned: self.totals.abandoned,
             peak_concurrency: self.peak,
             in_flight: self.scheduler.concurrency(),
+            abandoned_held: self.gone,
             shed: self.totals.shed,
         }
     }
@@ -281,17 +329,28 @@ mod tests {
     fn a_cascade_of_completions_at_one_instant() {
         // delay(c) = 100 ms * 2^(c - 1): with three in flight, 400 ms.
         let mut h = doubling(OnDisconnect::Continue);
-        for (i, at) in [0, 10, 20].into_iter().enumerate() {
-            h.send(ms(at), i as u32, false);
-        }
+        let tickets: Vec<Ticket> = [0, 10, 20]
+            .into_iter()
+            .enumerate()
+            .map(|(i, at)| match h.send(ms(at), i as u32, false) {
+                Delivery::Admitted(ticket) => ticket,
+                other => panic!("a running server admits: {other:?}"),
+            })
+            .collect();
         // The first is due at 0 + 400 ms. Its completion brings the delay
         // to 200 ms, which the second (10 + 200) has already passed, and
         // then to 100 ms, which the third (20 + 100) has passed too.
         assert_eq!(h.next_completion(), Some(ms(400)));
         assert!(complete_all(&mut h, ms(399), &[0, 1, 2]).is_empty());
-        // The second client gave up: its completion is wasted work.
+        // The second client gives up at 300 ms: the model holds its work for
+        // nobody, and its completion is wasted work.
+        h.disconnect(ms(300), tickets[1]);
+        assert_eq!(h.held(ms(300)).count, 1);
+        assert_eq!(h.held(ms(300)).time, ms(290), "held since 10 ms");
         assert_eq!(complete_all(&mut h, ms(400), &[0, 2]), vec![0, 2]);
         assert_eq!((h.totals.completed, h.totals.abandoned), (2, 1));
+        assert_eq!(h.totals.abandoned_time, ms(390), "in the model 10-400 ms");
+        assert_eq!(h.held(ms(400)), Held::default());
         assert_eq!(h.concurrency(), 0);
     }
 

@@ -4,6 +4,7 @@
 //! network and no runtime: both engines report through this code.
 
 pub mod counts;
+pub mod estimate;
 pub mod histogram;
 pub mod output;
 pub mod rows;

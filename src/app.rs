@@ -19,7 +19,6 @@ use crate::cli::{
     StormCli, StormCommand, SweepArgs,
 };
 use crate::experiment::scenario::Engine;
-use crate::experiment::summary::summary_table;
 use crate::experiment::{self, Storm, StormError, sweep};
 use crate::model::planner;
 use crate::net::runtime::block_on;
@@ -248,7 +247,7 @@ async fn run_storm(storm: Storm) -> ExitCode {
     ));
     match experiment::run(&storm, &ProgramFlags, signals::requested()).await {
         Ok(report) => {
-            say(summary_table(&report).trim_end());
+            say(report.table().trim_end());
             say(format!("results: {}", storm.out.display()));
             ExitCode::SUCCESS
         }

@@ -224,7 +224,7 @@ fn storm_configurations_run_in_virtual_time() {
         .exec
         .storm(args.scenario().unwrap(), "storm".into(), None);
     let c = storm
-        .sim_config(&storm.scenario.cases[0], &ProgramFlags)
+        .sim_config(&storm.scenario.cases[0], 0, &ProgramFlags)
         .unwrap();
     assert_eq!(c.server.backlog, 100);
     assert_eq!(c.client.clients, 200);

@@ -1,5 +1,6 @@
-//! `storm` end to end, as a user runs it: a quick comparison of two
-//! strategies with real SIGSTOP/SIGCONT, and Ctrl-C during the pause.
+//! `storm` end to end, as a user runs it: repeated quick runs with real
+//! SIGSTOP/SIGCONT against the virtual engine, thirty virtual runs, Ctrl-C
+//! during the pause, a crashed child, and the sweep.
 
 mod common;
 
@@ -20,75 +21,152 @@ fn rows<T: serde::de::DeserializeOwned>(path: &Path) -> Vec<T> {
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+/// Each case's runs and recovered runs, from a storm's summary.json.
+fn recovered(out: &Path) -> Vec<(String, u64, u64)> {
+    let text = std::fs::read_to_string(out.join("summary.json")).unwrap();
+    let summary: serde_json::Value = serde_json::from_str(&text).unwrap();
+    summary["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap().to_string(),
+                c["runs"].as_u64().unwrap(),
+                c["recovered_runs"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
 #[test]
-fn quick_comparison_gives_verdicts_and_every_file() {
+fn three_quick_runs_on_the_real_network_agree_with_virtual_time() {
     let _serial = one_at_a_time();
-    let out = fresh_path("storm");
+    let out = fresh_path("storm-runs");
     // A 90 s observation (9 s compressed) leaves the 2014 client, which
     // comes back about 50 s after resume, room to show it.
+    let flags = ["--runs", "3", "--observe", "90s", "--quiet"];
     let status = Command::new(STORM)
-        .args([
-            "--quick",
-            "--quiet",
-            "--strategies",
-            "fixed,exponential-2014",
-        ])
-        .args(["--observe", "90s"])
+        .arg("--quick")
+        .args(flags)
         .arg("--out")
         .arg(&out)
         .status()
         .unwrap();
     assert!(status.success());
-
-    let summary: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
-    let runs = summary["runs"].as_array().unwrap();
-    assert_eq!(runs.len(), 2);
-    let run = |name: &str| runs.iter().find(|r| r["strategy"] == name).unwrap().clone();
-    let fixed = run("fixed");
-    assert_eq!(fixed["recovered"], false, "{fixed}");
-    assert!(fixed["recovery_s"].is_null());
-    assert!(
-        fixed["peak_concurrency"].as_u64().unwrap() > 1000,
-        "{fixed}"
-    );
-    let original = run("exponential-2014");
-    assert_eq!(original["recovered"], true, "{original}");
-    assert!(original["recovery_s"].as_f64().unwrap() > 0.0);
-    for r in runs {
-        for key in [
-            "baseline_ok_per_s",
-            "peak_concurrency",
-            "wasted",
-            "amplification",
-        ] {
-            assert!(r[key].is_number(), "{key} in {r}");
-        }
-        assert!(r["baseline_ok_per_s"].as_f64().unwrap() > 500.0, "{r}");
+    let sim = fresh_path("storm-runs-sim");
+    let status = Command::new(STORM)
+        .args(["--engine", "sim"])
+        .args(flags)
+        .arg("--out")
+        .arg(&sim)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // The same seeds on both engines, judged alike: fixed retries never
+    // recover, textbook backoff never or rarely, the 2014 client sometimes
+    // or always.
+    for dir in [&out, &sim] {
+        let cases = recovered(dir);
+        let names: Vec<&str> = cases.iter().map(|c| c.0.as_str()).collect();
+        assert_eq!(names, ["fixed", "exponential-2014", "exponential"]);
+        let (fixed, original, textbook) = (cases[0].2, cases[1].2, cases[2].2);
+        assert!(cases.iter().all(|c| c.1 == 3), "{cases:?}");
+        assert_eq!(fixed, 0, "{}: {cases:?}", dir.display());
+        assert!(textbook <= 1, "{}: {cases:?}", dir.display());
+        assert!(original >= 1, "{}: {cases:?}", dir.display());
     }
 
-    for name in ["fixed", "exponential-2014"] {
-        let client: Vec<ClientRow> = rows(&out.join(format!("{name}.client.csv")));
-        let server: Vec<ServerRow> = rows(&out.join(format!("{name}.server.csv")));
-        assert!(client.len() > 20, "{name}: {} client rows", client.len());
-        assert!(server.len() > 50, "{name}: {} server rows", server.len());
+    let text = std::fs::read_to_string(out.join("summary.json")).unwrap();
+    let summary: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let runs = summary["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 9);
+    let seeds: Vec<u64> = runs
+        .iter()
+        .filter(|r| r["case"] == "fixed")
+        .map(|r| r["seed"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seeds, [2014, 2015, 2016], "repetition i uses seed + i - 1");
+    for r in runs {
+        assert!(r["peak_concurrency"].is_number(), "{r}");
+        assert!(r["baseline_ok_per_s"].as_f64().unwrap() > 500.0, "{r}");
+    }
+    let fixed = &summary["cases"][0];
+    let [low, high] = [&fixed["p_recovered_ci"][0], &fixed["p_recovered_ci"][1]];
+    assert_eq!(low.as_f64(), Some(0.0));
+    assert!(
+        (0.5..0.6).contains(&high.as_f64().unwrap()),
+        "0 of 3: {high}"
+    );
+
+    for name in ["fixed", "exponential-2014", "exponential"] {
+        for run in 1..=3 {
+            let client: Vec<ClientRow> = rows(&out.join(format!("{name}.run{run}.client.csv")));
+            let server: Vec<ServerRow> = rows(&out.join(format!("{name}.run{run}.server.csv")));
+            assert!(
+                client.len() > 20,
+                "{name} #{run}: {} client rows",
+                client.len()
+            );
+            assert!(
+                server.len() > 50,
+                "{name} #{run}: {} server rows",
+                server.len()
+            );
+        }
         let svg = std::fs::read_to_string(out.join(format!("{name}.svg"))).unwrap();
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
         assert!(svg.contains(name));
     }
-    let overlay = std::fs::read_to_string(out.join("goodput.svg")).unwrap();
-    assert!(overlay.starts_with("<svg") && overlay.contains("exponential-2014"));
+    for chart in ["goodput.svg", "recovery.svg"] {
+        let svg = std::fs::read_to_string(out.join(chart)).unwrap();
+        assert!(
+            svg.starts_with("<svg") && svg.contains("exponential-2014"),
+            "{chart}"
+        );
+    }
     let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
-    assert!(md.contains("| fixed |") && md.contains("| exponential-2014 |"));
+    assert!(
+        md.contains("P(recovered)") && md.contains("| fixed #3 |"),
+        "{md}"
+    );
     let commands = std::fs::read_to_string(out.join("commands.txt")).unwrap();
-    assert_eq!(
-        commands.lines().filter(|l| l.contains(" server ")).count(),
-        2
+    assert_eq!(commands.matches(" server ").count(), 9);
+    assert_eq!(commands.matches(" client ").count(), 9);
+    std::fs::remove_dir_all(&out).unwrap();
+    std::fs::remove_dir_all(&sim).unwrap();
+}
+
+#[test]
+fn thirty_virtual_runs_give_each_strategy_a_probability() {
+    let _serial = one_at_a_time();
+    let out = fresh_path("storm-runs-30");
+    let output = Command::new(STORM)
+        .args(["--engine", "sim", "--runs", "30", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let table = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        table.contains("| P(recovered) | 95 % interval |"),
+        "{table}"
     );
-    assert_eq!(
-        commands.lines().filter(|l| l.contains(" client ")).count(),
-        2
-    );
+    let cases = recovered(&out);
+    assert_eq!(cases[0], ("fixed".to_string(), 30, 0));
+    let original = cases[1].2;
+    assert!((1..30).contains(&original), "{cases:?}");
+    let text = std::fs::read_to_string(out.join("summary.json")).unwrap();
+    let summary: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let case = &summary["cases"][1];
+    let p50 = case["recovery_s"]["p50"].as_f64().expect("most recover");
+    assert!((40.0..=70.0).contains(&p50), "{case}");
+    let [low, high] = [
+        case["p_recovered_ci"][0].as_f64().unwrap(),
+        case["p_recovered_ci"][1].as_f64().unwrap(),
+    ];
+    let p = case["p_recovered"].as_f64().unwrap();
+    assert!(0.0 < low && low < p && p < high && high < 1.0, "{case}");
     std::fs::remove_dir_all(&out).unwrap();
 }
 

@@ -59,6 +59,7 @@ impl ProtocolArgs {
         Ok(Scenario {
             seed: self.seed,
             engine: None,
+            runs: None,
             protocol: Protocol {
                 warmup: self.warmup,
                 pause,

@@ -87,10 +87,16 @@ pub struct ExecArgs {
     /// Run the cases one after the other (the same as --parallel 1).
     #[arg(long, conflicts_with = "parallel")]
     pub in_turn: bool,
-    /// Run at most N cases side by side, each against its own server
-    /// [default: all of them].
+    /// Run at most N runs side by side, each against its own server
+    /// [default: every case of one repetition].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub parallel: Option<u32>,
+    /// Run every case N times: seeds from the scenario's (or --seed) on in
+    /// virtual time, repetitions on the real network; each case's figures
+    /// are then given over its runs, as a probability with its 95 %
+    /// interval [default: the scenario's runs, else 1].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub runs: Option<u32>,
     /// Say what the engine does: the real one, each child's command line
     /// as it starts; sim, each run's events and their rate.
     #[arg(long, short)]
@@ -106,7 +112,8 @@ pub struct ExecArgs {
 impl ExecArgs {
     /// The storm that runs `scenario` (the engine given here overriding its
     /// own); results in `--out`, else `results/<timestamp>[-suffix]`.
-    pub fn storm(&self, scenario: Scenario, program: PathBuf, suffix: Option<&str>) -> Storm {
+    pub fn storm(&self, mut scenario: Scenario, program: PathBuf, suffix: Option<&str>) -> Storm {
+        scenario.runs = self.runs.or(scenario.runs);
         let engine = self.engine.or(scenario.engine).unwrap_or(Engine::Real);
         Storm {
             engine,

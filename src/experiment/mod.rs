@@ -11,12 +11,14 @@
 
 mod children;
 mod error;
+mod judge;
 mod runner;
 pub mod scenario;
 mod simulate;
 mod storm;
 pub mod summary;
 pub mod sweep;
+mod tables;
 
 use std::fs::File;
 use std::future::Future;
@@ -61,5 +63,5 @@ pub async fn run(
         Engine::Real => runner::run(storm, &mut commands, pin!(shutdown)).await?,
     };
     commands.flush().map_err(io_err("write commands.txt"))?;
-    summary::write(storm, flags, runs)
+    judge::write(storm, flags, runs)
 }

@@ -27,9 +27,12 @@ use crate::report::verdict::Timeline;
 /// How long a server may take to say where it listens.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// One case's children.
+/// One run's children: repetition `rep` of a case.
 struct Run<'a> {
     case: &'a Case,
+    rep: u32,
+    /// The run's name: its case's, with several runs its repetition's.
+    name: String,
     server: Child,
     client: Option<Child>,
     url: String,
@@ -40,21 +43,26 @@ struct Run<'a> {
 /// The shutdown signal, pinned so that every phase can wait on it.
 type Shutdown<'a> = Pin<&'a mut dyn Future<Output = ()>>;
 
-/// Runs every case through the protocol, `storm.parallel` at a time (all
-/// at once when zero), and reads back their rows.
+/// Runs every case through the protocol, each `storm.runs()` times, and
+/// reads back their rows. Runs go side by side `storm.parallel` at a time,
+/// repetition after repetition; by default every case of one repetition
+/// at once.
 pub(super) async fn run(
     storm: &Storm,
     commands: &mut File,
     mut shutdown: Pin<&mut impl Future<Output = ()>>,
 ) -> Result<Vec<CaseRun>, StormError> {
     let cases = &storm.scenario.cases;
+    let units: Vec<(&Case, u32)> = (0..storm.runs())
+        .flat_map(|rep| cases.iter().map(move |case| (case, rep)))
+        .collect();
     let batch = if storm.parallel == 0 {
         cases.len()
     } else {
         storm.parallel
     };
     let mut runs = Vec::new();
-    for batch in cases.chunks(batch.max(1)) {
+    for batch in units.chunks(batch.max(1)) {
         let mut children = Vec::new();
         let result = drive(storm, batch, &mut children, commands, shutdown.as_mut()).await;
         stop_all(&mut children).await;
@@ -66,22 +74,22 @@ pub(super) async fn run(
     Ok(runs)
 }
 
-/// Opens a file of `case` in the results folder for a child's output.
-fn output(storm: &Storm, case: &Case, suffix: &str) -> Result<File, StormError> {
-    let path = storm.file(case, suffix);
+/// Opens a file of a run in the results folder for a child's output.
+fn output(storm: &Storm, case: &Case, rep: u32, suffix: &str) -> Result<File, StormError> {
+    let path = storm.file(case, rep, suffix);
     File::create(&path).map_err(io_err(format!("create {}", path.display())))
 }
 
 /// Starts a server and waits for its status line saying where it listens.
-async fn start_server<'a>(storm: &Storm, case: &'a Case) -> Result<Run<'a>, StormError> {
-    let name = &case.name;
+async fn start_server<'a>(storm: &Storm, case: &'a Case, rep: u32) -> Result<Run<'a>, StormError> {
+    let name = storm.run_name(case, rep);
     let live = Arc::new(Mutex::new(Live::default()));
     let spawned = children::spawn(
         &storm.program,
         "server",
-        &storm.server_argv(case),
-        output(storm, case, "server.log")?,
-        output(storm, case, "server.err")?,
+        &storm.server_argv(case, rep),
+        output(storm, case, rep, "server.log")?,
+        output(storm, case, rep, "server.err")?,
         live.clone(),
     )
     .map_err(io_err(format!("start the server for {name}")))?;
@@ -93,11 +101,13 @@ async fn start_server<'a>(storm: &Storm, case: &'a Case) -> Result<Run<'a>, Stor
         .ok_or_else(|| {
             StormError::Child(format!(
                 "the server for {name} did not start; see {}",
-                storm.file(case, "server.err").display()
+                storm.file(case, rep, "server.err").display()
             ))
         })?;
     Ok(Run {
         case,
+        rep,
+        name,
         server: spawned.child,
         client: None,
         url,
@@ -107,16 +117,16 @@ async fn start_server<'a>(storm: &Storm, case: &'a Case) -> Result<Run<'a>, Stor
 }
 
 fn start_client(storm: &Storm, run: &mut Run) -> Result<(), StormError> {
-    let case = run.case;
+    let (case, rep) = (run.case, run.rep);
     let spawned = children::spawn(
         &storm.program,
         "client",
-        &storm.client_argv(case, &run.url),
-        output(storm, case, "client.log")?,
-        output(storm, case, "client.err")?,
+        &storm.client_argv(case, rep, &run.url),
+        output(storm, case, rep, "client.log")?,
+        output(storm, case, rep, "client.err")?,
         run.live.clone(),
     )
-    .map_err(io_err(format!("start the client for {}", case.name)))?;
+    .map_err(io_err(format!("start the client for {}", run.name)))?;
     run.client = Some(spawned.child);
     Ok(())
 }
@@ -130,10 +140,13 @@ fn command_lines(storm: &Storm, runs: &[Run]) -> String {
     };
     let mut out = String::new();
     for run in runs {
-        out.push_str(&format!("# {}\n", run.case.name));
-        out.push_str(&line("server", storm.server_argv(run.case)));
+        out.push_str(&format!("# {}\n", run.name));
+        out.push_str(&line("server", storm.server_argv(run.case, run.rep)));
         out.push('\n');
-        out.push_str(&line("client", storm.client_argv(run.case, &run.url)));
+        out.push_str(&line(
+            "client",
+            storm.client_argv(run.case, run.rep, &run.url),
+        ));
         out.push('\n');
     }
     out
@@ -156,7 +169,7 @@ fn progress_line(phase: &str, left: Duration, runs: &[Run]) -> String {
             .map_or("-".into(), |r| r.concurrency.to_string());
         line.push_str(&format!(
             " | {}: OK {ok}/s, timeouts {timeouts}/s, concurrency {concurrency}",
-            run.case.name
+            run.name
         ));
     }
     line
@@ -201,12 +214,12 @@ async fn phase(
                         && !(last && status.success())
                     {
                         return Err(StormError::Child(format!(
-                            "the client for {} exited early ({status})", run.case.name
+                            "the client for {} exited early ({status})", run.name
                         )));
                     }
                     if let Ok(Some(status)) = run.server.try_wait() {
                         return Err(StormError::Child(format!(
-                            "the server for {} exited early ({status})", run.case.name
+                            "the server for {} exited early ({status})", run.name
                         )));
                     }
                 }
@@ -244,15 +257,15 @@ async fn stop_all(runs: &mut [Run<'_>]) {
 /// Runs one batch of cases side by side through the protocol.
 async fn drive<'a>(
     storm: &Storm,
-    batch: &'a [Case],
+    batch: &[(&'a Case, u32)],
     runs: &mut Vec<Run<'a>>,
     commands: &mut File,
     mut shutdown: Shutdown<'_>,
 ) -> Result<(), StormError> {
     let k = storm.time_scale;
     let p = &storm.scenario.protocol;
-    for case in batch {
-        runs.push(start_server(storm, case).await?);
+    for &(case, rep) in batch {
+        runs.push(start_server(storm, case, rep).await?);
     }
     let lines = command_lines(storm, runs);
     commands
@@ -293,13 +306,13 @@ async fn drive<'a>(
             Ok(Ok(status)) => {
                 return Err(StormError::Child(format!(
                     "the client for {} failed ({status})",
-                    run.case.name
+                    run.name
                 )));
             }
             _ => {
                 return Err(StormError::Child(format!(
                     "the client for {} did not finish",
-                    run.case.name
+                    run.name
                 )));
             }
         }
@@ -327,8 +340,9 @@ fn read_csv<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> Result<Ve
 fn read_back(storm: &Storm, run: &Run) -> Result<CaseRun, StormError> {
     Ok(CaseRun {
         case: run.case.clone(),
+        rep: run.rep,
         timeline: run.timeline.expect("read runs are finished"),
-        client: read_csv(&storm.file(run.case, "client.csv"))?,
-        server: read_csv(&storm.file(run.case, "server.csv"))?,
+        client: read_csv(&storm.file(run.case, run.rep, "client.csv"))?,
+        server: read_csv(&storm.file(run.case, run.rep, "server.csv"))?,
     })
 }

@@ -5,6 +5,8 @@
 //! ```toml
 //! seed = 2014
 //! engine = "sim"          # optional: "real" (the default) or "sim"
+//! runs = 30               # optional: repetitions of every case, seeds
+//!                         # 2014, 2015, ... (default 1)
 //!
 //! [protocol]              # optional, and so is each of its keys
 //! warmup = "20s"
@@ -90,10 +92,13 @@ pub struct Case {
 /// A whole experiment: the cases compared, under one protocol and seed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Scenario {
-    /// Seed of every client (each case gets the same).
+    /// Seed of every client (each case gets the same); repetition `i` of a
+    /// case uses `seed + i`.
     pub seed: u64,
     /// The engine, if the scenario names one.
     pub engine: Option<Engine>,
+    /// Repetitions of every case, if the scenario names them (else one).
+    pub runs: Option<u32>,
     /// The protocol.
     pub protocol: Protocol,
     /// The cases, in order.
@@ -119,6 +124,8 @@ struct File {
     seed: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     engine: Option<Engine>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    runs: Option<u32>,
     #[serde(default)]
     protocol: ProtocolFile,
     #[serde(rename = "case", default)]
@@ -228,6 +235,7 @@ impl Scenario {
         let scenario = Scenario {
             seed: file.seed,
             engine: file.engine,
+            runs: file.runs,
             protocol,
             cases,
         };
@@ -245,6 +253,9 @@ impl Scenario {
     /// Checks what the file's syntax cannot: at least one case, and names
     /// that are distinct and can name files.
     pub fn check(&self) -> Result<(), ScenarioError> {
+        if self.runs == Some(0) {
+            return Err(ScenarioError("runs: must be at least 1".into()));
+        }
         if self.cases.is_empty() {
             return Err(ScenarioError(
                 "no cases: add at least one [[case]] with a name and client flags".into(),
@@ -279,6 +290,7 @@ impl Scenario {
         let file = File {
             seed: self.seed,
             engine: self.engine,
+            runs: self.runs,
             protocol: ProtocolFile {
                 warmup: Some(format_duration(p.warmup)),
                 pause: Some(format_duration(p.pause)),
@@ -306,6 +318,7 @@ mod tests {
     const FILE: &str = r#"
 seed = 7
 engine = "sim"
+runs = 3
 
 [protocol]
 warmup = "10s"
@@ -326,6 +339,7 @@ server = "--shed-above 200"
         let s = Scenario::from_toml(FILE).unwrap();
         assert_eq!(s.seed, 7);
         assert_eq!(s.engine, Some(Engine::Sim));
+        assert_eq!(s.runs, Some(3));
         assert_eq!(
             s.protocol,
             Protocol {
@@ -387,7 +401,11 @@ server = "--shed-above 200"
                 "seed = 1\nengine = \"fast\"\n[[case]]\nname = \"a\"",
                 "engine",
             ),
-            ("seed = 1\nruns = 3\n[[case]]\nname = \"a\"", "runs"),
+            (
+                "seed = 1\nruns = 0\n[[case]]\nname = \"a\"",
+                "runs: must be at least 1",
+            ),
+            ("seed = 1\nrepeat = 3\n[[case]]\nname = \"a\"", "repeat"),
             (
                 "seed = 1\n[[case]]\nname = \"a\"\nclient = \"--url 'x\"",
                 "unbalanced quotes",

@@ -58,9 +58,32 @@ impl Storm {
         p.warmup + p.pause + p.observe + p.report_interval * (STREAK as u32 - 1)
     }
 
-    /// A file of `case` in the results folder, by suffix (`client.csv`).
-    pub(super) fn file(&self, case: &Case, suffix: &str) -> PathBuf {
-        self.out.join(format!("{}.{suffix}", case.name))
+    /// How many times every case runs.
+    pub fn runs(&self) -> u32 {
+        self.scenario.runs.unwrap_or(1).max(1)
+    }
+
+    /// The seed of repetition `rep` (from 0) of every case.
+    pub fn seed(&self, rep: u32) -> u64 {
+        self.scenario.seed.wrapping_add(u64::from(rep))
+    }
+
+    /// What a run's files are named after: its case, and with several
+    /// runs its repetition, from 1 (`fixed.run07`).
+    pub fn run_name(&self, case: &Case, rep: u32) -> String {
+        let runs = self.runs();
+        if runs == 1 {
+            return case.name.clone();
+        }
+        let width = runs.to_string().len();
+        format!("{}.run{:0width$}", case.name, rep + 1)
+    }
+
+    /// A file of repetition `rep` of `case` in the results folder, by
+    /// suffix (`client.csv`).
+    pub(super) fn file(&self, case: &Case, rep: u32, suffix: &str) -> PathBuf {
+        self.out
+            .join(format!("{}.{suffix}", self.run_name(case, rep)))
     }
 
     /// On the real engine, the status pipe every child writes to (the runner
@@ -71,13 +94,14 @@ impl Storm {
         }
     }
 
-    /// The flags of `case`'s server, exactly as its process gets them.
-    pub fn server_argv(&self, case: &Case) -> Vec<String> {
+    /// The flags of repetition `rep` of `case`'s server, exactly as its
+    /// process gets them.
+    pub fn server_argv(&self, case: &Case, rep: u32) -> Vec<String> {
         let mut argv = vec![
             "--listen".to_string(),
             "127.0.0.1:0".to_string(),
             "--csv".to_string(),
-            self.file(case, "server.csv").display().to_string(),
+            self.file(case, rep, "server.csv").display().to_string(),
             "--time-scale".to_string(),
             self.time_scale.to_string(),
         ];
@@ -86,9 +110,9 @@ impl Storm {
         argv
     }
 
-    /// The flags of `case`'s client, against `url`, exactly as its process
-    /// gets them.
-    pub fn client_argv(&self, case: &Case, url: &str) -> Vec<String> {
+    /// The flags of repetition `rep` of `case`'s client, against `url`,
+    /// exactly as its process gets them.
+    pub fn client_argv(&self, case: &Case, rep: u32, url: &str) -> Vec<String> {
         let mut argv: Vec<String> = [
             "--url",
             url,
@@ -97,11 +121,11 @@ impl Storm {
             "--report-interval",
             &format_duration(round_ms(self.scenario.protocol.report_interval)),
             "--seed",
-            &self.scenario.seed.to_string(),
+            &self.seed(rep).to_string(),
             "--time-scale",
             &self.time_scale.to_string(),
             "--csv",
-            &self.file(case, "client.csv").display().to_string(),
+            &self.file(case, rep, "client.csv").display().to_string(),
         ]
         .iter()
         .map(|s| s.to_string())
@@ -118,20 +142,22 @@ impl Storm {
         case: &Case,
         flags: &dyn Flags,
     ) -> Result<(ServerConfig, ClientConfig), StormError> {
-        let server = flags.server(&self.server_argv(case));
+        let server = flags.server(&self.server_argv(case, 0));
         Ok((
             refused(case, "server", server)?,
-            self.client_config(case, flags)?,
+            self.client_config(case, 0, flags)?,
         ))
     }
 
-    /// The client's configuration for `case`, as the child parses it.
+    /// The client's configuration for repetition `rep` of `case`, as the
+    /// child parses it.
     pub fn client_config(
         &self,
         case: &Case,
+        rep: u32,
         flags: &dyn Flags,
     ) -> Result<ClientConfig, StormError> {
-        let client = flags.client(&self.client_argv(case, "http://127.0.0.1:1/api"));
+        let client = flags.client(&self.client_argv(case, rep, "http://127.0.0.1:1/api"));
         refused(case, "client", client)
     }
 
@@ -143,7 +169,7 @@ impl Storm {
         for case in &self.scenario.cases {
             match self.engine {
                 Engine::Real => self.configs(case, flags).map(drop)?,
-                Engine::Sim => self.sim_config(case, flags).map(drop)?,
+                Engine::Sim => self.sim_config(case, 0, flags).map(drop)?,
             }
         }
         Ok(())
@@ -167,8 +193,8 @@ impl Storm {
     /// The server flags of a virtual run: the real ones, with the backlog
     /// fixed at [`DEFAULT_BACKLOG`] unless given, so that results do not
     /// depend on the host's `somaxconn`.
-    pub fn sim_server_argv(&self, case: &Case) -> Vec<String> {
-        let mut argv = self.server_argv(case);
+    pub fn sim_server_argv(&self, case: &Case, rep: u32) -> Vec<String> {
+        let mut argv = self.server_argv(case, rep);
         if !argv
             .iter()
             .any(|a| a == "--backlog" || a.starts_with("--backlog="))
@@ -178,10 +204,16 @@ impl Storm {
         argv
     }
 
-    /// The virtual-time experiment for `case`.
-    pub fn sim_config(&self, case: &Case, flags: &dyn Flags) -> Result<SimConfig, StormError> {
-        let mut client = self.client_config(case, flags)?;
-        let mut server = refused(case, "server", flags.server(&self.sim_server_argv(case)))?;
+    /// The virtual-time experiment of repetition `rep` of `case`.
+    pub fn sim_config(
+        &self,
+        case: &Case,
+        rep: u32,
+        flags: &dyn Flags,
+    ) -> Result<SimConfig, StormError> {
+        let mut client = self.client_config(case, rep, flags)?;
+        let server = flags.server(&self.sim_server_argv(case, rep));
+        let mut server = refused(case, "server", server)?;
         server.quiet = true;
         client.quiet = true;
         let p = &self.scenario.protocol;

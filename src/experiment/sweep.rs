@@ -223,7 +223,7 @@ impl SweepConfig {
         }
         for setting in self.settings() {
             self.storm_for(self.max_pause, self.storm.scenario.seed)
-                .sim_config(&self.case_for(&setting), flags)?;
+                .sim_config(&self.case_for(&setting), 0, flags)?;
         }
         Ok(())
     }
@@ -260,7 +260,7 @@ impl Line<'_> {
         for i in 0..c.seeds {
             let seed = c.storm.scenario.seed.wrapping_add(u64::from(i));
             let storm = c.storm_for(pause, seed);
-            let mut run = storm.sim_config(&self.case, self.flags)?;
+            let mut run = storm.sim_config(&self.case, 0, self.flags)?;
             run.server.csv = None;
             run.client.csv = None;
             let out = sim::run(&run).map_err(|e| StormError::Child(e.to_string()))?;

@@ -5,8 +5,11 @@
 //! default, PNG on request, drawn with plotters.
 
 mod canvas;
+mod cdf;
 mod heatmap;
 mod storm;
 
+pub(crate) use canvas::DrawResult;
+pub use cdf::{RecoveryCurve, recovery_cdf};
 pub use heatmap::{HeatRow, HeatmapScale, draw_heatmap};
 pub use storm::{RunChart, storm_charts};

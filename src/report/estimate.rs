@@ -50,12 +50,22 @@ impl Proportion {
         let d = 1.0 + z2 / nf;
         let centre = (p + z2 / (2.0 * nf)) / d;
         let half = z * (p * (1.0 - p) / nf + z2 / (4.0 * nf * nf)).sqrt() / d;
+        // At none or all the interval's end is exactly 0 or 1; the formula
+        // gets there only to rounding.
         Proportion {
             k,
             n,
             p,
-            low: (centre - half).max(0.0),
-            high: (centre + half).min(1.0),
+            low: if k == 0 {
+                0.0
+            } else {
+                (centre - half).max(0.0)
+            },
+            high: if k >= n {
+                1.0
+            } else {
+                (centre + half).min(1.0)
+            },
         }
     }
 
@@ -283,6 +293,10 @@ mod tests {
         }
         let all = Proportion::of(29, 29);
         assert_eq!((round4(all.low), all.high), (0.883, 1.0));
+        for n in 1..50 {
+            assert_eq!(Proportion::of(0, n).low, 0.0, "0 of {n}, exactly");
+            assert_eq!(Proportion::of(n, n).high, 1.0, "{n} of {n}, exactly");
+        }
         assert_eq!(Proportion::of(0, 0).high, 1.0, "no trial says nothing");
     }
 

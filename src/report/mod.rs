@@ -3,6 +3,7 @@
 //! and the verdict and figures of a storm computed from the rows. No
 //! network and no runtime: both engines report through this code.
 
+pub mod aggregate;
 pub mod counts;
 pub mod estimate;
 pub mod histogram;

@@ -44,6 +44,11 @@ pub struct Figures {
     pub recovered: bool,
     /// Seconds from resume to the start of that recovery.
     pub recovery_s: Option<f64>,
+    /// Seconds from resume to the start of the same kind of streak,
+    /// whenever it starts (within the window or in the intervals after
+    /// it): when the run was back, for a distribution of recovery times
+    /// that needs no window.
+    pub back_s: Option<f64>,
     /// Highest server concurrency, at any admission (a burst that drains
     /// between two reports counts).
     pub peak_concurrency: u64,
@@ -177,11 +182,10 @@ pub fn figures(client: &[ClientRow], server: &[ServerRow], timeline: &Timeline) 
         .iter()
         .map(|s| baseline > 0.0 && s.row.ok_per_s >= RECOVERED_SHARE * baseline)
         .collect();
-    let recovery = recovery_index(&good)
-        .map(|i| after[i])
-        .filter(|s| s.start_ms < timeline.end_ms);
-    let recovery_s =
-        recovery.map(|s| s.start_ms.saturating_sub(timeline.resume_ms) as f64 / 1000.0);
+    let back = recovery_index(&good).map(|i| after[i]);
+    let back_s = back.map(|s| s.start_ms.saturating_sub(timeline.resume_ms) as f64 / 1000.0);
+    let recovery = back.filter(|s| s.start_ms < timeline.end_ms);
+    let recovery_s = back_s.filter(|_| recovery.is_some());
 
     // Amplification over the stop and after: attempts sent per request
     // started, summed over the intervals (some start no request at all).
@@ -228,6 +232,7 @@ pub fn figures(client: &[ClientRow], server: &[ServerRow], timeline: &Timeline) 
         baseline_ok_per_s: (baseline * 100.0).round() / 100.0,
         recovered: recovery.is_some(),
         recovery_s,
+        back_s,
         peak_concurrency: server
             .iter()
             .map(|r| r.max_concurrency.max(r.concurrency))
@@ -399,7 +404,9 @@ mod tests {
         let mut ok = vec![100.0; 5];
         ok.extend([DOWN; 15]);
         ok.extend([100.0; 5]);
-        assert!(!run(&ok).recovered, "starting at 20 s is too late");
+        let late = run(&ok);
+        assert!(!late.recovered, "starting at 20 s is too late");
+        assert_eq!(late.back_s, Some(10.0), "but it was back then");
         let mut ok = vec![100.0; 5];
         ok.extend([DOWN; 14]);
         ok.extend([100.0; 5]);

@@ -1,0 +1,177 @@
+//! A storm's tables, in Markdown: every run's figures, every case's over
+//! its runs, and `summary.md` around them with their definitions.
+
+use super::summary::StormReport;
+use crate::report::estimate::{Percentiles3, Spread};
+use crate::report::verdict::STREAK;
+
+impl StormReport {
+    /// The table for the terminal: every run's verdict, or with several
+    /// runs every case's.
+    pub fn table(&self) -> String {
+        if self.protocol.runs > 1 {
+            cases(self)
+        } else {
+            runs(self)
+        }
+    }
+}
+
+fn opt(v: Option<f64>, digits: usize) -> String {
+    v.map_or("-".to_string(), |v| format!("{v:.digits$}"))
+}
+
+/// A time over runs: `p10 / p50 / p90`, "never" where a quantile reaches
+/// runs that never got there.
+fn times(q: &Percentiles3) -> String {
+    let t = |v: Option<f64>| v.map_or("never".to_string(), |v| format!("{v:.1}"));
+    format!("{} / {} / {}", t(q.p10), t(q.p50), t(q.p90))
+}
+
+/// A figure over runs: its median, and its range when the runs differ.
+fn spread(s: &Option<Spread>, digits: usize) -> String {
+    match s {
+        None => "-".to_string(),
+        Some(s) if s.min == s.max => format!("{:.digits$}", s.median),
+        Some(s) => format!(
+            "{:.digits$} ({:.digits$}-{:.digits$})",
+            s.median, s.min, s.max
+        ),
+    }
+}
+
+/// The name of a run in a table: its case, and with several runs its
+/// repetition.
+fn run_name(report: &StormReport, case: &str, run: u32) -> String {
+    if report.protocol.runs > 1 {
+        format!("{case} #{run}")
+    } else {
+        case.to_string()
+    }
+}
+
+/// Every run's verdict and figures.
+pub fn runs(report: &StormReport) -> String {
+    let mut out = String::from(
+        "| case | baseline OK/s | recovered | recovery (s) | peak concurrency | wasted | amplification | p99 before (ms) | p99 after (ms) |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+    );
+    for r in &report.runs {
+        let f = &r.figures;
+        out.push_str(&format!(
+            "| {} | {:.1} | {} | {} | {} | {} | {} | {} | {} |\n",
+            run_name(report, &r.case, r.run),
+            f.baseline_ok_per_s,
+            if f.recovered { "yes" } else { "no" },
+            opt(f.recovery_s, 1),
+            f.peak_concurrency,
+            f.wasted,
+            opt(f.amplification, 2),
+            opt(f.p99_before_ms, 1),
+            opt(f.p99_after_ms, 1),
+        ));
+    }
+    out
+}
+
+/// How every run came back after the resume.
+pub fn after_resume(report: &StormReport) -> String {
+    let mut out = String::from(
+        "| case | calm (s) | 50 % of baseline (s) | 80 % of baseline (s) | best OK/s | concurrency at end | wasted (server s) |\n\
+         | --- | --- | --- | --- | --- | --- | --- |\n",
+    );
+    for r in &report.runs {
+        let f = &r.figures;
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {:.1} |\n",
+            run_name(report, &r.case, r.run),
+            opt(f.calm_s, 1),
+            opt(f.to_50pct_s, 1),
+            opt(f.to_80pct_s, 1),
+            opt(f.best_ok_per_s, 1),
+            f.end_concurrency.map_or("-".to_string(), |c| c.to_string()),
+            f.wasted_s,
+        ));
+    }
+    out
+}
+
+/// Every case over its runs: how often it recovered, with the 95 %
+/// interval, its recovery time's quantiles, and the median (and range) of
+/// the other figures.
+pub fn cases(report: &StormReport) -> String {
+    let mut out = String::from(
+        "| case | runs | recovered | P(recovered) | 95 % interval | recovery p10 / p50 / p90 (s) | peak concurrency | wasted | amplification |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+    );
+    for c in &report.cases {
+        out.push_str(&format!(
+            "| {} | {} | {} | {:.2} | {:.2}-{:.2} | {} | {} | {} | {} |\n",
+            c.name,
+            c.runs,
+            c.recovered_runs,
+            c.p_recovered,
+            c.p_recovered_ci[0],
+            c.p_recovered_ci[1],
+            times(&c.recovery_s),
+            spread(&c.peak_concurrency, 0),
+            spread(&c.wasted, 0),
+            spread(&c.amplification, 2),
+        ));
+    }
+    out
+}
+
+/// `summary.md`: the protocol, the tables and what their columns mean.
+pub fn markdown(engine: &str, report: &StormReport) -> String {
+    let p = &report.protocol;
+    let over_runs = if p.runs > 1 {
+        format!(
+            "## Every case over its {} runs\n\n{}\n\
+             P(recovered): the share of runs that recovered, with its 95 % Wilson interval. \
+             Recovery p10 / p50 / p90: over the runs, a run that never recovered counting as \
+             the slowest (\"never\" where a percentile reaches such runs). Other figures: \
+             median (and range) over the runs. recovery.svg shows, for every case, the share \
+             of runs back at 90 % of the baseline by each time after the resume.\n\n\
+             ## Every run\n\n",
+            p.runs,
+            cases(report)
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "# Storm summary\n\n\
+         Warm-up {} s, pause {} s, observation {} s (time compressed {}x; \
+         times and rates below are as measured), client report interval {} s, seed {}{}; \
+         the {engine} engine. The scenario is in scenario.toml.\n\n{over_runs}{}\n\
+         Recovered: OK/s back to 90 % of the baseline for {STREAK} consecutive report \
+         intervals, the first starting within the observation, with no relapse of as many \
+         intervals afterwards. Recovery: seconds from resume to the start of that streak. \
+         Peak concurrency: the highest at any admission. Wasted: requests the server worked \
+         on for clients that had gone (finished for nobody, dropped with \
+         --on-disconnect cancel, or still held at its last report). Amplification: \
+         attempts sent per logical request started, from the stop on. p99: OK-weighted \
+         mean of the intervals' p99, before the stop and after recovery (or resume).\n\n\
+         ## After the resume\n\n{}\n\
+         Calm: seconds from resume until the server's concurrency, past its peak, is back \
+         to at most twice its warm-up mean. 50 % and 80 %: seconds from resume to the start \
+         of the first interval whose OK/s reached that share of the baseline. Best OK/s: \
+         the best interval after the resume. Concurrency at end: at the server's last \
+         report. Wasted (server s): the server's time on the wasted requests, each counted \
+         from its admission. \"-\": never.\n",
+        p.warmup_s,
+        p.pause_s,
+        p.observe_s,
+        p.time_scale,
+        p.report_interval_s,
+        p.seed,
+        if p.runs > 1 {
+            " (repetition i of a case: seed + i - 1)".to_string()
+        } else {
+            String::new()
+        },
+        runs(report),
+        after_resume(report),
+    )
+}

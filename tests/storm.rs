@@ -362,7 +362,7 @@ fn the_virtual_engine_writes_the_same_files_in_the_same_schema() {
 }
 
 #[test]
-fn sweep_writes_critical_pauses_and_a_heat_map() {
+fn sweep_writes_the_edge_every_pause_and_the_maps() {
     let _serial = one_at_a_time();
     let out = fresh_path("sweep");
     let status = Command::new(STORM)
@@ -389,28 +389,39 @@ fn sweep_writes_critical_pauses_and_a_heat_map() {
     assert!(status.success());
     let critical = std::fs::read_to_string(out.join("critical.csv")).unwrap();
     let mut lines = critical.lines();
-    assert!(
-        lines
-            .next()
-            .unwrap()
-            .starts_with("strategy,clients,critical_pause_s,")
+    assert_eq!(
+        lines.next().unwrap(),
+        "case,clients,lambda_s,timeout_s,server_limit,seeds,critical_pause_s,at_least,\
+         overloaded,recovery_s,t50_s,t50_ci_low_s,t50_ci_high_s,t10_s,t90_s"
     );
     let rows: Vec<&str> = lines.collect();
     assert_eq!(rows.len(), 2, "{critical}");
     assert!(rows[0].starts_with("fixed,200,") && rows[1].starts_with("fixed,400,"));
-    let grid = std::fs::read_to_string(out.join("grid.csv")).unwrap();
-    assert_eq!(
-        grid.lines().count(),
-        1 + 2 * 3,
-        "pauses 0, 10, 20 s: {grid}"
-    );
-    let svg = std::fs::read_to_string(out.join("heatmap.svg")).unwrap();
-    assert!(svg.starts_with("<svg") && svg.contains("never"));
-    assert!(
-        std::fs::read_to_string(out.join("summary.md"))
-            .unwrap()
-            .contains("| fixed | 200 |")
-    );
+    // Every pause tried, grid (0, 10, 20 s) and bisection (2 s steps).
+    let phase = std::fs::read_to_string(out.join("phase.csv")).unwrap();
+    let mut lines = phase.lines();
+    assert!(lines.next().unwrap().starts_with(
+        "case,clients,lambda_s,timeout_s,server_limit,pause_s,runs,recovered_runs,p_recovered,"
+    ));
+    let pauses: Vec<&str> = lines
+        .filter(|l| l.starts_with("fixed,200,"))
+        .map(|l| l.split(',').nth(5).unwrap())
+        .collect();
+    for grid in ["0.0", "10.0", "20.0"] {
+        assert!(pauses.contains(&grid), "{grid}: {phase}");
+    }
+    assert!(pauses.len() > 3, "the bisection's pauses too: {pauses:?}");
+    for map in ["heatmap.svg", "phase.svg"] {
+        let svg = std::fs::read_to_string(out.join(map)).unwrap();
+        assert!(
+            svg.starts_with("<svg") && svg.contains("recovered"),
+            "{map}"
+        );
+    }
+    let phase = std::fs::read_to_string(out.join("phase.svg")).unwrap();
+    assert!(phase.contains("clients"), "the swept setting up the side");
+    let summary = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(summary.contains("| fixed | 200 |") && summary.contains("T50"));
     std::fs::remove_dir_all(&out).unwrap();
 
     // Bad flags: exit 2, a message naming the flag, nothing written.
@@ -422,4 +433,75 @@ fn sweep_writes_critical_pauses_and_a_heat_map() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("--clients"));
     assert!(!out.exists());
+}
+
+#[test]
+fn sweep_maps_a_scenarios_cases_over_think_times() {
+    let _serial = one_at_a_time();
+    let dir = fresh_path("sweep-file");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("two.toml");
+    std::fs::write(
+        &file,
+        "seed = 3\n[[case]]\nname = \"fixed\"\nclient = \"--strategy fixed\"\n\
+         [[case]]\nname = \"shedding\"\nclient = \"--strategy fixed\"\n\
+         server = \"--shed-above 200\"\n",
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let status = Command::new(STORM)
+        .arg("sweep")
+        .arg(&file)
+        .args([
+            "--clients",
+            "300",
+            "--lambda",
+            "5,10",
+            "--seeds",
+            "2",
+            "--max-pause",
+            "20s",
+            "--step",
+            "10s",
+            "--resolution",
+            "5s",
+            "--quiet",
+            "--out",
+        ])
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let critical = std::fs::read_to_string(out.join("critical.csv")).unwrap();
+    let rows: Vec<&str> = critical.lines().skip(1).collect();
+    let keys: Vec<String> = rows
+        .iter()
+        .map(|r| r.split(',').take(3).collect::<Vec<_>>().join(","))
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "fixed,300,5.0",
+            "fixed,300,10.0",
+            "shedding,300,5.0",
+            "shedding,300,10.0"
+        ]
+    );
+    // A shedding server recovers from every pause tried: no edge within.
+    assert!(
+        rows[2].contains(",true,false,"),
+        "at least, not overloaded: {}",
+        rows[2]
+    );
+    let phase = std::fs::read_to_string(out.join("phase.svg")).unwrap();
+    assert!(phase.contains("think time") && phase.contains("shedding"));
+    // The file's cases may not be mixed with --strategies.
+    let output = Command::new(STORM)
+        .arg("sweep")
+        .arg(&file)
+        .args(["--strategies", "fixed"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    std::fs::remove_dir_all(&dir).unwrap();
 }

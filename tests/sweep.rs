@@ -30,6 +30,7 @@ fn sweep(clients: Vec<u32>) -> SweepConfig {
     SweepConfig {
         storm,
         clients,
+        thinks: vec![],
         timeouts: vec![Duration::from_secs(2)],
         limits: vec![30],
         seeds: 1,
@@ -60,25 +61,35 @@ fn bisection_finds_the_edge_that_the_grid_shows() {
     assert_eq!(report.critical.len(), 2);
     for critical in &report.critical {
         let grid: Vec<&Point> = report
-            .grid
+            .points
             .iter()
-            .filter(|p| p.strategy == critical.strategy)
+            .filter(|p| p.case == critical.case && p.pause_s % 10.0 == 0.0)
             .collect();
         assert_eq!(grid.len(), 5, "0, 10, ... 40 s");
         // Every grid pause at or under the critical one recovers, and the
         // first one past it (if tried) does not.
         for p in &grid {
             if p.pause_s <= critical.critical_pause_s {
-                assert!(p.recovered, "{critical}: {p:?}");
+                assert!(p.recovered(), "{critical}: {p:?}");
             } else if p.pause_s <= critical.critical_pause_s + 5.0 {
-                assert!(!p.recovered, "{critical}: {p:?}");
+                assert!(!p.recovered(), "{critical}: {p:?}");
             }
         }
+        // With one run a pause, the share is 0 or 1, and T50 falls between
+        // the critical pause and the next the bisection tried.
+        let t50 = critical.t50_s.expect("the edge is within 40 s");
+        assert!(
+            (critical.critical_pause_s..=critical.critical_pause_s + 5.0).contains(&t50),
+            "{critical}"
+        );
+        let (low, high) = (critical.t50_ci_low_s, critical.t50_ci_high_s);
+        assert!(low.is_none() || low <= Some(t50), "{critical}");
+        assert!(high.is_none() || high >= Some(t50), "{critical}");
     }
     let fixed = &report.critical[0];
     let original = &report.critical[1];
     assert_eq!(
-        (fixed.strategy.as_str(), original.strategy.as_str()),
+        (fixed.case.as_str(), original.case.as_str()),
         ("fixed", "exponential-2014")
     );
     assert!(!fixed.overloaded && !original.overloaded);
@@ -101,4 +112,36 @@ fn bad_sweep_flags_are_refused_before_running() {
     let mut c = sweep(vec![100]);
     c.resolution = Duration::from_secs(60);
     assert!(matches!(c.validate(&flags), Err(StormError::Flags(_))));
+}
+
+#[test]
+fn fixed_retries_at_1000_clients_recover_from_a_short_pause_only() {
+    // The reference reading, on a smaller grid: P(recover) near 1
+    // at a 1 s pause and near 0 from 10 s on.
+    let mut c = sweep(vec![1000]);
+    c.storm.scenario.cases.truncate(1);
+    c.seeds = 5;
+    c.max_pause = Duration::from_secs(12);
+    c.resolution = Duration::from_secs(1);
+    c.step = Duration::from_secs(1);
+    let report = run(&c, &ProgramFlags, |_| {}).unwrap();
+    let share = |pause: f64| {
+        report
+            .points
+            .iter()
+            .find(|p| p.pause_s == pause)
+            .map(|p| p.p_recovered)
+            .unwrap()
+    };
+    assert!(share(1.0) >= 0.8, "1 s: {}", share(1.0));
+    for pause in 10..=12 {
+        assert!(share(f64::from(pause)) <= 0.2, "{pause} s");
+    }
+    let edge = &report.critical[0];
+    let t50 = edge.t50_s.unwrap();
+    assert!((1.0..10.0).contains(&t50), "{edge}");
+    assert!(
+        edge.t90_s.unwrap() <= t50 && t50 <= edge.t10_s.unwrap(),
+        "{edge:?}"
+    );
 }

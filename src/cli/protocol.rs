@@ -11,21 +11,24 @@ use crate::experiment::scenario::{Case, Protocol, Scenario, ScenarioError, split
 use crate::policy::StrategyKind;
 
 /// The protocol and the flags added to every case, shared by `storm` and
-/// `storm sweep`.
+/// `storm sweep`. With a scenario file (`storm sweep FILE`), those given
+/// override the file's.
 #[derive(Debug, Clone, Args)]
 pub struct ProtocolArgs {
-    /// Warm-up before the server is stopped.
-    #[arg(long, default_value = "20s", value_parser = positive_duration, value_name = "DURATION")]
-    pub warmup: Duration,
-    /// Observation after the server resumes: a recovery must start within it.
-    #[arg(long, default_value = "60s", value_parser = positive_duration, value_name = "DURATION")]
-    pub observe: Duration,
-    /// Client report interval: the unit of the recovery verdict.
-    #[arg(long, default_value = "5s", value_parser = positive_duration, value_name = "DURATION")]
-    pub report_interval: Duration,
-    /// Seed of every client.
-    #[arg(long, default_value_t = 2014, value_name = "N")]
-    pub seed: u64,
+    /// Warm-up before the server is stopped [default: 20s].
+    #[arg(long, value_parser = positive_duration, value_name = "DURATION")]
+    pub warmup: Option<Duration>,
+    /// Observation after the server resumes: a recovery must start within
+    /// it [default: 60s].
+    #[arg(long, value_parser = positive_duration, value_name = "DURATION")]
+    pub observe: Option<Duration>,
+    /// Client report interval: the unit of the recovery verdict [default:
+    /// 5s].
+    #[arg(long, value_parser = positive_duration, value_name = "DURATION")]
+    pub report_interval: Option<Duration>,
+    /// Seed of every client (repetition i: seed + i - 1) [default: 2014].
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
     /// Extra flags for every server, e.g. "--limit 40 --on-disconnect cancel".
     #[arg(long, value_name = "FLAGS", allow_hyphen_values = true)]
     pub server_args: Option<String>,
@@ -33,6 +36,9 @@ pub struct ProtocolArgs {
     #[arg(long, value_name = "FLAGS", allow_hyphen_values = true)]
     pub client_args: Option<String>,
 }
+
+/// The seed of a storm given none.
+const DEFAULT_SEED: u64 = 2014;
 
 impl ProtocolArgs {
     /// A scenario comparing `strategies` with these flags and `pause`:
@@ -42,6 +48,35 @@ impl ProtocolArgs {
         strategies: &[StrategyKind],
         pause: Duration,
     ) -> Result<Scenario, ScenarioError> {
+        let mut names: Vec<StrategyKind> = Vec::new();
+        for &s in strategies {
+            if !names.contains(&s) {
+                names.push(s);
+            }
+        }
+        let scenario = Scenario {
+            seed: DEFAULT_SEED,
+            engine: None,
+            runs: None,
+            protocol: Protocol {
+                pause,
+                ..Protocol::default()
+            },
+            cases: names
+                .into_iter()
+                .map(|s| Case {
+                    name: s.name().to_string(),
+                    client: vec!["--strategy".to_string(), s.name().to_string()],
+                    server: Vec::new(),
+                })
+                .collect(),
+        };
+        self.apply(scenario)
+    }
+
+    /// `scenario` with the flags given here: the protocol's phases and the
+    /// seed in their place, the extra flags after every case's own.
+    pub fn apply(&self, mut scenario: Scenario) -> Result<Scenario, ScenarioError> {
         let flags = |what: &str, text: &Option<String>| {
             split_flags(text.as_deref().unwrap_or(""))
                 .map_err(|e| ScenarioError(format!("--{what}-args: {e}")))
@@ -50,34 +85,16 @@ impl ProtocolArgs {
             flags("server", &self.server_args)?,
             flags("client", &self.client_args)?,
         );
-        let mut names: Vec<StrategyKind> = Vec::new();
-        for &s in strategies {
-            if !names.contains(&s) {
-                names.push(s);
-            }
+        let p = &mut scenario.protocol;
+        p.warmup = self.warmup.unwrap_or(p.warmup);
+        p.observe = self.observe.unwrap_or(p.observe);
+        p.report_interval = self.report_interval.unwrap_or(p.report_interval);
+        scenario.seed = self.seed.unwrap_or(scenario.seed);
+        for case in &mut scenario.cases {
+            case.server.extend(server.iter().cloned());
+            case.client.extend(client.iter().cloned());
         }
-        Ok(Scenario {
-            seed: self.seed,
-            engine: None,
-            runs: None,
-            protocol: Protocol {
-                warmup: self.warmup,
-                pause,
-                observe: self.observe,
-                report_interval: self.report_interval,
-            },
-            cases: names
-                .into_iter()
-                .map(|s| Case {
-                    name: s.name().to_string(),
-                    client: ["--strategy".to_string(), s.name().to_string()]
-                        .into_iter()
-                        .chain(client.iter().cloned())
-                        .collect(),
-                    server: server.clone(),
-                })
-                .collect(),
-        })
+        Ok(scenario)
     }
 }
 

@@ -7,25 +7,36 @@ use clap::Args;
 
 use super::generate::GenerateArgs;
 use super::protocol::{OutputArgs, ProtocolArgs, default_out};
-use super::values::positive_duration;
+use super::values::{positive_duration, seconds_or_duration};
 use crate::experiment::Storm;
-use crate::experiment::scenario::{Engine, ScenarioError};
+use crate::experiment::scenario::{Engine, Scenario, ScenarioError};
 use crate::experiment::sweep::SweepConfig;
 use crate::policy::StrategyKind;
 
-/// `storm sweep`: where each policy breaks. For each strategy (and each
-/// number of clients, timeout and server limit given), the critical pause:
-/// the longest pause after which the system still recovers, by bisection in
-/// virtual time; and a heat map of recovery time by pause.
+/// `storm sweep [FILE]`: where each policy breaks. For each case (the
+/// scenario file's, or one per strategy), under each number of clients,
+/// think time, timeout and server limit given, how often the system
+/// recovers against the pause, in virtual time: T50 (where half the runs
+/// recover) with its interval, T90 and T10; critical.csv, phase.csv, a
+/// heat map and a phase diagram.
 #[derive(Debug, Args)]
 pub struct SweepArgs {
-    /// Strategies to map, comma-separated [default: all].
+    /// A scenario file whose cases to map (its protocol and seed too,
+    /// unless given below) [default: one case per --strategies].
+    #[arg(value_name = "FILE", conflicts_with = "strategies")]
+    pub file: Option<PathBuf>,
+    /// Strategies to map, comma-separated, one case each [default: all].
     #[arg(long, value_enum, value_delimiter = ',', value_name = "NAMES")]
     pub strategies: Vec<StrategyKind>,
     /// Numbers of clients, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "1000", value_name = "N,...",
           value_parser = clap::value_parser!(u32).range(1..))]
     pub clients: Vec<u32>,
+    /// Mean think times, comma-separated (seconds or durations) [default:
+    /// each case's own].
+    #[arg(long, value_delimiter = ',', value_parser = seconds_or_duration,
+          value_name = "SECONDS,...")]
+    pub lambda: Vec<Duration>,
     /// Client timeouts, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "2s", value_parser = positive_duration,
           value_name = "DURATION,...")]
@@ -38,17 +49,18 @@ pub struct SweepArgs {
         value_name = "N,..."
     )]
     pub limit: Vec<u64>,
-    /// Seeds per point (from --seed on); a point recovers when most do.
+    /// Runs per pause, seeds from --seed on; most recovering is the
+    /// bisection's test.
     #[arg(long, default_value_t = 3, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..))]
     pub seeds: u32,
     /// Longest pause tried.
     #[arg(long, default_value = "120s", value_parser = positive_duration, value_name = "DURATION")]
     pub max_pause: Duration,
-    /// Precision of the critical pause.
+    /// Precision of the bisection's critical pause.
     #[arg(long, default_value = "1s", value_parser = positive_duration, value_name = "DURATION")]
     pub resolution: Duration,
-    /// Pause step of the heat map.
+    /// Pause step of the grid.
     #[arg(long, default_value = "5s", value_parser = positive_duration, value_name = "DURATION")]
     pub step: Duration,
     /// Worker threads [default: one per core].
@@ -71,18 +83,35 @@ pub struct SweepArgs {
 impl SweepArgs {
     /// Builds the sweep's configuration.
     pub fn config(&self) -> Result<SweepConfig, ScenarioError> {
-        let strategies = if self.strategies.is_empty() {
-            StrategyKind::ALL.to_vec()
-        } else {
-            self.strategies.clone()
+        let (scenario, suffix) = match &self.file {
+            Some(file) => {
+                let stem = file
+                    .file_stem()
+                    .map_or("scenario".into(), |s| s.to_string_lossy().into_owned());
+                (
+                    self.protocol.apply(Scenario::load(file)?)?,
+                    format!("{stem}-sweep"),
+                )
+            }
+            None => {
+                let strategies = if self.strategies.is_empty() {
+                    StrategyKind::ALL.to_vec()
+                } else {
+                    self.strategies.clone()
+                };
+                let scenario = self.protocol.scenario(&strategies, Duration::ZERO)?;
+                (scenario, "sweep".to_string())
+            }
         };
         let threads = self.threads.map_or_else(
             || std::thread::available_parallelism().map_or(1, |n| n.get()),
             |n| n as usize,
         );
-        let scenario = self.protocol.scenario(&strategies, Duration::ZERO)?;
         let storm = Storm {
-            scenario,
+            scenario: Scenario {
+                runs: None,
+                ..scenario
+            },
             engine: Engine::Sim,
             time_scale: 1.0,
             parallel: 0,
@@ -90,7 +119,7 @@ impl SweepArgs {
                 .output
                 .out
                 .clone()
-                .unwrap_or_else(|| default_out(Some("sweep"))),
+                .unwrap_or_else(|| default_out(Some(&suffix))),
             png: self.output.png,
             progress: !self.output.quiet,
             verbose: self.verbose,
@@ -99,6 +128,7 @@ impl SweepArgs {
         Ok(SweepConfig {
             storm,
             clients: self.clients.clone(),
+            thinks: self.lambda.clone(),
             timeouts: self.timeout.clone(),
             limits: self.limit.clone(),
             seeds: self.seeds,

@@ -1,0 +1,120 @@
+//! What a sweep found: every pause tried, and each setting's edge.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// One pause of one setting, judged over the seeds: a row of `phase.csv`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Point {
+    /// The case's name.
+    pub case: String,
+    /// Number of clients.
+    pub clients: u32,
+    /// Mean think time, seconds (empty: the case's own).
+    pub lambda_s: Option<f64>,
+    /// Client timeout, seconds.
+    pub timeout_s: f64,
+    /// Server limit.
+    pub server_limit: u64,
+    /// Pause, seconds.
+    pub pause_s: f64,
+    /// Runs made (one per seed).
+    pub runs: u32,
+    /// Runs that recovered.
+    pub recovered_runs: u32,
+    /// `recovered_runs / runs`.
+    pub p_recovered: f64,
+    /// Its 95 % Wilson interval, low end.
+    pub p_low: f64,
+    /// Its 95 % Wilson interval, high end.
+    pub p_high: f64,
+    /// Median recovery time over the runs (a run that never recovers
+    /// counting as the slowest), seconds; empty when most never recover.
+    pub recovery_s: Option<f64>,
+}
+
+impl Point {
+    /// Whether most runs recovered.
+    pub fn recovered(&self) -> bool {
+        self.recovery_s.is_some()
+    }
+}
+
+/// A setting's edge: a row of `critical.csv`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Critical {
+    /// The case's name.
+    pub case: String,
+    /// Number of clients.
+    pub clients: u32,
+    /// Mean think time, seconds (empty: the case's own).
+    pub lambda_s: Option<f64>,
+    /// Client timeout, seconds.
+    pub timeout_s: f64,
+    /// Server limit.
+    pub server_limit: u64,
+    /// Seeds per pause.
+    pub seeds: u32,
+    /// The longest pause after which most runs still recover, by
+    /// bisection, seconds (to the sweep's resolution).
+    pub critical_pause_s: f64,
+    /// The longest pause tried still recovers: the critical pause is at
+    /// least this.
+    pub at_least: bool,
+    /// Even without a pause the system does not hold its load.
+    pub overloaded: bool,
+    /// Median recovery time at the critical pause, seconds.
+    pub recovery_s: Option<f64>,
+    /// Where half the runs recover, seconds (empty when the edge is not
+    /// within the pauses tried).
+    pub t50_s: Option<f64>,
+    /// T50's 95 % interval, low end (empty: not bounded by the pauses
+    /// tried).
+    pub t50_ci_low_s: Option<f64>,
+    /// T50's 95 % interval, high end.
+    pub t50_ci_high_s: Option<f64>,
+    /// Where only 10 % of the runs recover: the end of the edge.
+    pub t10_s: Option<f64>,
+    /// Where 90 % of the runs still recover: the start of the edge.
+    pub t90_s: Option<f64>,
+}
+
+/// What a sweep found.
+#[derive(Debug, Clone)]
+pub struct SweepReport {
+    /// One per setting, in order.
+    pub critical: Vec<Critical>,
+    /// Every pause tried, by setting then pause.
+    pub points: Vec<Point>,
+    /// Virtual-time runs made.
+    pub runs: u64,
+    /// Events they processed.
+    pub events: u64,
+    /// Real time the sweep took.
+    pub wall: Duration,
+}
+
+impl std::fmt::Display for Critical {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}, {} clients", self.case, self.clients)?;
+        if let Some(think) = self.lambda_s {
+            write!(f, ", think {think} s")?;
+        }
+        write!(
+            f,
+            ", timeout {} s, limit {}: ",
+            self.timeout_s, self.server_limit
+        )?;
+        match (self.t50_s, self.t50_ci_low_s, self.t50_ci_high_s) {
+            (Some(t), low, high) => write!(
+                f,
+                "T50 {t:.1} s ({}-{})",
+                low.map_or("0".into(), |t| format!("{t:.1}")),
+                high.map_or("more".into(), |t| format!("{t:.1}"))
+            ),
+            (None, _, None) => write!(f, "half or more recover from every pause tried"),
+            (None, _, Some(_)) => write!(f, "fewer than half recover even without a pause"),
+        }
+    }
+}

@@ -1,0 +1,75 @@
+//! The map of where each policy breaks. For each case, under each setting
+//! (clients, think time, timeout, server limit), how often the system
+//! recovers against the pause's length, in virtual time: a grid of pauses,
+//! each run with several seeds, and a bisection that looks closer at the
+//! edge. From every pause tried comes the edge as a curve: T50, where half
+//! the runs recover, with its interval, and T90 and T10, where it begins
+//! and ends (see [`crate::report::estimate::Edge`]); beside it the critical
+//! pause the bisection finds, where most runs still recover.
+//!
+//! The bisection assumes that a longer pause never helps; the grid, which
+//! does not assume it, shows where that fails.
+
+mod config;
+mod findings;
+mod line;
+mod output;
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use super::error::StormError;
+use super::storm::Flags;
+
+pub use config::{Setting, SweepConfig};
+pub use findings::{Critical, Point, SweepReport};
+pub use output::write;
+
+/// Runs the sweep on `config.threads` threads, calling `progress` as each
+/// setting is done.
+pub fn run(
+    config: &SweepConfig,
+    flags: &dyn Flags,
+    progress: impl Fn(&Critical) + Sync,
+) -> Result<SweepReport, StormError> {
+    config.validate(flags)?;
+    let wall = Instant::now();
+    let settings = config.settings();
+    let next = AtomicUsize::new(0);
+    type Done = Result<line::Done, StormError>;
+    let results: Mutex<Vec<Option<Done>>> = Mutex::new((0..settings.len()).map(|_| None).collect());
+    std::thread::scope(|scope| {
+        for _ in 0..config.threads.clamp(1, settings.len().max(1)) {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(&setting) = settings.get(i) else {
+                        break;
+                    };
+                    let done = line::Line::new(config, flags, setting).run();
+                    if let Ok(done) = &done {
+                        progress(&done.critical);
+                    }
+                    results.lock().expect("results lock poisoned")[i] = Some(done);
+                }
+            });
+        }
+    });
+    let mut report = SweepReport {
+        critical: Vec::new(),
+        points: Vec::new(),
+        runs: 0,
+        events: 0,
+        wall: Duration::ZERO,
+    };
+    for done in results.into_inner().expect("results lock poisoned") {
+        let done = done.expect("every setting was run")?;
+        report.critical.push(done.critical);
+        report.points.extend(done.points);
+        report.runs += done.runs;
+        report.events += done.events;
+    }
+    report.wall = wall.elapsed();
+    Ok(report)
+}

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Every retry strategy with its defaults, every throttle on top of fixed
 # retries, and fixed retries against a shedding server (with and without
-# --respect-retry-after), through the classic storm: scenarios/policies.toml
-# on the real engine, three cases at a time.
+# --respect-retry-after) and against one that drops abandoned work, through
+# the classic storm: scenarios/policies.toml on the real engine, three cases
+# at a time, one run each (the odds over many runs: the same scenario with
+# --engine sim --runs 100).
 #
 #   scripts/policies.sh              full scale (~10 min); writes
 #                                    results/policies/

@@ -89,7 +89,16 @@ fn the_defences_scenario_on_the_real_engine_quick() {
     let file = repo("scenarios/defences.toml");
     let output = storm(&["run", file.to_str().unwrap(), "--quick", "--quiet"], &out);
     assert!(output.status.success(), "{output:?}");
-    assert_eq!(verdicts(&out), expected());
+    // One draw each: fixed retries under a retry budget recovered in 1 of 40
+    // such runs, so its verdict is not asserted; the other three held in all.
+    let got = verdicts(&out);
+    let names: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, DEFENCES.map(|(n, _)| n), "{got:?}");
+    for ((name, recovered), (_, expected)) in got.iter().zip(DEFENCES) {
+        if name != "fixed+budget" {
+            assert_eq!(*recovered, expected, "{name}: {got:?}");
+        }
+    }
     assert_eq!(summary(&out)["protocol"]["time_scale"], 10.0);
     let kept = std::fs::read_to_string(out.join("scenario.toml")).unwrap();
     assert!(kept.contains("engine = \"real\""), "{kept}");

@@ -59,8 +59,8 @@ pub struct StormCli {
 pub enum StormCommand {
     /// Run the cases of a scenario file (TOML) through the storm.
     Run(Box<RunArgs>),
-    /// Map where each policy breaks: critical pauses and a heat map, in
-    /// virtual time.
+    /// Map where each policy breaks, in virtual time: the share of runs
+    /// that recover against the pause, T50 with its interval, phase maps.
     Sweep(Box<SweepArgs>),
     /// Run the server (the same as the `server` program; the runner's
     /// children).

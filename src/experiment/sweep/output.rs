@@ -216,12 +216,14 @@ fn opt(v: Option<f64>) -> String {
 /// A setting's T50 and its interval, said in words where the pauses tried
 /// do not hold it.
 fn t50(c: &Critical, max_pause_s: f64) -> (String, String) {
-    let interval = format!(
-        "{}-{}",
-        c.t50_ci_low_s.map_or("0".into(), |t| format!("{t:.1}")),
-        c.t50_ci_high_s
-            .map_or(format!(">{max_pause_s}"), |t| format!("{t:.1}"))
-    );
+    let interval = match (c.t50_ci_low_s, c.t50_ci_high_s) {
+        (Some(low), None) if low >= max_pause_s => format!("> {max_pause_s}"),
+        (low, high) => format!(
+            "{}-{}",
+            low.map_or("0".into(), |t| format!("{t:.1}")),
+            high.map_or(format!(">{max_pause_s}"), |t| format!("{t:.1}"))
+        ),
+    };
     let value = match c.t50_s {
         Some(t) => format!("{t:.1}"),
         None if c.t50_ci_high_s.is_none() => format!(">= {max_pause_s}"),
@@ -280,8 +282,9 @@ pub fn summary(config: &SweepConfig, report: &SweepReport, command: &str) -> Str
          tried; its interval runs from the longest pause whose share is above one half at \
          95 % confidence (Wilson) to the shortest pause whose share is below it. T90 and \
          T10: where 90 % and 10 % still recover, how sharp the edge is. Critical pause: the \
-         longest after which most runs recover, by bisection. phase.csv holds every pause \
-         tried; the maps colour each pause of the grid by the share that recovered.\n",
+         longest after which most runs recover, by bisection. A dash: outside the pauses \
+         tried. phase.csv holds every pause tried; the maps colour each pause of the grid \
+         by the share that recovered.\n",
     );
     md
 }

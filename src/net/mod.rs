@@ -4,6 +4,7 @@
 //! compute comes from the model, policy and report layers below.
 
 pub mod client;
+mod model_actor;
 mod pool;
 pub mod rlimit;
 pub mod runtime;

@@ -1,12 +1,11 @@
 //! The HTTP server whose latency explodes with concurrency.
 //!
 //! Connections are served by hyper; the latency model lives in one actor task
-//! that owns the [`CompletionScheduler`], so the modelled work of a request
+//! that owns the completion scheduler, so the modelled work of a request
 //! lives outside hyper's handler future. When a client goes away, hyper drops
 //! that future, but in `continue` mode the request keeps counting until its
 //! modelled completion, as in the 2014 original.
 
-use std::collections::HashMap;
 use std::convert::Infallible;
 use std::fmt;
 use std::future::Future;
@@ -28,13 +27,13 @@ use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
+pub use super::model_actor::Gauges;
+use super::model_actor::{ModelActor, Reply, ToModel};
 use super::timer::Alarm;
-use crate::model::scheduler::{Completion, CompletionScheduler, Ticket};
 use crate::model::server::{DEFAULT_BACKLOG, OnDisconnect, ServerConfig};
 use crate::policy::format_retry_after;
-use crate::report::counts::{Held, ServerCounts};
-use crate::report::output::{CsvError, CsvSink, say, write_row};
-use crate::report::rows::{ServerRow, format_delay, unix_ms};
+use crate::report::output::{CsvError, CsvSink};
+use crate::report::rows::{ServerRow, format_delay};
 use crate::report::status::{Status, StatusSink};
 use crate::report::summary::ServerSummary;
 
@@ -90,23 +89,6 @@ impl fmt::Display for BindError {
 }
 
 impl std::error::Error for BindError {}
-
-/// Live figures of a running server, for tests and embedding programs.
-#[derive(Debug, Default)]
-pub struct Gauges {
-    /// Requests in flight in the latency model.
-    pub concurrency: AtomicU64,
-    /// Highest concurrency seen.
-    pub peak_concurrency: AtomicU64,
-    /// Requests answered to a waiting client, since start.
-    pub completed: AtomicU64,
-    /// Requests whose client had gone, since start.
-    pub abandoned: AtomicU64,
-    /// Failed `accept` calls since start (for example, out of descriptors).
-    pub accept_errors: AtomicU64,
-    /// Requests shed since start.
-    pub shed: AtomicU64,
-}
 
 /// A bound server, ready to run.
 pub struct Server {
@@ -263,27 +245,6 @@ pub async fn accept_loop(
     }
 }
 
-/// Messages from request handlers to the model actor.
-enum ToModel {
-    /// A request head was read at `stamp`; answer on `reply` when done.
-    Admit {
-        id: u64,
-        stamp: Instant,
-        reply: oneshot::Sender<Reply>,
-    },
-    /// The client of request `id` went away (sent in `cancel` mode only).
-    Cancel { id: u64 },
-}
-
-/// The model's answer to an admitted request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Reply {
-    /// The modelled delay has elapsed: answer OK.
-    Done,
-    /// Over the shedding threshold: refused without entering the model.
-    Shed,
-}
-
 /// State shared by all request handlers.
 struct Handler {
     to_model: mpsc::UnboundedSender<ToModel>,
@@ -390,231 +351,6 @@ fn plain(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
     let mut resp = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
     *resp.status_mut() = status;
     resp
-}
-
-/// A request waiting in the model.
-struct Pending {
-    id: u64,
-    reply: oneshot::Sender<Reply>,
-}
-
-/// Owns the latency model's scheduler, the counters and the report.
-struct ModelActor {
-    scheduler: CompletionScheduler<Pending>,
-    epoch: Instant,
-    rx: mpsc::UnboundedReceiver<ToModel>,
-    /// Tickets by request id, kept only in `cancel` mode.
-    tickets: Option<HashMap<u64, Ticket>>,
-    /// Concurrency at which requests are shed.
-    shed_above: Option<u64>,
-    interval: ServerCounts,
-    totals: ServerCounts,
-    peak: u64,
-    gauges: Arc<Gauges>,
-    csv: Option<CsvSink<ServerRow>>,
-    status: Option<StatusSink>,
-    report_interval: Duration,
-    quiet: bool,
-}
-
-impl ModelActor {
-    fn new(
-        config: &ServerConfig,
-        csv: Option<CsvSink<ServerRow>>,
-        status: Option<StatusSink>,
-        gauges: Arc<Gauges>,
-        rx: mpsc::UnboundedReceiver<ToModel>,
-    ) -> Self {
-        ModelActor {
-            scheduler: CompletionScheduler::new(config.model),
-            epoch: Instant::now(),
-            rx,
-            tickets: (config.on_disconnect == OnDisconnect::Cancel).then(HashMap::new),
-            shed_above: config.shed.map(|s| s.above),
-            interval: ServerCounts::default(),
-            totals: ServerCounts::default(),
-            peak: 0,
-            gauges,
-            csv,
-            status,
-            report_interval: config.report_interval,
-            quiet: config.quiet,
-        }
-    }
-
-    async fn run(mut self, alarm: Alarm, mut stop: oneshot::Receiver<()>) -> ServerSummary {
-        let mut report =
-            tokio::time::interval_at(self.epoch + self.report_interval, self.report_interval);
-        report.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut last_report = self.epoch;
-        // The instant the alarm is set for, if a completion is pending.
-        let mut armed = None;
-        let mut batch = Vec::with_capacity(256);
-        loop {
-            let next = self
-                .scheduler
-                .next_completion()
-                .map(|at| alarm.slot(self.epoch + at));
-            if next != armed {
-                match next {
-                    Some(at) => {
-                        alarm.set(at);
-                    }
-                    None => alarm.clear(),
-                }
-                armed = next;
-            }
-            tokio::select! {
-                n = self.rx.recv_many(&mut batch, 1024) => {
-                    if n == 0 {
-                        break;
-                    }
-                    for msg in batch.drain(..) {
-                        self.on_message(msg);
-                    }
-                }
-                rung = alarm.rung(), if armed.is_some() => {
-                    if rung.is_err() {
-                        break;
-                    }
-                    // Set again below for whatever is next, even if it is
-                    // the same instant.
-                    armed = None;
-                    self.scheduler.advance(self.now());
-                }
-                _ = report.tick() => {
-                    let now = Instant::now();
-                    self.report(now - last_report);
-                    last_report = now;
-                }
-                _ = &mut stop => break,
-            }
-            self.deliver();
-        }
-        self.scheduler.advance(self.now());
-        self.deliver();
-        self.report(Instant::now() - last_report);
-        let summary = ServerSummary {
-            completed: self.totals.completed,
-            abandoned: self.totals.abandoned,
-            peak_concurrency: self.peak,
-            in_flight: self.scheduler.concurrency(),
-            abandoned_held: self.held_for_gone().count,
-            shed: self.totals.shed,
-        };
-        if !self.quiet {
-            say(summary);
-        }
-        summary
-    }
-
-    fn now(&self) -> Duration {
-        Instant::now() - self.epoch
-    }
-
-    fn on_message(&mut self, msg: ToModel) {
-        match msg {
-            ToModel::Admit { id, stamp, reply } => {
-                let at = stamp.saturating_duration_since(self.epoch);
-                // Completions due by now free their places first.
-                self.scheduler.advance(at);
-                if self
-                    .shed_above
-                    .is_some_and(|above| self.scheduler.concurrency() >= above)
-                {
-                    let _ = reply.send(Reply::Shed);
-                    self.count(|c| c.shed += 1);
-                    return;
-                }
-                let ticket = self.scheduler.admit(at, Pending { id, reply });
-                if let Some(tickets) = &mut self.tickets {
-                    tickets.insert(id, ticket);
-                }
-                let concurrency = self.scheduler.concurrency();
-                self.count(|c| c.admitted(concurrency));
-                self.peak = self.peak.max(concurrency);
-            }
-            ToModel::Cancel { id } => {
-                let now = self.now();
-                let ticket = self.tickets.as_mut().and_then(|t| t.remove(&id));
-                let Some(ticket) = ticket else {
-                    return;
-                };
-                let start = self.scheduler.start_of(ticket);
-                if let (Some(start), Some(_)) = (start, self.scheduler.cancel(now, ticket)) {
-                    self.count(|c| c.abandon(now.saturating_sub(start)));
-                }
-            }
-        }
-    }
-
-    /// Counts something in the interval and in the run's totals.
-    fn count(&mut self, f: impl Fn(&mut ServerCounts)) {
-        f(&mut self.interval);
-        f(&mut self.totals);
-    }
-
-    /// Answers every request the scheduler has completed.
-    fn deliver(&mut self) {
-        let done: Vec<Completion<Pending>> = self.scheduler.drain_completed().collect();
-        for Completion { payload, start, at } in done {
-            if let Some(tickets) = &mut self.tickets {
-                tickets.remove(&payload.id);
-            }
-            // A closed channel means hyper dropped the handler: the client
-            // went away and this completion is wasted work.
-            if payload.reply.send(Reply::Done).is_ok() {
-                self.count(|c| c.completed += 1);
-            } else {
-                self.count(|c| c.abandon(at.saturating_sub(start)));
-            }
-        }
-        let g = &self.gauges;
-        g.concurrency
-            .store(self.scheduler.concurrency(), Ordering::Relaxed);
-        g.peak_concurrency.store(self.peak, Ordering::Relaxed);
-        g.completed.store(self.totals.completed, Ordering::Relaxed);
-        g.abandoned.store(self.totals.abandoned, Ordering::Relaxed);
-        g.shed.store(self.totals.shed, Ordering::Relaxed);
-    }
-
-    /// The requests in the model whose client has gone: hyper dropped
-    /// their handler, so nobody waits on their answer.
-    fn held_for_gone(&self) -> Held {
-        let now = self.now();
-        let mut held = Held::default();
-        for (pending, start) in self.scheduler.in_flight() {
-            if pending.reply.is_closed() {
-                held.count += 1;
-                held.time += now.saturating_sub(start);
-            }
-        }
-        held
-    }
-
-    fn report(&mut self, measured: Duration) {
-        let concurrency = self.scheduler.concurrency();
-        let counts = std::mem::replace(&mut self.interval, ServerCounts::starting_at(concurrency));
-        let row = ServerRow::new(
-            counts,
-            measured,
-            concurrency,
-            self.scheduler.current_delay(),
-            self.held_for_gone(),
-            unix_ms(),
-            self.epoch.elapsed(),
-        );
-        let accept_errors = self.gauges.accept_errors.swap(0, Ordering::Relaxed);
-        if !self.quiet {
-            if accept_errors > 0 {
-                say(format_args!("{row}, accept errors: {accept_errors}"));
-            } else {
-                say(&row);
-            }
-        }
-        write_row(&mut self.csv, &row);
-        StatusSink::send_to(&mut self.status, &Status::ServerRow(row));
-    }
 }
 
 /// A warning for a listen address outside loopback: this server is a load

@@ -276,7 +276,7 @@ fn failed(e: StormError, storm: &Storm) -> ExitCode {
     }
 }
 
-/// `storm sweep`: the critical pauses, their files and the heat map.
+/// `storm sweep`: every setting's edge, its files and its maps.
 fn sweep(args: SweepArgs) -> ExitCode {
     let config = match args.config() {
         Ok(config) => config,

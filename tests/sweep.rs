@@ -6,7 +6,7 @@ use std::time::Duration;
 use clap::Parser;
 use retry_storm::cli::{ProgramFlags, StormCli};
 use retry_storm::experiment::StormError;
-use retry_storm::experiment::sweep::{Point, SweepConfig, run};
+use retry_storm::experiment::sweep::{Outside, Point, SweepConfig, run};
 
 /// A sweep of fixed retries and the 2014 client, seed 1, from the storm's
 /// own flags.
@@ -144,4 +144,33 @@ fn fixed_retries_at_1000_clients_recover_from_a_short_pause_only() {
         edge.t90_s.unwrap() <= t50 && t50 <= edge.t10_s.unwrap(),
         "{edge:?}"
     );
+    // Five runs a pause bound the interval: 5 of 5 is above one half at
+    // 95 % (0.57-1.00), 0 of 5 below it (0.00-0.43).
+    let (low, high) = (edge.t50_ci_low_s.unwrap(), edge.t50_ci_high_s.unwrap());
+    assert!(
+        1.0 <= low && low <= t50 && t50 <= high && high <= 10.0,
+        "{edge}"
+    );
+    assert_eq!(edge.t50_outside, None);
+}
+
+#[test]
+fn a_setting_that_fails_without_a_pause_says_so() {
+    // A timeout below the server's 100 ms base delay: every attempt times
+    // out, pause or none.
+    let mut c = sweep(vec![50]);
+    c.storm.scenario.cases.truncate(1);
+    c.timeouts = vec![Duration::from_millis(50)];
+    c.seeds = 4;
+    c.max_pause = Duration::from_secs(10);
+    c.resolution = Duration::from_secs(5);
+    c.step = Duration::from_secs(5);
+    let report = run(&c, &ProgramFlags, |_| {}).unwrap();
+    let edge = &report.critical[0];
+    assert!(edge.overloaded, "{edge:?}");
+    assert_eq!(edge.t50_s, None);
+    assert_eq!(edge.t50_outside, Some(Outside::Shorter), "{edge:?}");
+    assert!(edge.to_string().contains("fewer than half"), "{edge}");
+    // Four runs that all failed put T50 below the shortest pause.
+    assert_eq!(edge.t50_ci_high_s, Some(0.0), "{edge:?}");
 }

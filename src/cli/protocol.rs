@@ -103,7 +103,7 @@ impl ProtocolArgs {
 pub struct OutputArgs {
     /// Results folder [default: results/<UTC timestamp>; for storm run,
     /// results/<UTC timestamp>-<file name>; for storm sweep,
-    /// results/<UTC timestamp>-sweep].
+    /// results/<UTC timestamp>-sweep, or -<file name>-sweep with a file].
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Draw PNG plots instead of SVG.

@@ -50,8 +50,9 @@ pub struct SweepArgs {
     )]
     pub limit: Vec<u64>,
     /// Runs per pause, seeds from --seed on; most recovering is the
-    /// bisection's test.
-    #[arg(long, default_value_t = 3, value_name = "N",
+    /// bisection's test. Fewer than 4 cannot bound T50's interval at
+    /// either end.
+    #[arg(long, default_value_t = 10, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..))]
     pub seeds: u32,
     /// Longest pause tried.

@@ -179,14 +179,17 @@ where
                 share_color(p).filled(),
             )
         }))?;
-        // T50 with its interval, across the middle of the row.
+        // T50 with its interval, across the middle of the row; an
+        // interval that the pauses tried bound at neither end says nothing.
         let mid = y + 0.5;
-        let low = row.t50_ci.0.unwrap_or(-step / 2.0);
-        let high = row.t50_ci.1.unwrap_or(x_max);
-        chart.draw_series(std::iter::once(PathElement::new(
-            [(low, mid), (high, mid)],
-            BLACK.stroke_width(2),
-        )))?;
+        if row.t50_ci.0.is_some() || row.t50_ci.1.is_some() {
+            let low = row.t50_ci.0.unwrap_or(-step / 2.0);
+            let high = row.t50_ci.1.unwrap_or(x_max);
+            chart.draw_series(std::iter::once(PathElement::new(
+                [(low, mid), (high, mid)],
+                BLACK.stroke_width(2),
+            )))?;
+        }
         if let Some(t) = row.t50 {
             chart.draw_series(std::iter::once(Rectangle::new(
                 [(t - step / 10.0, y + 0.2), (t + step / 10.0, y + 0.8)],
@@ -195,23 +198,37 @@ where
         }
     }
     if panel.contours {
-        let line = |f: fn(&Row) -> Option<f64>| -> Vec<(f64, f64)> {
+        let points = |f: fn(&Row) -> Option<f64>| -> Vec<Option<(f64, f64)>> {
             panel
                 .rows
                 .iter()
                 .enumerate()
-                .filter_map(|(i, r)| f(r).map(|t| (t, y_of(i) + 0.5)))
+                .map(|(i, r)| f(r).map(|t| (t, y_of(i) + 0.5)))
                 .collect()
         };
-        chart.draw_series(std::iter::once(PathElement::new(
-            line(|r| r.t50),
-            BLACK.stroke_width(3),
-        )))?;
-        for edge in [line(|r| r.t90), line(|r| r.t10)] {
-            chart.draw_series(DashedLineSeries::new(edge, 5, 4, BLACK.stroke_width(1)))?;
+        for part in contour(&points(|r| r.t50)) {
+            chart.draw_series(std::iter::once(PathElement::new(
+                part,
+                BLACK.stroke_width(3),
+            )))?;
+        }
+        for f in [(|r: &Row| r.t90) as fn(&Row) -> Option<f64>, |r| r.t10] {
+            for part in contour(&points(f)) {
+                chart.draw_series(DashedLineSeries::new(part, 5, 4, BLACK.stroke_width(1)))?;
+            }
         }
     }
     Ok(())
+}
+
+/// A contour through the rows, broken where a row has no value: a line
+/// joins only neighbouring rows.
+fn contour(points: &[Option<(f64, f64)>]) -> Vec<Vec<(f64, f64)>> {
+    points
+        .split(Option::is_none)
+        .map(|part| part.iter().flatten().copied().collect::<Vec<_>>())
+        .filter(|part| part.len() > 1)
+        .collect()
 }
 
 /// The colour scale: all recovered on top, none at the bottom.
@@ -252,5 +269,19 @@ mod tests {
         assert_eq!(share_color(0.5), RGBColor(0xfe, 0xe0, 0x8b));
         assert_eq!(share_color(1.0), RGBColor(0x1a, 0x98, 0x50));
         assert_eq!(share_color(7.0), share_color(1.0), "clamped");
+    }
+
+    #[test]
+    fn contours_break_where_a_row_has_no_value() {
+        let a = Some((1.0, 0.5));
+        let b = Some((2.0, 1.5));
+        let c = Some((3.0, 3.5));
+        assert_eq!(
+            contour(&[a, b, None, c]),
+            vec![vec![(1.0, 0.5), (2.0, 1.5)]],
+            "a lone row makes no line"
+        );
+        assert_eq!(contour(&[a, b, c]).len(), 1);
+        assert!(contour(&[None, a, None]).is_empty());
     }
 }

@@ -237,9 +237,10 @@ pub struct Edge {
 }
 
 impl Edge {
-    /// Estimates the edge from `points`, in any order.
+    /// Estimates the edge from `points`, in any order; a pause without
+    /// runs says nothing and is left out.
     pub fn estimate(points: &[Trials]) -> Edge {
-        let mut points = points.to_vec();
+        let mut points: Vec<Trials> = points.iter().copied().filter(|t| t.runs > 0).collect();
         points.sort_by(|a, b| a.pause_s.total_cmp(&b.pause_s));
         let pauses: Vec<f64> = points.iter().map(|t| t.pause_s).collect();
         let fit = isotonic_decreasing(&points);
@@ -254,13 +255,18 @@ impl Edge {
             .map(|t| t.pause_s)
             .reduce(f64::min);
         // Runs that contradict the order (above one half after below it)
-        // widen the interval to hold both.
-        let t50_ci = match (above, below) {
+        // widen the interval to hold both, and the fitted T50 too.
+        let t50 = crossing(&pauses, &fit, 0.5);
+        let (low, high) = match (above, below) {
             (Some(a), Some(b)) if a > b => (Some(b), Some(a)),
             ends => ends,
         };
+        let t50_ci = match t50 {
+            Crossing::At(t) => (low.map(|l| l.min(t)), high.map(|h| h.max(t))),
+            _ => (low, high),
+        };
         Edge {
-            t50: crossing(&pauses, &fit, 0.5),
+            t50,
             t50_ci,
             t90: crossing(&pauses, &fit, 0.9),
             t10: crossing(&pauses, &fit, 0.1),
@@ -410,6 +416,25 @@ mod tests {
         let (t90, t10) = (edge.t90.pause().unwrap(), edge.t10.pause().unwrap());
         assert!((t90 - 15.61).abs() < 2.0, "T90 {t90}");
         assert!((t10 - 24.39).abs() < 2.0, "T10 {t10}");
+    }
+
+    #[test]
+    fn runs_against_the_order_widen_the_interval_to_hold_t50() {
+        // The fit pools 1 of 20 at 5 s with 15 of 20 at 10 s (0.4 each):
+        // T50 = 5 * 0.5 / 0.6 = 4.17 s, before the pause (5 s) whose share
+        // is clearly below one half, so the interval stretches to it. A
+        // pause without runs changes nothing.
+        let points = trials(&[
+            (0.0, 20, 20),
+            (5.0, 20, 1),
+            (7.0, 0, 0),
+            (10.0, 20, 15),
+            (15.0, 20, 0),
+        ]);
+        let edge = Edge::estimate(&points);
+        let t50 = edge.t50.pause().unwrap();
+        assert!((t50 - 25.0 / 6.0).abs() < 1e-9, "{t50}");
+        assert_eq!(edge.t50_ci, (Some(t50), Some(10.0)));
     }
 
     #[test]

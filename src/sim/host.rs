@@ -145,8 +145,9 @@ impl<T: Copy> Host<T> {
             return;
         };
         if self.cancel && !self.stopped {
-            self.scheduler.cancel(now, ticket);
-            self.count(|c| c.abandon(now.saturating_sub(start)));
+            if self.scheduler.cancel(now, ticket).is_some() {
+                self.count(|c| c.abandon(now.saturating_sub(start)));
+            }
             return;
         }
         self.gone += 1;

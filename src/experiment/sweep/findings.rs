@@ -78,6 +78,20 @@ pub struct Critical {
     pub t10_s: Option<f64>,
     /// Where 90 % of the runs still recover: the start of the edge.
     pub t90_s: Option<f64>,
+    /// Where T50 lies when it is not within the pauses tried: `longer`
+    /// (half or more recover from every pause tried) or `shorter` (fewer
+    /// than half recover even without a pause); empty when within.
+    pub t50_outside: Option<Outside>,
+}
+
+/// Which side of the pauses tried an edge lies on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outside {
+    /// Longer than every pause tried.
+    Longer,
+    /// Shorter than every pause tried.
+    Shorter,
 }
 
 /// What a sweep found.
@@ -106,15 +120,18 @@ impl std::fmt::Display for Critical {
             ", timeout {} s, limit {}: ",
             self.timeout_s, self.server_limit
         )?;
-        match (self.t50_s, self.t50_ci_low_s, self.t50_ci_high_s) {
-            (Some(t), low, high) => write!(
+        match (self.t50_s, self.t50_outside) {
+            (Some(t), _) => write!(
                 f,
                 "T50 {t:.1} s ({}-{})",
-                low.map_or("0".into(), |t| format!("{t:.1}")),
-                high.map_or("more".into(), |t| format!("{t:.1}"))
+                self.t50_ci_low_s.map_or("0".into(), |t| format!("{t:.1}")),
+                self.t50_ci_high_s
+                    .map_or("more".into(), |t| format!("{t:.1}"))
             ),
-            (None, _, None) => write!(f, "half or more recover from every pause tried"),
-            (None, _, Some(_)) => write!(f, "fewer than half recover even without a pause"),
+            (None, Some(Outside::Shorter)) => {
+                write!(f, "fewer than half recover even without a pause")
+            }
+            (None, _) => write!(f, "half or more recover from every pause tried"),
         }
     }
 }

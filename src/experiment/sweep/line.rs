@@ -9,8 +9,8 @@ use super::super::error::StormError;
 use super::super::scenario::Case;
 use super::super::storm::Flags;
 use super::config::{Setting, SweepConfig, secs};
-use super::findings::{Critical, Point};
-use crate::report::estimate::{Edge, Proportion, Trials, quantile};
+use super::findings::{Critical, Outside, Point};
+use crate::report::estimate::{Crossing, Edge, Proportion, Trials, quantile};
 use crate::report::verdict::figures;
 use crate::sim;
 
@@ -83,6 +83,11 @@ impl<'a> Line<'a> {
             t50_ci_high_s: centis(edge.t50_ci.1),
             t10_s: centis(edge.t10.pause()),
             t90_s: centis(edge.t90.pause()),
+            t50_outside: match edge.t50 {
+                Crossing::At(_) => None,
+                Crossing::Above => Some(Outside::Longer),
+                Crossing::Below => Some(Outside::Shorter),
+            },
         };
         Ok(Done {
             critical,

@@ -23,7 +23,7 @@ use super::error::StormError;
 use super::storm::Flags;
 
 pub use config::{Setting, SweepConfig};
-pub use findings::{Critical, Point, SweepReport};
+pub use findings::{Critical, Outside, Point, SweepReport};
 pub use output::write;
 
 /// Runs the sweep on `config.threads` threads, calling `progress` as each

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::super::error::StormError;
 use super::config::{SweepConfig, secs};
-use super::findings::{Critical, Point, SweepReport};
+use super::findings::{Critical, Outside, Point, SweepReport};
 use crate::plot::{self, Axes, Panel, Row};
 
 /// The settings that vary across a sweep, in the order they are named.
@@ -34,6 +34,17 @@ impl Axis {
             Axis::Think => c.lambda_s.map_or("-".into(), |t| t.to_string()),
             Axis::Timeout => c.timeout_s.to_string(),
             Axis::Limit => c.server_limit.to_string(),
+        }
+    }
+
+    /// The setting's value at a critical row, as a number to order rows by
+    /// (a case's own think time first).
+    fn number(self, c: &Critical) -> f64 {
+        match self {
+            Axis::Clients => f64::from(c.clients),
+            Axis::Think => c.lambda_s.unwrap_or(f64::NEG_INFINITY),
+            Axis::Timeout => c.timeout_s,
+            Axis::Limit => c.server_limit as f64,
         }
     }
 
@@ -131,7 +142,11 @@ fn phase_panels(report: &SweepReport, step_s: f64) -> (Vec<Panel>, String) {
         return (vec![heat_panel(report, step_s)], "case".to_string());
     };
     let mut panels: Vec<(String, Panel)> = Vec::new();
-    for c in &report.critical {
+    // Rows go up in the order of their values, whatever order they were
+    // given in.
+    let mut critical: Vec<&Critical> = report.critical.iter().collect();
+    critical.sort_by(|a, b| up.number(a).total_cmp(&up.number(b)));
+    for c in critical {
         let mut title = c.case.clone();
         for axis in others {
             title.push_str(&format!(", {}", axis.describe(c)));
@@ -224,10 +239,10 @@ fn t50(c: &Critical, max_pause_s: f64) -> (String, String) {
             high.map_or(format!(">{max_pause_s}"), |t| format!("{t:.1}"))
         ),
     };
-    let value = match c.t50_s {
-        Some(t) => format!("{t:.1}"),
-        None if c.t50_ci_high_s.is_none() => format!(">= {max_pause_s}"),
-        None => "< 0".into(),
+    let value = match (c.t50_s, c.t50_outside) {
+        (Some(t), _) => format!("{t:.1}"),
+        (None, Some(Outside::Shorter)) => "fails at 0".into(),
+        (None, _) => format!("> {max_pause_s}"),
     };
     (value, interval)
 }

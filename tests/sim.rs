@@ -228,7 +228,11 @@ fn storm_configurations_run_in_virtual_time() {
         .unwrap();
     assert_eq!(c.server.backlog, 100);
     assert_eq!(c.client.clients, 200);
-    assert_eq!(c.client.duration, Some(Duration::from_secs(110)));
+    assert_eq!(
+        c.client.duration,
+        Some(Duration::from_secs(170)),
+        "warm-up, pause, window, tail and two intervals to confirm"
+    );
     assert_eq!(
         c.pauses,
         vec![Pause {

@@ -141,11 +141,7 @@ fn three_quick_runs_on_the_real_network_agree_with_virtual_time() {
 fn thirty_virtual_runs_give_each_strategy_a_probability() {
     let _serial = one_at_a_time();
     let out = fresh_path("storm-runs-30");
-    let output = Command::new(STORM)
-        .args(["--engine", "sim", "--runs", "30", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
+    let output = storm_out(&["--engine", "sim", "--runs", "30"], &out);
     assert!(output.status.success(), "{output:?}");
     let table = String::from_utf8_lossy(&output.stdout);
     assert!(
@@ -307,6 +303,16 @@ fn a_crashed_client_stops_the_run_and_its_servers() {
     std::fs::remove_dir_all(&out).unwrap();
 }
 
+/// Runs `storm` with `args` and `--out out`, and returns what it did.
+fn storm_out(args: &[&str], out: &Path) -> std::process::Output {
+    Command::new(STORM)
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap()
+}
+
 fn header(path: &Path) -> String {
     std::fs::read_to_string(path)
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
@@ -321,11 +327,7 @@ fn the_virtual_engine_writes_the_same_files_in_the_same_schema() {
     let _serial = one_at_a_time();
     use retry_storm::report::output::CsvRow;
     let out = fresh_path("storm-sim");
-    let output = Command::new(STORM)
-        .args(["--engine", "sim", "--quiet", "--verbose", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
+    let output = storm_out(&["--engine", "sim", "--quiet", "--verbose"], &out);
     assert!(output.status.success(), "{output:?}");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
@@ -351,7 +353,7 @@ fn the_virtual_engine_writes_the_same_files_in_the_same_schema() {
         assert_eq!(header(&server), ServerRow::HEADER.join(","));
         let client: Vec<ClientRow> = rows(&client);
         let server: Vec<ServerRow> = rows(&server);
-        assert_eq!(client.len(), 22, "{name}: 110 s in 5 s reports");
+        assert_eq!(client.len(), 34, "{name}: 170 s in 5 s reports");
         assert!(server.len() > 80, "{name}: {} server rows", server.len());
         assert!(out.join(format!("{name}.svg")).exists());
     }
@@ -392,7 +394,7 @@ fn sweep_writes_the_edge_every_pause_and_the_maps() {
     assert_eq!(
         lines.next().unwrap(),
         "case,clients,lambda_s,timeout_s,server_limit,seeds,critical_pause_s,at_least,\
-         overloaded,recovery_s,t50_s,t50_ci_low_s,t50_ci_high_s,t10_s,t90_s"
+         overloaded,recovery_s,t50_s,t50_ci_low_s,t50_ci_high_s,t10_s,t90_s,t50_outside"
     );
     let rows: Vec<&str> = lines.collect();
     assert_eq!(rows.len(), 2, "{critical}");
@@ -413,10 +415,12 @@ fn sweep_writes_the_edge_every_pause_and_the_maps() {
     assert!(pauses.len() > 3, "the bisection's pauses too: {pauses:?}");
     for map in ["heatmap.svg", "phase.svg"] {
         let svg = std::fs::read_to_string(out.join(map)).unwrap();
-        assert!(
-            svg.starts_with("<svg") && svg.contains("recovered"),
-            "{map}"
-        );
+        // The map's cells: every colour from red (none recovered) to green
+        // (all) is a filled rectangle; both ends show in this sweep.
+        assert!(svg.starts_with("<svg"), "{map}");
+        for end in ["#D73027", "#1A9850"] {
+            assert!(svg.matches(end).count() > 2, "{map}: {end}");
+        }
     }
     let phase = std::fs::read_to_string(out.join("phase.svg")).unwrap();
     assert!(phase.contains("clients"), "the swept setting up the side");
@@ -425,11 +429,7 @@ fn sweep_writes_the_edge_every_pause_and_the_maps() {
     std::fs::remove_dir_all(&out).unwrap();
 
     // Bad flags: exit 2, a message naming the flag, nothing written.
-    let output = Command::new(STORM)
-        .args(["sweep", "--clients", "0", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
+    let output = storm_out(&["sweep", "--clients", "0"], &out);
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("--clients"));
     assert!(!out.exists());

@@ -157,6 +157,12 @@ pub struct StormArgs {
     /// How long the server stays stopped.
     #[arg(long, default_value = "20s", value_parser = duration, value_name = "DURATION")]
     pub pause: Duration,
+    /// How long the clients run on after the observation window, so that
+    /// recoveries after it show in the recovery-time distribution
+    /// (recovery.svg, back_s); the verdict and the other figures do not
+    /// read it. 0 ends the run with the window.
+    #[arg(long, default_value = "1m", value_parser = duration, value_name = "DURATION")]
+    pub tail: Duration,
     /// The protocol and the flags of every case.
     #[command(flatten)]
     pub protocol: ProtocolArgs,
@@ -172,6 +178,7 @@ impl StormArgs {
     /// The scenario these flags describe.
     pub fn scenario(&self) -> Result<Scenario, ScenarioError> {
         let mut scenario = self.protocol.scenario(&self.strategies, self.pause)?;
+        scenario.protocol.tail = self.tail;
         scenario.engine = self.exec.engine;
         Ok(scenario)
     }

@@ -16,9 +16,14 @@ use crate::report::verdict::{Figures, STREAK, figures};
 pub(super) fn write(
     storm: &Storm,
     flags: &dyn Flags,
-    runs: Vec<CaseRun>,
+    mut runs: Vec<CaseRun>,
 ) -> Result<StormReport, StormError> {
     let p = &storm.scenario.protocol;
+    // Case by case, each case's runs in order, whatever order the engine
+    // ran them in (the real one goes repetition by repetition).
+    let cases = &storm.scenario.cases;
+    let place = |run: &CaseRun| cases.iter().position(|c| c.name == run.case.name);
+    runs.sort_by_key(|run| (place(run), run.rep));
     let mut reports = Vec::new();
     for run in &runs {
         let client = storm.client_config(&run.case, run.rep, flags)?;
@@ -54,6 +59,7 @@ pub(super) fn write(
             observe_s: p.observe.as_secs_f64(),
             time_scale: storm.time_scale,
             report_interval_s: p.report_interval.as_secs_f64(),
+            tail_s: p.tail.as_secs_f64(),
             seed: storm.scenario.seed,
             runs: storm.runs(),
         },

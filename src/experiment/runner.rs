@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use super::children::{self, Live};
 use super::error::{StormError, io_err};
 use super::scenario::{Case, join_flags};
-use super::storm::Storm;
+use super::storm::{Storm, confirmation};
 use super::summary::CaseRun;
 use crate::model::timescale::compress;
 use crate::report::output::say;
@@ -294,6 +294,7 @@ async fn drive<'a>(
     let rest = compress(storm.client_duration() - p.warmup - p.pause, k);
     phase("observe", rest, true, runs, shown, &mut shutdown).await?;
     let end_ms = resume_ms + compress(p.observe, k).as_millis() as u64;
+    let confirm_ms = end_ms + compress(confirmation(p), k).as_millis() as u64;
     // The clients end on their own at --duration.
     for run in runs.iter_mut() {
         let client = run.client.as_mut().expect("started above");
@@ -321,6 +322,7 @@ async fn drive<'a>(
             stop_ms,
             resume_ms,
             end_ms,
+            confirm_ms,
         });
     }
     Ok(())

@@ -13,6 +13,8 @@
 //! pause = "20s"
 //! observe = "60s"
 //! report_interval = "5s"
+//! tail = "60s"            # clients run on after the window, for the
+//!                         # recovery-time distribution
 //!
 //! [[case]]
 //! name = "fixed"
@@ -64,6 +66,10 @@ pub struct Protocol {
     pub observe: Duration,
     /// The client's report interval: the verdict's unit.
     pub report_interval: Duration,
+    /// How long the clients run on after the observation window, so that a
+    /// recovery that starts after it still shows in the recovery-time
+    /// distribution. The verdict does not read it.
+    pub tail: Duration,
 }
 
 impl Default for Protocol {
@@ -74,6 +80,7 @@ impl Default for Protocol {
             pause: Duration::from_secs(20),
             observe: Duration::from_secs(60),
             report_interval: Duration::from_secs(5),
+            tail: Duration::from_secs(60),
         }
     }
 }
@@ -143,6 +150,8 @@ struct ProtocolFile {
     observe: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     report_interval: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tail: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -177,7 +186,7 @@ fn duration(key: &str, value: Option<&str>, default: Duration) -> Result<Duratio
         return Ok(default);
     };
     match humantime::parse_duration(text.trim()) {
-        Ok(d) if d.is_zero() && key != "pause" => Err(ScenarioError(format!(
+        Ok(d) if d.is_zero() && key != "pause" && key != "tail" => Err(ScenarioError(format!(
             "protocol.{key}: must be longer than 0"
         ))),
         Ok(d) => Ok(d),
@@ -216,6 +225,7 @@ impl Scenario {
                 p.report_interval.as_deref(),
                 defaults.report_interval,
             )?,
+            tail: duration("tail", p.tail.as_deref(), defaults.tail)?,
         };
         let cases = file
             .cases
@@ -296,6 +306,7 @@ impl Scenario {
                 pause: Some(format_duration(p.pause)),
                 observe: Some(format_duration(p.observe)),
                 report_interval: Some(format_duration(p.report_interval)),
+                tail: Some(format_duration(p.tail)),
             },
             cases: self
                 .cases
@@ -347,6 +358,7 @@ server = "--shed-above 200"
                 pause: Duration::ZERO,
                 observe: Duration::from_secs(60),
                 report_interval: Duration::from_secs(5),
+                tail: Duration::from_secs(60),
             }
         );
         assert_eq!(s.cases.len(), 2);

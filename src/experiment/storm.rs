@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::error::StormError;
-use super::scenario::{Case, Engine, Scenario, format_duration};
+use super::scenario::{Case, Engine, Protocol, Scenario, format_duration};
 use crate::model::client::ClientConfig;
 use crate::model::server::{DEFAULT_BACKLOG, ServerConfig};
 use crate::report::verdict::{STREAK, Timeline};
@@ -49,13 +49,19 @@ pub struct Storm {
 /// The status descriptor every child of a real run writes to.
 pub(super) const STATUS_FD: i32 = 3;
 
+/// The intervals after the observation window that confirm a recovery
+/// whose first interval is the last one starting within it (full scale).
+pub(super) fn confirmation(p: &Protocol) -> Duration {
+    p.report_interval * (STREAK as u32 - 1)
+}
+
 impl Storm {
-    /// How long each client runs (full scale): the protocol plus enough
-    /// intervals to confirm a recovery whose first interval is the last one
-    /// that starts within the window.
+    /// How long each client runs (full scale): the protocol, the tail, and
+    /// enough intervals to confirm a recovery whose first interval is the
+    /// last one that starts within the window (or the tail).
     pub(super) fn client_duration(&self) -> Duration {
         let p = &self.scenario.protocol;
-        p.warmup + p.pause + p.observe + p.report_interval * (STREAK as u32 - 1)
+        p.warmup + p.pause + p.observe + p.tail + confirmation(p)
     }
 
     /// How many times every case runs.
@@ -182,11 +188,13 @@ impl Storm {
         let p = &self.scenario.protocol;
         let stop_ms = start_ms + ms(p.warmup);
         let resume_ms = stop_ms + ms(p.pause);
+        let end_ms = resume_ms + ms(p.observe);
         Timeline {
             start_ms,
             stop_ms,
             resume_ms,
-            end_ms: resume_ms + ms(p.observe),
+            end_ms,
+            confirm_ms: end_ms + ms(confirmation(p)),
         }
     }
 

@@ -59,6 +59,8 @@ pub struct ProtocolReport {
     pub time_scale: f64,
     /// Client report interval, seconds (full scale).
     pub report_interval_s: f64,
+    /// How long the clients ran on after the window, seconds (full scale).
+    pub tail_s: f64,
     /// The first repetition's seed (repetition `i` uses `seed + i - 1`).
     pub seed: u64,
     /// Repetitions of every case.

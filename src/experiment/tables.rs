@@ -131,8 +131,9 @@ pub fn markdown(engine: &str, report: &StormReport) -> String {
              P(recovered): the share of runs that recovered, with its 95 % Wilson interval. \
              Recovery p10 / p50 / p90: over the runs, a run that never recovered counting as \
              the slowest (\"never\" where a percentile reaches such runs). Other figures: \
-             median (and range) over the runs. recovery.svg shows, for every case, the share \
-             of runs back at 90 % of the baseline by each time after the resume.\n\n\
+             median (and range) over the runs. The recovery chart (recovery.svg, or .png) \
+             shows, for every case, the share of runs back at 90 % of the baseline by each \
+             time after the resume, the tail after the observation included.\n\n\
              ## Every run\n\n",
             p.runs,
             cases(report)
@@ -142,16 +143,16 @@ pub fn markdown(engine: &str, report: &StormReport) -> String {
     };
     format!(
         "# Storm summary\n\n\
-         Warm-up {} s, pause {} s, observation {} s (time compressed {}x; \
-         times and rates below are as measured), client report interval {} s, seed {}{}; \
-         the {engine} engine. The scenario is in scenario.toml.\n\n{over_runs}{}\n\
+         Warm-up {} s, pause {} s, observation {} s, then a tail of {} s that only the \
+         recovery chart reads (time compressed {}x; times and rates below are as \
+         measured), client report interval {} s, seed {}{}; the {engine} engine. The scenario is in scenario.toml.\n\n{over_runs}{}\n\
          Recovered: OK/s back to 90 % of the baseline for {STREAK} consecutive report \
          intervals, the first starting within the observation, with no relapse of as many \
          intervals afterwards. Recovery: seconds from resume to the start of that streak. \
          Peak concurrency: the highest at any admission. Wasted: requests the server worked \
          on for clients that had gone (finished for nobody, dropped with \
-         --on-disconnect cancel, or still held at its last report). Amplification: \
-         attempts sent per logical request started, from the stop on. p99: OK-weighted \
+         --on-disconnect cancel, or still held at its last report before the tail). \
+         Amplification: attempts sent per logical request started, from the stop on. p99: OK-weighted \
          mean of the intervals' p99, before the stop and after recovery (or resume).\n\n\
          ## After the resume\n\n{}\n\
          Calm: seconds from resume until the server's concurrency, past its peak, is back \
@@ -163,6 +164,7 @@ pub fn markdown(engine: &str, report: &StormReport) -> String {
         p.warmup_s,
         p.pause_s,
         p.observe_s,
+        p.tail_s,
         p.time_scale,
         p.report_interval_s,
         p.seed,

@@ -27,12 +27,17 @@ pub struct Timeline {
     pub stop_ms: u64,
     /// The server was resumed (SIGCONT).
     pub resume_ms: u64,
-    /// The observation window ended: a recovery must start by then. Rows
-    /// after it still confirm (or refute) a recovery that started within it.
+    /// The observation window ended: a recovery must start by then.
     pub end_ms: u64,
+    /// Rows up to here (by their middle) confirm or refute a recovery that
+    /// started within the window: the window's end and the intervals a
+    /// streak starting at its end needs. The rows after it (the tail) only
+    /// show when a run came back, for [`Figures::back_s`].
+    pub confirm_ms: u64,
 }
 
-/// The figures of one run.
+/// The figures of one run. All but `back_s` read the rows up to
+/// [`Timeline::confirm_ms`]; `back_s` reads the tail after it too.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Figures {
     /// Mean OK/s over the warm-up, first interval excluded.
@@ -44,10 +49,10 @@ pub struct Figures {
     pub recovered: bool,
     /// Seconds from resume to the start of that recovery.
     pub recovery_s: Option<f64>,
-    /// Seconds from resume to the start of the same kind of streak,
-    /// whenever it starts (within the window or in the intervals after
-    /// it): when the run was back, for a distribution of recovery times
-    /// that needs no window.
+    /// Seconds from resume to the start of the same kind of streak, with
+    /// no relapse after it to the end of the run, whenever it starts
+    /// (within the window or in the tail after it): when the run was back,
+    /// for a distribution of recovery times that needs no window.
     pub back_s: Option<f64>,
     /// Highest server concurrency, at any admission (a burst that drains
     /// between two reports counts).
@@ -60,7 +65,7 @@ pub struct Figures {
     /// model, to its completion or drop, or to the last report if still
     /// held.
     pub wasted_s: f64,
-    /// Attempts sent per logical request started, from the stop to the end.
+    /// Attempts sent per logical request started, from the stop on.
     pub amplification: Option<f64>,
     /// OK-weighted mean of the intervals' p50 latency before the stop, ms.
     pub p50_before_ms: Option<f64>,
@@ -81,7 +86,8 @@ pub struct Figures {
     /// after the resume, is back to at most [`CALM_FACTOR`] times its mean
     /// over the warm-up (the first report excluded).
     pub calm_s: Option<f64>,
-    /// The server's concurrency at its last report.
+    /// The server's concurrency at its last report (up to the
+    /// confirmation).
     pub end_concurrency: Option<u64>,
 }
 
@@ -159,7 +165,14 @@ fn recovery_index(good: &[bool]) -> Option<usize> {
 
 /// Computes a run's figures from its rows.
 pub fn figures(client: &[ClientRow], server: &[ServerRow], timeline: &Timeline) -> Figures {
-    let spans = intervals(client, timeline.start_ms);
+    let all = intervals(client, timeline.start_ms);
+    // The verdict and every figure but `back_s` read the run up to the
+    // confirmation, so that the tail after it changes none of them.
+    let spans: Vec<&Interval> = all
+        .iter()
+        .filter(|s| s.mid_ms() < timeline.confirm_ms)
+        .collect();
+    let server = &server[..server.partition_point(|r| r.unix_ms <= timeline.confirm_ms)];
     // Baseline: warm-up intervals, the first one excluded (it starts cold).
     let warm: Vec<&ClientRow> = spans
         .iter()
@@ -173,19 +186,22 @@ pub fn figures(client: &[ClientRow], server: &[ServerRow], timeline: &Timeline) 
         warm.iter().map(|r| r.ok_per_s).sum::<f64>() / warm.len() as f64
     };
 
-    // Intervals after the resume.
-    let after: Vec<&Interval> = spans
-        .iter()
-        .filter(|s| s.mid_ms() > timeline.resume_ms)
-        .collect();
-    let good: Vec<bool> = after
-        .iter()
-        .map(|s| baseline > 0.0 && s.row.ok_per_s >= RECOVERED_SHARE * baseline)
-        .collect();
-    let back = recovery_index(&good).map(|i| after[i]);
-    let back_s = back.map(|s| s.start_ms.saturating_sub(timeline.resume_ms) as f64 / 1000.0);
-    let recovery = back.filter(|s| s.start_ms < timeline.end_ms);
-    let recovery_s = back_s.filter(|_| recovery.is_some());
+    // Intervals after the resume: to the confirmation for the verdict, to
+    // the end of the tail for when the run was back.
+    let since_resume = |ms: u64| ms.saturating_sub(timeline.resume_ms) as f64 / 1000.0;
+    let resumed = |s: &&Interval| s.mid_ms() > timeline.resume_ms;
+    let after: Vec<&Interval> = spans.iter().copied().filter(resumed).collect();
+    let to_the_end: Vec<&Interval> = all.iter().filter(resumed).collect();
+    let streak_start = |intervals: &[&Interval]| {
+        let good: Vec<bool> = intervals
+            .iter()
+            .map(|s| baseline > 0.0 && s.row.ok_per_s >= RECOVERED_SHARE * baseline)
+            .collect();
+        recovery_index(&good).map(|i| intervals[i].start_ms)
+    };
+    let recovery = streak_start(&after).filter(|&ms| ms < timeline.end_ms);
+    let recovery_s = recovery.map(since_resume);
+    let back_s = streak_start(&to_the_end).map(since_resume);
 
     // Amplification over the stop and after: attempts sent per request
     // started, summed over the intervals (some start no request at all).
@@ -213,7 +229,6 @@ pub fn figures(client: &[ClientRow], server: &[ServerRow], timeline: &Timeline) 
         wasted_s += last.abandoned_held_s;
     }
 
-    let since_resume = |ms: u64| ms.saturating_sub(timeline.resume_ms) as f64 / 1000.0;
     let reached = |share: f64| {
         after
             .iter()
@@ -222,7 +237,7 @@ pub fn figures(client: &[ClientRow], server: &[ServerRow], timeline: &Timeline) 
     };
     let best_ok_per_s = after.iter().map(|s| s.row.ok_per_s).reduce(f64::max);
 
-    let since = recovery.map_or(timeline.resume_ms, |s| s.start_ms);
+    let since = recovery.unwrap_or(timeline.resume_ms);
     let later: Vec<&ClientRow> = spans
         .iter()
         .filter(|s| s.start_ms >= since)
@@ -306,13 +321,15 @@ mod tests {
             .collect()
     }
 
-    /// Warm-up 0-5 s, pause 5-10 s, window to 20 s.
+    /// Warm-up 0-5 s, pause 5-10 s, window to 20 s, confirmed to 22 s
+    /// (two of the tests' 1 s intervals); the tail after it.
     fn timeline() -> Timeline {
         Timeline {
             start_ms: 0,
             stop_ms: 5_000,
             resume_ms: 10_000,
             end_ms: 20_000,
+            confirm_ms: 22_000,
         }
     }
 
@@ -413,6 +430,29 @@ mod tests {
         let f = run(&ok);
         assert!(f.recovered, "starting at 19 s, confirmed after the window");
         assert_eq!(f.recovery_s, Some(9.0));
+    }
+
+    #[test]
+    fn the_tail_shows_when_a_run_came_back_and_changes_no_verdict() {
+        // Back from 12 s, confirmed by 22 s; the tail after it falls to
+        // nothing for good: still recovered, but not back at the end.
+        let mut ok = vec![100.0; 5];
+        ok.extend([DOWN; 7]);
+        ok.extend([100.0; 10]);
+        let judged = run(&ok);
+        ok.extend([DOWN; 8]);
+        let relapsed = run(&ok);
+        assert!(judged.recovered && relapsed.recovered);
+        assert_eq!(relapsed.recovery_s, Some(2.0));
+        assert_eq!((judged.back_s, relapsed.back_s), (Some(2.0), None));
+        // The server's rows in the tail change no figure either: a peak of
+        // 5,000 and 9,000 requests held for nobody at its last report.
+        let mut rows = server(&[10; 30]);
+        rows[25].max_concurrency = 5_000;
+        rows[29].abandoned_held = 9_000;
+        let f = figures(&client(&ok), &rows, &timeline());
+        assert_eq!((f.peak_concurrency, f.wasted), (10, 0));
+        assert_eq!(f.end_concurrency, Some(10));
     }
 
     #[test]

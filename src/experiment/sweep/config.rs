@@ -108,6 +108,8 @@ impl SweepConfig {
     pub(super) fn storm_for(&self, pause: Duration, seed: u64) -> Storm {
         let mut storm = self.storm.clone();
         storm.scenario.protocol.pause = pause;
+        // The verdict does not read the tail; a sweep has no use for it.
+        storm.scenario.protocol.tail = Duration::ZERO;
         storm.scenario.seed = seed;
         storm
     }

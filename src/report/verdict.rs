@@ -163,6 +163,21 @@ fn recovery_index(good: &[bool]) -> Option<usize> {
     candidate
 }
 
+/// How many of the server's rows lie before `ms` by their middle (between
+/// the report before and this one), as a client interval does: the real
+/// server's report a few milliseconds after the confirmation still
+/// belongs before it, as the virtual one's on the dot does.
+fn rows_before(server: &[ServerRow], ms: u64) -> usize {
+    let mut previous = None;
+    server
+        .iter()
+        .take_while(|r| {
+            let start = previous.replace(r.unix_ms).unwrap_or(r.unix_ms);
+            (start + r.unix_ms) / 2 < ms
+        })
+        .count()
+}
+
 /// Computes a run's figures from its rows.
 pub fn figures(client: &[ClientRow], server: &[ServerRow], timeline: &Timeline) -> Figures {
     let all = intervals(client, timeline.start_ms);
@@ -172,7 +187,7 @@ pub fn figures(client: &[ClientRow], server: &[ServerRow], timeline: &Timeline) 
         .iter()
         .filter(|s| s.mid_ms() < timeline.confirm_ms)
         .collect();
-    let server = &server[..server.partition_point(|r| r.unix_ms <= timeline.confirm_ms)];
+    let server = &server[..rows_before(server, timeline.confirm_ms)];
     // Baseline: warm-up intervals, the first one excluded (it starts cold).
     let warm: Vec<&ClientRow> = spans
         .iter()
@@ -513,6 +528,25 @@ mod tests {
                 abandoned_time_per_s: 0.0,
             })
             .collect()
+    }
+
+    #[test]
+    fn a_server_report_just_after_the_confirmation_still_counts() {
+        // Concurrency 10 at 1 s, 20 at 2 s, ...: 220 at 22 s, the
+        // confirmation. Reported on the dot, as the virtual server does, or
+        // 60 ms late, as the real one may: the row at 22.06 s covers
+        // 21.06-22.06 s, most of it before the confirmation; the one at
+        // 23.06 s does not count.
+        let growing: Vec<u64> = (1..=25).map(|i| 10 * i).collect();
+        let ok = client(&[100.0; 25]);
+        let f = figures(&ok, &server(&growing), &timeline());
+        assert_eq!((f.peak_concurrency, f.end_concurrency), (220, Some(220)));
+        let mut late = server(&growing);
+        for row in &mut late {
+            row.unix_ms += 60;
+        }
+        let f = figures(&ok, &late, &timeline());
+        assert_eq!((f.peak_concurrency, f.end_concurrency), (220, Some(220)));
     }
 
     #[test]

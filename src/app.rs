@@ -288,11 +288,14 @@ fn sweep(args: SweepArgs) -> ExitCode {
     let quiet = args.output.quiet;
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     if !quiet {
+        let pauses = match config.pause {
+            Some(pause) => format!("a pause of {} s", pause.as_secs_f64()),
+            None => format!("pauses up to {} s", config.max_pause.as_secs_f64()),
+        };
         say(format!(
-            "sweep: {} setting(s), pauses up to {} s, {} seed(s) per point, {} thread(s); \
+            "sweep: {} setting(s), {pauses}, {} seed(s) per point, {} thread(s); \
              results in {}",
             config.settings().len(),
-            config.max_pause.as_secs_f64(),
             config.seeds,
             config.threads,
             config.storm.out.display()

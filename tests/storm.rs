@@ -436,6 +436,63 @@ fn sweep_writes_the_edge_every_pause_and_the_maps() {
 }
 
 #[test]
+fn sweep_at_one_pause_maps_two_settings() {
+    let _serial = one_at_a_time();
+    let out = fresh_path("sweep-one-pause");
+    let status = Command::new(STORM)
+        .args([
+            "sweep",
+            "--strategies",
+            "fixed",
+            "--clients",
+            "200,2000",
+            "--timeout",
+            "1s,2s",
+            "--pause",
+            "6s",
+            "--seeds",
+            "1",
+            "--quiet",
+            "--out",
+        ])
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // One point per setting, all at the pause given; no edge to write.
+    let phase = std::fs::read_to_string(out.join("phase.csv")).unwrap();
+    let rows: Vec<&str> = phase.lines().skip(1).collect();
+    assert_eq!(rows.len(), 4, "{phase}");
+    assert!(
+        rows.iter().all(|r| r.split(',').nth(5) == Some("6.0")),
+        "{phase}"
+    );
+    assert!(!out.join("critical.csv").exists() && !out.join("heatmap.svg").exists());
+    // Clients across, timeout up the side.
+    let svg = std::fs::read_to_string(out.join("phase.svg")).unwrap();
+    // A column label: the SVG puts a text on its own line.
+    for text in ["clients", "client timeout", "\n2000\n", "after a 6 s pause"] {
+        assert!(svg.contains(text), "{text}");
+    }
+    let summary = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(
+        summary.contains("Who recovers from a 6 s pause"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("| fixed | 200 | - | 1 | 30 |"),
+        "{summary}"
+    );
+    std::fs::remove_dir_all(&out).unwrap();
+
+    // A pause with a grid's flags is refused.
+    let output = storm_out(&["sweep", "--pause", "5s", "--step", "1s"], &out);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--pause"));
+    assert!(!out.exists());
+}
+
+#[test]
 fn sweep_maps_a_scenarios_cases_over_think_times() {
     let _serial = one_at_a_time();
     let dir = fresh_path("sweep-file");

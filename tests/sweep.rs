@@ -34,6 +34,7 @@ fn sweep(clients: Vec<u32>) -> SweepConfig {
         timeouts: vec![Duration::from_secs(2)],
         limits: vec![30],
         seeds: 1,
+        pause: None,
         max_pause: Duration::from_secs(40),
         resolution: Duration::from_secs(5),
         step: Duration::from_secs(10),
@@ -152,6 +153,32 @@ fn fixed_retries_at_1000_clients_recover_from_a_short_pause_only() {
         "{edge}"
     );
     assert_eq!(edge.t50_outside, None);
+}
+
+#[test]
+fn one_pause_judges_each_setting_once_and_finds_no_edge() {
+    // Fixed retries after a 6 s pause: 300 clients recover (their edge is
+    // past 10 s), 2,000 do not (theirs is under 3 s).
+    let mut c = sweep(vec![300, 2000]);
+    c.storm.scenario.cases.truncate(1);
+    c.seeds = 4;
+    c.pause = Some(Duration::from_secs(6));
+    // The grid's flags are not used, so not checked.
+    c.step = Duration::from_secs(600);
+    let report = run(&c, &ProgramFlags, |_| {}).unwrap();
+    assert!(report.critical.is_empty(), "no edge at one pause");
+    assert_eq!(report.runs, 2 * 4);
+    let shares: Vec<(u32, f64, u32)> = report
+        .points
+        .iter()
+        .map(|p| (p.clients, p.pause_s, p.recovered_runs))
+        .collect();
+    assert_eq!(shares.len(), 2, "{shares:?}");
+    assert_eq!((shares[0].0, shares[0].1), (300, 6.0));
+    assert!(shares[0].2 >= 3, "300 clients mostly recover: {shares:?}");
+    assert_eq!(shares[1].0, 2000);
+    assert!(shares[1].2 <= 1, "2,000 clients mostly do not: {shares:?}");
+    assert!(report.points[0].to_string().contains("pause 6 s: "));
 }
 
 #[test]

@@ -7,7 +7,7 @@ use clap::Args;
 
 use super::generate::GenerateArgs;
 use super::protocol::{OutputArgs, ProtocolArgs, default_out};
-use super::values::{positive_duration, seconds_or_duration};
+use super::values::{duration, positive_duration, seconds_or_duration};
 use crate::experiment::Storm;
 use crate::experiment::scenario::{Engine, Scenario, ScenarioError};
 use crate::experiment::sweep::SweepConfig;
@@ -58,6 +58,12 @@ pub struct SweepArgs {
     /// Longest pause tried.
     #[arg(long, default_value = "120s", value_parser = positive_duration, value_name = "DURATION")]
     pub max_pause: Duration,
+    /// One pause only: run each setting at this pause, and map P(recover)
+    /// over the settings (the first that varies across, the second up the
+    /// side) instead of over the pause; no edge, no critical.csv.
+    #[arg(long, value_parser = duration, value_name = "DURATION",
+          conflicts_with_all = ["max_pause", "resolution", "step"])]
+    pub pause: Option<Duration>,
     /// Precision of the bisection's critical pause.
     #[arg(long, default_value = "1s", value_parser = positive_duration, value_name = "DURATION")]
     pub resolution: Duration,
@@ -133,6 +139,7 @@ impl SweepArgs {
             timeouts: self.timeout.clone(),
             limits: self.limit.clone(),
             seeds: self.seeds,
+            pause: self.pause,
             max_pause: self.max_pause,
             resolution: self.resolution,
             step: self.step,

@@ -1,9 +1,10 @@
-//! Maps of P(recover) against the pause's length: panels of rows, each row
-//! a setting, its cells coloured by the share of runs that recovered, its
-//! edge marked (T50 with its interval). The sweep's heat map is one panel,
-//! a row per setting; a phase diagram is a panel per case with the swept
-//! setting up the side, T50 joined across its rows as a contour and T90
-//! and T10 dashed beside it.
+//! Maps of P(recover): panels of rows, each row a setting, its cells
+//! coloured by the share of runs that recovered, its edge marked (T50 with
+//! its interval). Across goes the pause's length, or, in a map at one
+//! pause, a setting. The sweep's heat map is one panel, a row per setting;
+//! a phase diagram is a panel per case with the swept setting up the side,
+//! T50 joined across its rows as a contour and T90 and T10 dashed beside
+//! it.
 
 use std::path::Path;
 
@@ -17,7 +18,8 @@ use super::canvas::{DrawResult, WIDTH, register_font, render};
 pub struct Row {
     /// What the row is.
     pub label: String,
-    /// (pause, share of runs that recovered), seconds and 0 to 1.
+    /// (place across, share of runs that recovered): the pause in seconds,
+    /// or a column's index; the share from 0 to 1.
     pub cells: Vec<(f64, f64)>,
     /// Where half the runs recover, seconds.
     pub t50: Option<f64>,
@@ -46,12 +48,66 @@ pub struct Panel {
 /// What every panel shares.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Axes {
-    /// Pause between cells, seconds.
-    pub step_s: f64,
-    /// The longest pause, seconds.
-    pub max_pause_s: f64,
+    /// What goes across.
+    pub across: Across,
     /// What the rows are, for the side of a phase panel.
     pub rows: String,
+}
+
+/// What goes across a map.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Across {
+    /// The pause, on a grid.
+    Pause {
+        /// Pause between cells, seconds.
+        step_s: f64,
+        /// The longest pause, seconds.
+        max_pause_s: f64,
+    },
+    /// A setting's values, one column each (column i at i), at one pause:
+    /// a row's mark is where its share first passes one half.
+    Settings {
+        /// What the setting is.
+        name: String,
+        /// Its values, in order.
+        labels: Vec<String>,
+    },
+}
+
+impl Across {
+    /// The width of a cell, the right end of the map, and what the axis is.
+    fn scale(&self) -> (f64, f64, &str) {
+        match self {
+            Across::Pause {
+                step_s,
+                max_pause_s,
+            } => (*step_s, max_pause_s + step_s / 2.0, "pause (s)"),
+            Across::Settings { name, labels } => (1.0, labels.len() as f64 - 0.5, name),
+        }
+    }
+
+    /// The label at `x`, if a tick there has one.
+    fn label(&self, x: f64) -> String {
+        match self {
+            Across::Pause { .. } => format!("{x:.0}"),
+            Across::Settings { labels, .. } => {
+                let i = x.round();
+                if (x - i).abs() < 1e-9 && i >= 0.0 {
+                    labels.get(i as usize).cloned().unwrap_or_default()
+                } else {
+                    String::new()
+                }
+            }
+        }
+    }
+
+    /// The legend of a row's marks, line by line.
+    fn legend(&self) -> &'static [&'static str] {
+        match self {
+            Across::Pause { .. } => &["bar: T50", "line: its", "interval"],
+            Across::Settings { .. } => &["bar: half", "recover"],
+        }
+    }
 }
 
 /// The colour of a share of runs that recovered: red for none, through
@@ -110,7 +166,7 @@ pub fn draw_panels(
         area.fill(&WHITE)?;
         let area = area.titled(title, ("sans-serif", 22))?;
         let (maps, scale) = area.split_horizontally(WIDTH - 110);
-        draw_scale(&scale)?;
+        draw_scale(&scale, axes.across.legend())?;
         let mut rest = maps;
         for (row, height) in panels.chunks(columns).zip(&grid_rows) {
             let (band, below) = rest.split_vertically(*height);
@@ -133,8 +189,7 @@ fn draw_panel<DB: DrawingBackend>(
 where
     DB::ErrorType: 'static,
 {
-    let step = axes.step_s;
-    let x_max = axes.max_pause_s + step / 2.0;
+    let (step, x_max, x_desc) = axes.across.scale();
     let labels: Vec<&str> = panel.rows.iter().map(|r| r.label.as_str()).collect();
     let n = labels.len() as i32;
     // Row i's band starts at y = i from the bottom in a phase panel, from
@@ -152,12 +207,18 @@ where
     } else {
         ""
     };
-    chart
-        .configure_mesh()
-        .disable_mesh()
-        .x_desc("pause (s)")
+    let mut mesh = chart.configure_mesh();
+    if let Across::Settings {
+        labels: columns, ..
+    } = &axes.across
+    {
+        // Ticks every half column, so that every column's middle has one.
+        mesh.x_labels(columns.len() * 2 + 1);
+    }
+    mesh.disable_mesh()
+        .x_desc(x_desc)
         .y_desc(y_desc)
-        .x_label_formatter(&|x| format!("{x:.0}"))
+        .x_label_formatter(&|x| axes.across.label(*x))
         .y_labels(labels.len() * 2 + 1)
         .y_label_formatter(&|y| {
             // Label the middle of each row's band.
@@ -191,8 +252,10 @@ where
             )))?;
         }
         if let Some(t) = row.t50 {
+            // A fifth of a cell wide, but thin where cells are few and wide.
+            let half = (step / 10.0).min((x_max + step / 2.0) / 150.0);
             chart.draw_series(std::iter::once(Rectangle::new(
-                [(t - step / 10.0, y + 0.2), (t + step / 10.0, y + 0.8)],
+                [(t - half, y + 0.2), (t + half, y + 0.8)],
                 BLACK.filled(),
             )))?;
         }
@@ -231,8 +294,9 @@ fn contour(points: &[Option<(f64, f64)>]) -> Vec<Vec<(f64, f64)>> {
         .collect()
 }
 
-/// The colour scale: all recovered on top, none at the bottom.
-fn draw_scale<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>) -> DrawResult
+/// The colour scale: all recovered on top, none at the bottom; below it,
+/// `legend`, the meaning of a row's marks.
+fn draw_scale<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, legend: &[&str]) -> DrawResult
 where
     DB::ErrorType: 'static,
 {
@@ -253,9 +317,9 @@ where
     let y = bands * band + 12;
     area.draw(&Text::new("runs that", (0, y), font.clone()))?;
     area.draw(&Text::new("recovered", (0, y + 16), font.clone()))?;
-    area.draw(&Text::new("bar: T50", (0, y + 40), font.clone()))?;
-    area.draw(&Text::new("line: its", (0, y + 56), font.clone()))?;
-    area.draw(&Text::new("interval", (0, y + 72), font))?;
+    for (i, line) in (0..).zip(legend) {
+        area.draw(&Text::new(*line, (0, y + 40 + 16 * i), font.clone()))?;
+    }
     Ok(())
 }
 
@@ -269,6 +333,26 @@ mod tests {
         assert_eq!(share_color(0.5), RGBColor(0xfe, 0xe0, 0x8b));
         assert_eq!(share_color(1.0), RGBColor(0x1a, 0x98, 0x50));
         assert_eq!(share_color(7.0), share_color(1.0), "clamped");
+    }
+
+    #[test]
+    fn settings_across_label_the_middle_of_each_column_only() {
+        let across = Across::Settings {
+            name: "clients".into(),
+            labels: vec!["250".into(), "1000".into()],
+        };
+        assert_eq!(across.label(0.0), "250");
+        assert_eq!(across.label(1.0), "1000");
+        assert_eq!(across.label(0.5), "", "between columns");
+        assert_eq!(across.label(-0.5), "");
+        assert_eq!(across.label(2.0), "", "past the last column");
+        assert_eq!(across.scale(), (1.0, 1.5, "clients"));
+        let pause = Across::Pause {
+            step_s: 5.0,
+            max_pause_s: 60.0,
+        };
+        assert_eq!(pause.label(20.0), "20");
+        assert_eq!(pause.scale(), (5.0, 62.5, "pause (s)"));
     }
 
     #[test]

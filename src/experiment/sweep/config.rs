@@ -22,6 +22,9 @@ pub struct SweepConfig {
     pub limits: Vec<u64>,
     /// Seeds per pause (base seed, base + 1, ...).
     pub seeds: u32,
+    /// One pause only: each setting is then a single point, and the map is
+    /// over the settings instead of the pause (no edge, no bisection).
+    pub pause: Option<Duration>,
     /// Longest pause tried.
     pub max_pause: Duration,
     /// Precision of the bisection's critical pause.
@@ -119,6 +122,22 @@ impl SweepConfig {
         if self.seeds == 0 {
             return Err(StormError::Flags("--seeds: must be at least 1".into()));
         }
+        let longest = match self.pause {
+            Some(pause) => pause,
+            None => {
+                self.validate_grid()?;
+                self.max_pause
+            }
+        };
+        for setting in self.settings() {
+            self.storm_for(longest, self.storm.scenario.seed)
+                .sim_config(&self.case_for(&setting), 0, flags)?;
+        }
+        Ok(())
+    }
+
+    /// Checks the grid and the bisection of a sweep over the pause.
+    fn validate_grid(&self) -> Result<(), StormError> {
         if self.resolution.is_zero() || self.step.is_zero() {
             return Err(StormError::Flags(
                 "--resolution and --step: must be longer than 0".into(),
@@ -134,10 +153,6 @@ impl SweepConfig {
             return Err(StormError::Flags(
                 "--resolution: too fine for --max-pause (over 100,000 pauses)".into(),
             ));
-        }
-        for setting in self.settings() {
-            self.storm_for(self.max_pause, self.storm.scenario.seed)
-                .sim_config(&self.case_for(&setting), 0, flags)?;
         }
         Ok(())
     }

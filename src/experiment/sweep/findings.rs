@@ -1,5 +1,6 @@
 //! What a sweep found: every pause tried, and each setting's edge.
 
+use std::fmt;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -109,17 +110,9 @@ pub struct SweepReport {
     pub wall: Duration,
 }
 
-impl std::fmt::Display for Critical {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}, {} clients", self.case, self.clients)?;
-        if let Some(think) = self.lambda_s {
-            write!(f, ", think {think} s")?;
-        }
-        write!(
-            f,
-            ", timeout {} s, limit {}: ",
-            self.timeout_s, self.server_limit
-        )?;
+impl fmt::Display for Critical {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: ", Key::from(self))?;
         match (self.t50_s, self.t50_outside) {
             (Some(t), _) => write!(
                 f,
@@ -133,5 +126,72 @@ impl std::fmt::Display for Critical {
             }
             (None, _) => write!(f, "half or more recover from every pause tried"),
         }
+    }
+}
+
+impl fmt::Display for Point {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}, pause {} s: {} of {} recovered ({:.2}-{:.2})",
+            Key::from(self),
+            self.pause_s,
+            self.recovered_runs,
+            self.runs,
+            self.p_low,
+            self.p_high
+        )
+    }
+}
+
+/// What a row of `critical.csv` and one of `phase.csv` share: the case
+/// and its setting.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Key<'a> {
+    /// The case's name.
+    pub case: &'a str,
+    /// Number of clients.
+    pub clients: u32,
+    /// Mean think time, seconds (none: the case's own).
+    pub lambda_s: Option<f64>,
+    /// Client timeout, seconds.
+    pub timeout_s: f64,
+    /// Server limit.
+    pub limit: u64,
+}
+
+impl<'a> From<&'a Critical> for Key<'a> {
+    fn from(c: &'a Critical) -> Key<'a> {
+        Key {
+            case: &c.case,
+            clients: c.clients,
+            lambda_s: c.lambda_s,
+            timeout_s: c.timeout_s,
+            limit: c.server_limit,
+        }
+    }
+}
+
+impl<'a> From<&'a Point> for Key<'a> {
+    fn from(p: &'a Point) -> Key<'a> {
+        Key {
+            case: &p.case,
+            clients: p.clients,
+            lambda_s: p.lambda_s,
+            timeout_s: p.timeout_s,
+            limit: p.server_limit,
+        }
+    }
+}
+
+/// The setting in words: its case, clients, think time (where the sweep
+/// sets it), timeout and server limit.
+impl fmt::Display for Key<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}, {} clients", self.case, self.clients)?;
+        if let Some(think) = self.lambda_s {
+            write!(f, ", think {think} s")?;
+        }
+        write!(f, ", timeout {} s, limit {}", self.timeout_s, self.limit)
     }
 }

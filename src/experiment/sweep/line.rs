@@ -16,8 +16,8 @@ use crate::sim;
 
 /// What a line found.
 pub(super) struct Done {
-    /// Its edge.
-    pub critical: Critical,
+    /// Its edge (none when the sweep has one pause only).
+    pub critical: Option<Critical>,
     /// Every pause it tried, in order.
     pub points: Vec<Point>,
     /// Virtual-time runs made.
@@ -51,8 +51,13 @@ impl<'a> Line<'a> {
         }
     }
 
-    /// The bisection, the grid, and the edge from every pause tried.
+    /// The bisection, the grid, and the edge from every pause tried; or,
+    /// when the sweep has one pause only, that pause.
     pub fn run(mut self) -> Result<Done, StormError> {
+        if let Some(pause) = self.config.pause {
+            self.point(pause)?;
+            return Ok(self.done(None));
+        }
         let (critical_pause, at_least, overloaded) = self.bisect()?;
         self.grid()?;
         let trials: Vec<Trials> = self
@@ -89,12 +94,16 @@ impl<'a> Line<'a> {
                 Crossing::Below => Some(Outside::Shorter),
             },
         };
-        Ok(Done {
+        Ok(self.done(Some(critical)))
+    }
+
+    fn done(self, critical: Option<Critical>) -> Done {
+        Done {
             critical,
             points: self.points.into_values().collect(),
             runs: self.runs,
             events: self.events,
-        })
+        }
     }
 
     fn point(&mut self, pause: Duration) -> Result<&Point, StormError> {

@@ -9,12 +9,20 @@
 //!
 //! The bisection assumes that a longer pause never helps; the grid, which
 //! does not assume it, shows where that fails.
+//!
+//! With one pause only, each setting is a single point, and the map is
+//! over the settings: which loads, timeouts and limits survive that
+//! outage.
 
+mod axis;
 mod config;
 mod findings;
 mod line;
+mod one_pause;
 mod output;
+mod summary;
 
+use std::fmt::Display;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -27,11 +35,11 @@ pub use findings::{Critical, Outside, Point, SweepReport};
 pub use output::write;
 
 /// Runs the sweep on `config.threads` threads, calling `progress` as each
-/// setting is done.
+/// setting is done, with its edge (or, with one pause only, its point).
 pub fn run(
     config: &SweepConfig,
     flags: &dyn Flags,
-    progress: impl Fn(&Critical) + Sync,
+    progress: impl Fn(&dyn Display) + Sync,
 ) -> Result<SweepReport, StormError> {
     config.validate(flags)?;
     let wall = Instant::now();
@@ -49,7 +57,10 @@ pub fn run(
                     };
                     let done = line::Line::new(config, flags, setting).run();
                     if let Ok(done) = &done {
-                        progress(&done.critical);
+                        match &done.critical {
+                            Some(critical) => progress(critical),
+                            None => done.points.iter().for_each(|p| progress(p)),
+                        }
                     }
                     results.lock().expect("results lock poisoned")[i] = Some(done);
                 }
@@ -65,7 +76,7 @@ pub fn run(
     };
     for done in results.into_inner().expect("results lock poisoned") {
         let done = done.expect("every setting was run")?;
-        report.critical.push(done.critical);
+        report.critical.extend(done.critical);
         report.points.extend(done.points);
         report.runs += done.runs;
         report.events += done.events;

@@ -1,0 +1,176 @@
+//! A sweep at one pause: each setting a single point, and the map over the
+//! settings instead of the pause (which loads, timeouts and limits survive
+//! that outage).
+
+use super::axis::{Axis, title, varying};
+use super::config::SweepConfig;
+use super::findings::{Key, Point, SweepReport};
+use super::summary::head;
+use crate::plot::{Across, Axes, Panel, Row};
+
+/// The map: a panel per case (and per value of any setting beyond the
+/// second that varies), the first setting that varies across and the
+/// second up the side; with fewer than two varying, one panel with a row
+/// per case. Each row is marked where its share first passes one half.
+pub(super) fn panels(report: &SweepReport, pause_s: f64) -> (Vec<Panel>, Axes) {
+    let keys: Vec<Key> = report.points.iter().map(Key::from).collect();
+    let vary = varying(&keys);
+    let across = vary.first().copied();
+    let up = vary.get(1).copied();
+    let columns = match across {
+        Some(axis) => values(&keys, axis),
+        None => vec![format!("{pause_s} s")],
+    };
+    let column = |k: &Key| {
+        across.map_or(0, |a| {
+            let v = a.value(k);
+            columns
+                .iter()
+                .position(|c| *c == v)
+                .expect("every value has a column")
+        })
+    };
+    let mut points: Vec<&Point> = report.points.iter().collect();
+    if let Some(up) = up {
+        // Rows go up in the order of their values; cases keep theirs.
+        points.sort_by(|a, b| up.number(&(*a).into()).total_cmp(&up.number(&(*b).into())));
+    }
+    let mut panels: Vec<Panel> = Vec::new();
+    for p in points {
+        let key = Key::from(p);
+        let (panel_title, label) = match up {
+            Some(up) => (title(&key, &vary[2..]), up.value(&key)),
+            None => (String::new(), key.case.to_string()),
+        };
+        let at = match panels.iter().position(|panel| panel.title == panel_title) {
+            Some(at) => at,
+            None => {
+                panels.push(Panel {
+                    title: panel_title,
+                    rows: Vec::new(),
+                    contours: up.is_some(),
+                });
+                panels.len() - 1
+            }
+        };
+        let rows = &mut panels[at].rows;
+        let row = match rows.iter().position(|r| r.label == label) {
+            Some(i) => &mut rows[i],
+            None => {
+                rows.push(Row {
+                    label,
+                    cells: Vec::new(),
+                    t50: None,
+                    t50_ci: (None, None),
+                    t90: None,
+                    t10: None,
+                });
+                rows.last_mut().expect("just pushed")
+            }
+        };
+        row.cells.push((column(&key) as f64, p.p_recovered));
+    }
+    for row in panels.iter_mut().flat_map(|p| p.rows.iter_mut()) {
+        row.cells.sort_by(|a, b| a.0.total_cmp(&b.0));
+        row.t50 = half_way(&row.cells);
+    }
+    let axes = Axes {
+        across: Across::Settings {
+            name: across.map_or("pause".into(), |a| a.name().to_string()),
+            labels: columns,
+        },
+        rows: up.map_or("case".into(), |a| a.name().to_string()),
+    };
+    (panels, axes)
+}
+
+/// The values `axis` takes among `keys`, in order, once each.
+fn values(keys: &[Key], axis: Axis) -> Vec<String> {
+    let mut sorted: Vec<&Key> = keys.iter().collect();
+    sorted.sort_by(|a, b| axis.number(a).total_cmp(&axis.number(b)));
+    let mut out: Vec<String> = Vec::new();
+    for k in sorted {
+        let v = axis.value(k);
+        if !out.contains(&v) {
+            out.push(v);
+        }
+    }
+    out
+}
+
+/// Where a row's share first passes one half, either way, linear between
+/// neighbouring columns; none if it never does.
+fn half_way(cells: &[(f64, f64)]) -> Option<f64> {
+    cells.windows(2).find_map(|w| {
+        let ((x0, p0), (x1, p1)) = (w[0], w[1]);
+        ((p0 >= 0.5) != (p1 >= 0.5)).then(|| x0 + (x1 - x0) * (p0 - 0.5) / (p0 - p1))
+    })
+}
+
+/// The summary of a sweep at one pause: every setting's share with its
+/// interval.
+pub(super) fn summary(
+    config: &SweepConfig,
+    report: &SweepReport,
+    command: &str,
+    pause_s: f64,
+) -> String {
+    let title = format!("Who recovers from a {pause_s} s pause");
+    let pauses = format!("one pause of {pause_s} s");
+    let mut md = head(config, report, &title, command, (&pauses, "setting"));
+    md.push_str(
+        "| case | clients | think (s) | timeout (s) | server limit | recovered | P(recovered) | 95 % interval | median recovery (s) |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+    );
+    for p in &report.points {
+        md.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} of {} | {:.2} | {:.2}-{:.2} | {} |\n",
+            p.case,
+            p.clients,
+            p.lambda_s.map_or("-".into(), |t| t.to_string()),
+            p.timeout_s,
+            p.server_limit,
+            p.recovered_runs,
+            p.runs,
+            p.p_recovered,
+            p.p_low,
+            p.p_high,
+            p.recovery_s.map_or("-".into(), |t| format!("{t:.1}")),
+        ));
+    }
+    md.push_str(
+        "\nA run recovers when its goodput is back to 90 % of the baseline for three report \
+         intervals, the first starting within the observation window. P(recovered): the \
+         share of runs that recovered, with its 95 % Wilson interval. Median recovery: over \
+         the runs, one that never recovers counting as the slowest (a dash when most never \
+         recover). phase.csv holds every setting; the map colours each by the share that \
+         recovered, and marks where a row's share first passes one half.\n",
+    );
+    md
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn half_way_is_where_the_share_first_passes_one_half_either_way() {
+        // 1.0 at column 0, 0.0 at column 1: half way between.
+        assert_eq!(half_way(&[(0.0, 1.0), (1.0, 0.0)]), Some(0.5));
+        // 0.9 to 0.4: (0.9 - 0.5) / (0.9 - 0.4) = 0.8 of the way.
+        let x = half_way(&[(0.0, 1.0), (1.0, 0.9), (2.0, 0.4)]).unwrap();
+        assert!((x - 1.8).abs() < 1e-12, "{x}");
+        // Rising, as with a longer timeout: 0.2 to 0.7 passes at 0.6.
+        let x = half_way(&[(0.0, 0.2), (1.0, 0.7)]).unwrap();
+        assert!((x - 0.6).abs() < 1e-12, "{x}");
+        // Only the first crossing.
+        let x = half_way(&[(0.0, 1.0), (1.0, 0.0), (2.0, 1.0)]).unwrap();
+        assert!((x - 0.5).abs() < 1e-12, "{x}");
+        assert_eq!(
+            half_way(&[(0.0, 1.0), (1.0, 0.5)]),
+            None,
+            "one half is not below"
+        );
+        assert_eq!(half_way(&[(0.0, 0.3)]), None);
+    }
+}

@@ -1,0 +1,109 @@
+//! A sweep's `summary.md`: the command, the protocol and what the sweep
+//! took, then every setting's edge (T50 with its interval, T90, T10, the
+//! critical pause) and how to read it.
+
+use super::config::{SweepConfig, secs};
+use super::findings::{Critical, Outside, SweepReport};
+
+fn opt(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{v:.1}"))
+}
+
+/// A setting's T50 and its interval, said in words where the pauses tried
+/// do not hold it.
+fn t50(c: &Critical, max_pause_s: f64) -> (String, String) {
+    let interval = match (c.t50_ci_low_s, c.t50_ci_high_s) {
+        (Some(low), None) if low >= max_pause_s => format!("> {max_pause_s}"),
+        (low, high) => format!(
+            "{}-{}",
+            low.map_or("0".into(), |t| format!("{t:.1}")),
+            high.map_or(format!(">{max_pause_s}"), |t| format!("{t:.1}"))
+        ),
+    };
+    let value = match (c.t50_s, c.t50_outside) {
+        (Some(t), _) => format!("{t:.1}"),
+        (None, Some(Outside::Shorter)) => "fails at 0".into(),
+        (None, _) => format!("> {max_pause_s}"),
+    };
+    (value, interval)
+}
+
+/// The start of a sweep's summary: its title and command, the protocol,
+/// `pauses` (what was tried), the runs for each `point` and what the sweep
+/// took.
+pub(super) fn head(
+    config: &SweepConfig,
+    report: &SweepReport,
+    title: &str,
+    command: &str,
+    (pauses, point): (&str, &str),
+) -> String {
+    let s = &config.storm.scenario.protocol;
+    format!(
+        "# {title}\n\n`{command}`\n\n\
+         Virtual time. Warm-up {} s, observation {} s, report interval {} s; {pauses}; \
+         {} runs a {point}, seeds {} on. {} runs, {} events, {:.1} s.\n\n",
+        secs(s.warmup),
+        secs(s.observe),
+        secs(s.report_interval),
+        config.seeds,
+        config.storm.scenario.seed,
+        report.runs,
+        report.events,
+        report.wall.as_secs_f64(),
+    )
+}
+
+/// The sweep's Markdown summary.
+pub(super) fn summary(config: &SweepConfig, report: &SweepReport, command: &str) -> String {
+    let max = secs(config.max_pause);
+    let pauses = format!(
+        "pauses from 0 to {max} s every {} s, and wherever the bisection looked (to {} s)",
+        secs(config.step),
+        secs(config.resolution),
+    );
+    let mut md = head(
+        config,
+        report,
+        "Where recovery stops",
+        command,
+        (&pauses, "pause"),
+    );
+    md.push_str(
+        "| case | clients | think (s) | timeout (s) | server limit | T50 (s) | T50 95 % interval (s) | T90 (s) | T10 (s) | critical pause (s) |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+    );
+    for c in &report.critical {
+        let critical = if c.overloaded {
+            "overloaded".to_string()
+        } else if c.at_least {
+            format!(">= {}", c.critical_pause_s)
+        } else {
+            c.critical_pause_s.to_string()
+        };
+        let (t50, interval) = t50(c, max);
+        md.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {t50} | {interval} | {} | {} | {critical} |\n",
+            c.case,
+            c.clients,
+            c.lambda_s.map_or("-".into(), |t| t.to_string()),
+            c.timeout_s,
+            c.server_limit,
+            opt(c.t90_s),
+            opt(c.t10_s),
+        ));
+    }
+    md.push_str(
+        "\nA run recovers when its goodput is back to 90 % of the baseline for three report \
+         intervals, the first starting within the observation window. T50: the pause at \
+         which half the runs recover, from an isotonic fit of the share that recovered \
+         against the pause (it never rises with the pause), linear between the pauses \
+         tried; its interval runs from the longest pause whose share is above one half at \
+         95 % confidence (Wilson) to the shortest pause whose share is below it. T90 and \
+         T10: where 90 % and 10 % still recover, how sharp the edge is. Critical pause: the \
+         longest after which most runs recover, by bisection. A dash: outside the pauses \
+         tried. phase.csv holds every pause tried; the maps colour each pause of the grid \
+         by the share that recovered.\n",
+    );
+    md
+}

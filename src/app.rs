@@ -276,7 +276,8 @@ fn failed(e: StormError, storm: &Storm) -> ExitCode {
     }
 }
 
-/// `storm sweep`: every setting's edge, its files and its maps.
+/// `storm sweep`: every setting's edge (or, at one pause, its share that
+/// recovered), its files and its maps.
 fn sweep(args: SweepArgs) -> ExitCode {
     let config = match args.config() {
         Ok(config) => config,
@@ -301,9 +302,9 @@ fn sweep(args: SweepArgs) -> ExitCode {
             config.storm.out.display()
         ));
     }
-    let result = sweep::run(&config, &ProgramFlags, |critical| {
+    let result = sweep::run(&config, &ProgramFlags, |line| {
         if !quiet {
-            say(critical);
+            say(line);
         }
     })
     .and_then(|report| sweep::write(&config, &report, &command).map(|()| report));

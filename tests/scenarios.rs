@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{fresh_path, one_at_a_time};
+use common::{fresh_path, one_at_a_time, summary_json};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -23,14 +23,9 @@ fn storm(args: &[&str], out: &Path) -> Output {
         .unwrap()
 }
 
-fn summary(out: &Path) -> serde_json::Value {
-    let text = std::fs::read_to_string(out.join("summary.json")).unwrap();
-    serde_json::from_str(&text).unwrap()
-}
-
 /// Each case's name and whether it recovered, in the scenario's order.
 fn verdicts(out: &Path) -> Vec<(String, bool)> {
-    summary(out)["runs"]
+    summary_json(out)["runs"]
         .as_array()
         .unwrap()
         .iter()
@@ -65,7 +60,7 @@ fn the_defences_scenario_in_virtual_time() {
     );
     assert!(output.status.success(), "{output:?}");
     assert_eq!(verdicts(&out), expected());
-    let s = summary(&out);
+    let s = summary_json(&out);
     assert_eq!(s["runs"][3]["strategy"], "fixed", "the case's strategy");
     assert_eq!(s["protocol"]["seed"], 2014);
     // The folder holds the scenario that made it, with its engine.
@@ -99,7 +94,7 @@ fn the_defences_scenario_on_the_real_engine_quick() {
             assert_eq!(*recovered, expected, "{name}: {got:?}");
         }
     }
-    assert_eq!(summary(&out)["protocol"]["time_scale"], 10.0);
+    assert_eq!(summary_json(&out)["protocol"]["time_scale"], 10.0);
     let kept = std::fs::read_to_string(out.join("scenario.toml")).unwrap();
     assert!(kept.contains("engine = \"real\""), "{kept}");
     // The children's command lines, each with the status pipe the runner

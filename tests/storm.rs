@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{fresh_path, one_at_a_time};
+use common::{fresh_path, one_at_a_time, summary_json};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -23,8 +23,7 @@ fn rows<T: serde::de::DeserializeOwned>(path: &Path) -> Vec<T> {
 
 /// Each case's runs and recovered runs, from a storm's summary.json.
 fn recovered(out: &Path) -> Vec<(String, u64, u64)> {
-    let text = std::fs::read_to_string(out.join("summary.json")).unwrap();
-    let summary: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let summary = summary_json(out);
     summary["cases"]
         .as_array()
         .unwrap()
@@ -77,8 +76,7 @@ fn three_quick_runs_on_the_real_network_agree_with_virtual_time() {
         assert!(original >= 1, "{}: {cases:?}", dir.display());
     }
 
-    let text = std::fs::read_to_string(out.join("summary.json")).unwrap();
-    let summary: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let summary = summary_json(&out);
     let runs = summary["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 9);
     let seeds: Vec<u64> = runs
@@ -152,8 +150,7 @@ fn thirty_virtual_runs_give_each_strategy_a_probability() {
     assert_eq!(cases[0], ("fixed".to_string(), 30, 0));
     let original = cases[1].2;
     assert!((1..30).contains(&original), "{cases:?}");
-    let text = std::fs::read_to_string(out.join("summary.json")).unwrap();
-    let summary: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let summary = summary_json(&out);
     let case = &summary["cases"][1];
     let p50 = case["recovery_s"]["p50"].as_f64().expect("most recover");
     assert!((40.0..=70.0).contains(&p50), "{case}");
@@ -335,8 +332,7 @@ fn the_virtual_engine_writes_the_same_files_in_the_same_schema() {
         "--verbose gives the rate: {stdout}"
     );
 
-    let summary: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let summary = summary_json(&out);
     let runs = summary["runs"].as_array().unwrap();
     let verdict = |name: &str| {
         runs.iter().find(|r| r["strategy"] == name).unwrap()["recovered"]
@@ -470,10 +466,20 @@ fn sweep_at_one_pause_maps_two_settings() {
     assert!(!out.join("critical.csv").exists() && !out.join("heatmap.svg").exists());
     // Clients across, timeout up the side.
     let svg = std::fs::read_to_string(out.join("phase.svg")).unwrap();
-    // A column label: the SVG puts a text on its own line.
-    for text in ["clients", "client timeout", "\n2000\n", "after a 6 s pause"] {
+    // Column labels, in order (the SVG puts a text on its own line).
+    for text in [
+        "clients",
+        "client timeout",
+        "\n200\n",
+        "\n2000\n",
+        "after a 6 s pause",
+    ] {
         assert!(svg.contains(text), "{text}");
     }
+    assert!(
+        svg.find("\n200\n") < svg.find("\n2000\n"),
+        "200 clients first"
+    );
     let summary = std::fs::read_to_string(out.join("summary.md")).unwrap();
     assert!(
         summary.contains("Who recovers from a 6 s pause"),
@@ -486,10 +492,12 @@ fn sweep_at_one_pause_maps_two_settings() {
     std::fs::remove_dir_all(&out).unwrap();
 
     // A pause with a grid's flags is refused.
-    let output = storm_out(&["sweep", "--pause", "5s", "--step", "1s"], &out);
-    assert_eq!(output.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("--pause"));
-    assert!(!out.exists());
+    for grid in ["--step", "--max-pause", "--resolution"] {
+        let output = storm_out(&["sweep", "--pause", "5s", grid, "1s"], &out);
+        assert_eq!(output.status.code(), Some(2), "{grid}");
+        assert!(String::from_utf8_lossy(&output.stderr).contains("--pause"));
+        assert!(!out.exists());
+    }
 }
 
 #[test]

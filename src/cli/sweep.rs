@@ -18,7 +18,8 @@ use crate::policy::StrategyKind;
 /// think time, timeout and server limit given, how often the system
 /// recovers against the pause, in virtual time: T50 (where half the runs
 /// recover) with its interval, T90 and T10; critical.csv, phase.csv, a
-/// heat map and a phase diagram.
+/// heat map and a phase diagram. With --pause, how often each setting
+/// recovers from that one pause, mapped over two settings.
 #[derive(Debug, Args)]
 pub struct SweepArgs {
     /// A scenario file whose cases to map (its protocol and seed too,

@@ -12,5 +12,5 @@ mod storm;
 
 pub(crate) use canvas::DrawResult;
 pub use cdf::{RecoveryCurve, recovery_cdf};
-pub use phase::{Across, Axes, Panel, Row, draw_panels};
+pub use phase::{Across, Axes, Panel, Row, draw_panels, panel_titled};
 pub use storm::{RunChart, storm_charts};

@@ -21,14 +21,15 @@ pub struct Row {
     /// (place across, share of runs that recovered): the pause in seconds,
     /// or a column's index; the share from 0 to 1.
     pub cells: Vec<(f64, f64)>,
-    /// Where half the runs recover, seconds.
+    /// Where half the runs recover, in the units across (seconds of pause,
+    /// or a column's index at one pause).
     pub t50: Option<f64>,
-    /// T50's interval, seconds (an end the pauses tried do not bound is
-    /// drawn to the edge of the map).
+    /// T50's interval, the same units (an end the pauses tried do not
+    /// bound is drawn to the edge of the map).
     pub t50_ci: (Option<f64>, Option<f64>),
-    /// Where 90 % still recover, seconds.
+    /// Where 90 % still recover, the same units.
     pub t90: Option<f64>,
-    /// Where 10 % still recover, seconds.
+    /// Where 10 % still recover, the same units.
     pub t10: Option<f64>,
 }
 
@@ -43,6 +44,36 @@ pub struct Panel {
     /// Join T50, T90 and T10 across the rows (they are one setting's
     /// values in order).
     pub contours: bool,
+}
+
+impl Row {
+    /// A row with no cells and no marks yet.
+    pub fn empty(label: String) -> Row {
+        Row {
+            label,
+            cells: Vec::new(),
+            t50: None,
+            t50_ci: (None, None),
+            t90: None,
+            t10: None,
+        }
+    }
+}
+
+/// The panel titled `title` among `panels`, added (empty) if there is none
+/// yet: panels keep the order of their first rows.
+pub fn panel_titled(panels: &mut Vec<Panel>, title: String, contours: bool) -> &mut Panel {
+    match panels.iter().position(|p| p.title == title) {
+        Some(i) => &mut panels[i],
+        None => {
+            panels.push(Panel {
+                title,
+                rows: Vec::new(),
+                contours,
+            });
+            panels.last_mut().expect("just pushed")
+        }
+    }
 }
 
 /// What every panel shares.

@@ -164,9 +164,11 @@ fn recovery_index(good: &[bool]) -> Option<usize> {
 }
 
 /// How many of the server's rows lie before `ms` by their middle (between
-/// the report before and this one), as a client interval does: the real
-/// server's report a few milliseconds after the confirmation still
-/// belongs before it, as the virtual one's on the dot does.
+/// the report before and this one; the first row by its own time), as a
+/// client interval does: the real server's report a few milliseconds after
+/// the confirmation still belongs before it, as the virtual one's on the
+/// dot does. With rows and `ms` on whole report intervals, as in every
+/// protocol of whole seconds, these are the rows at or before `ms`.
 fn rows_before(server: &[ServerRow], ms: u64) -> usize {
     let mut previous = None;
     server
@@ -544,9 +546,12 @@ mod tests {
         let mut late = server(&growing);
         for row in &mut late {
             row.unix_ms += 60;
+            // Everything held is for clients that have gone: wasted.
+            row.abandoned_held = row.concurrency;
         }
         let f = figures(&ok, &late, &timeline());
         assert_eq!((f.peak_concurrency, f.end_concurrency), (220, Some(220)));
+        assert_eq!(f.wasted, 220, "held at the last row counted");
     }
 
     #[test]

@@ -125,3 +125,9 @@ pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
+
+/// A storm's `summary.json` in `out`, parsed.
+pub fn summary_json(out: &std::path::Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(out.join("summary.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}

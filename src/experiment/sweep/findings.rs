@@ -98,7 +98,7 @@ pub enum Outside {
 /// What a sweep found.
 #[derive(Debug, Clone)]
 pub struct SweepReport {
-    /// One per setting, in order.
+    /// One per setting, in order (none at one pause: no edge there).
     pub critical: Vec<Critical>,
     /// Every pause tried, by setting then pause.
     pub points: Vec<Point>,

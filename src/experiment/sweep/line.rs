@@ -97,6 +97,7 @@ impl<'a> Line<'a> {
         Ok(self.done(Some(critical)))
     }
 
+    /// What the line found: its edge, if any, and every pause it tried.
     fn done(self, critical: Option<Critical>) -> Done {
         Done {
             critical,

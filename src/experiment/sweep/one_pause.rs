@@ -2,11 +2,14 @@
 //! settings instead of the pause (which loads, timeouts and limits survive
 //! that outage).
 
+use std::collections::HashMap;
+
 use super::axis::{Axis, title, varying};
 use super::config::SweepConfig;
 use super::findings::{Key, Point, SweepReport};
-use super::summary::head;
-use crate::plot::{Across, Axes, Panel, Row};
+use super::summary::{RECOVERS, head, setting_cells};
+
+use crate::plot::{Across, Axes, Panel, Row, panel_titled};
 
 /// The map: a panel per case (and per value of any setting beyond the
 /// second that varies), the first setting that varies across and the
@@ -21,15 +24,8 @@ pub(super) fn panels(report: &SweepReport, pause_s: f64) -> (Vec<Panel>, Axes) {
         Some(axis) => values(&keys, axis),
         None => vec![format!("{pause_s} s")],
     };
-    let column = |k: &Key| {
-        across.map_or(0, |a| {
-            let v = a.value(k);
-            columns
-                .iter()
-                .position(|c| *c == v)
-                .expect("every value has a column")
-        })
-    };
+    let index: HashMap<&str, usize> = (0..).zip(&columns).map(|(i, c)| (c.as_str(), i)).collect();
+    let column = |k: &Key| across.map_or(0, |a| index[a.value(k).as_str()]);
     let mut points: Vec<&Point> = report.points.iter().collect();
     if let Some(up) = up {
         // Rows go up in the order of their values; cases keep theirs.
@@ -42,29 +38,11 @@ pub(super) fn panels(report: &SweepReport, pause_s: f64) -> (Vec<Panel>, Axes) {
             Some(up) => (title(&key, &vary[2..]), up.value(&key)),
             None => (String::new(), key.case.to_string()),
         };
-        let at = match panels.iter().position(|panel| panel.title == panel_title) {
-            Some(at) => at,
-            None => {
-                panels.push(Panel {
-                    title: panel_title,
-                    rows: Vec::new(),
-                    contours: up.is_some(),
-                });
-                panels.len() - 1
-            }
-        };
-        let rows = &mut panels[at].rows;
+        let rows = &mut panel_titled(&mut panels, panel_title, up.is_some()).rows;
         let row = match rows.iter().position(|r| r.label == label) {
             Some(i) => &mut rows[i],
             None => {
-                rows.push(Row {
-                    label,
-                    cells: Vec::new(),
-                    t50: None,
-                    t50_ci: (None, None),
-                    t90: None,
-                    t10: None,
-                });
+                rows.push(Row::empty(label));
                 rows.last_mut().expect("just pushed")
             }
         };
@@ -124,12 +102,8 @@ pub(super) fn summary(
     );
     for p in &report.points {
         md.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} of {} | {:.2} | {:.2}-{:.2} | {} |\n",
-            p.case,
-            p.clients,
-            p.lambda_s.map_or("-".into(), |t| t.to_string()),
-            p.timeout_s,
-            p.server_limit,
+            "{} {} of {} | {:.2} | {:.2}-{:.2} | {} |\n",
+            setting_cells(&p.into()),
             p.recovered_runs,
             p.runs,
             p.p_recovered,
@@ -138,20 +112,107 @@ pub(super) fn summary(
             p.recovery_s.map_or("-".into(), |t| format!("{t:.1}")),
         ));
     }
-    md.push_str(
-        "\nA run recovers when its goodput is back to 90 % of the baseline for three report \
-         intervals, the first starting within the observation window. P(recovered): the \
-         share of runs that recovered, with its 95 % Wilson interval. Median recovery: over \
-         the runs, one that never recovers counting as the slowest (a dash when most never \
-         recover). phase.csv holds every setting; the map colours each by the share that \
-         recovered, and marks where a row's share first passes one half.\n",
-    );
+    md.push_str(&format!(
+        "\n{RECOVERS} P(recovered): the share of runs that recovered, with its 95 % Wilson \
+         interval. Median recovery: over the runs, one that never recovers counting as the \
+         slowest (a dash when most never recover). phase.csv holds every setting; the map \
+         colours each by the share that recovered, and marks where a row's share first \
+         passes one half.\n"
+    ));
     md
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
+
+    fn point(case: &str, clients: u32, timeout_s: f64, limit: u64, p: f64) -> Point {
+        Point {
+            case: case.into(),
+            clients,
+            lambda_s: None,
+            timeout_s,
+            server_limit: limit,
+            pause_s: 20.0,
+            runs: 10,
+            recovered_runs: (p * 10.0) as u32,
+            p_recovered: p,
+            p_low: 0.0,
+            p_high: 1.0,
+            recovery_s: None,
+        }
+    }
+
+    fn report(points: Vec<Point>) -> SweepReport {
+        SweepReport {
+            critical: Vec::new(),
+            points,
+            runs: 0,
+            events: 0,
+            wall: Duration::ZERO,
+        }
+    }
+
+    #[test]
+    fn the_first_setting_goes_across_the_second_up_a_third_makes_panels() {
+        // Given out of order: 1,000 clients before 250, timeout 2 s before 1 s.
+        let mut points = Vec::new();
+        for limit in [30, 60] {
+            for (clients, timeout, p) in [(1000, 2.0, 0.2), (250, 2.0, 1.0), (1000, 1.0, 0.0)] {
+                points.push(point("fixed", clients, timeout, limit, p));
+            }
+            points.push(point("fixed", 250, 1.0, limit, 0.6));
+        }
+        let (maps, axes) = panels(&report(points), 20.0);
+        assert_eq!(
+            axes.across,
+            Across::Settings {
+                name: "clients".into(),
+                labels: vec!["250".into(), "1000".into()],
+            }
+        );
+        assert_eq!(axes.rows, "client timeout (s)");
+        let titles: Vec<&str> = maps.iter().map(|p| p.title.as_str()).collect();
+        assert_eq!(titles, ["fixed, limit 30", "fixed, limit 60"]);
+        let rows = &maps[0].rows;
+        assert!(maps[0].contours);
+        // Timeouts go up from the bottom: 1 s first.
+        assert_eq!((rows[0].label.as_str(), rows[1].label.as_str()), ("1", "2"));
+        assert_eq!(rows[0].cells, vec![(0.0, 0.6), (1.0, 0.0)]);
+        assert_eq!(rows[1].cells, vec![(0.0, 1.0), (1.0, 0.2)]);
+        // 0.6 to 0.0 passes one half a sixth of the way.
+        let t = rows[0].t50.unwrap();
+        assert!((t - 1.0 / 6.0).abs() < 1e-12, "{t}");
+    }
+
+    #[test]
+    fn with_one_setting_or_none_each_case_is_a_row() {
+        let points = vec![
+            point("fixed", 250, 2.0, 30, 1.0),
+            point("fixed", 500, 2.0, 30, 0.0),
+            point("shedding", 250, 2.0, 30, 1.0),
+            point("shedding", 500, 2.0, 30, 1.0),
+        ];
+        let (maps, axes) = panels(&report(points), 20.0);
+        assert_eq!(maps.len(), 1);
+        assert!(!maps[0].contours);
+        let labels: Vec<&str> = maps[0].rows.iter().map(|r| r.label.as_str()).collect();
+        assert_eq!(labels, ["fixed", "shedding"]);
+        assert_eq!(maps[0].rows[0].t50, Some(0.5));
+        assert_eq!(maps[0].rows[1].t50, None, "never below one half");
+        assert_eq!(axes.rows, "case");
+        let (maps, axes) = panels(&report(vec![point("fixed", 250, 2.0, 30, 1.0)]), 20.0);
+        assert_eq!(maps[0].rows[0].cells, vec![(0.0, 1.0)]);
+        assert_eq!(
+            axes.across,
+            Across::Settings {
+                name: "pause".into(),
+                labels: vec!["20 s".into()],
+            }
+        );
+    }
 
     #[test]
     fn half_way_is_where_the_share_first_passes_one_half_either_way() {

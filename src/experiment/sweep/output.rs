@@ -15,7 +15,7 @@ use super::config::{SweepConfig, secs};
 use super::findings::{Critical, Key, SweepReport};
 use super::one_pause;
 use super::summary::summary;
-use crate::plot::{self, Across, Axes, Panel, Row};
+use crate::plot::{self, Across, Axes, Panel, Row, panel_titled};
 
 /// A critical row's map row: its pauses and its edge.
 fn row(report: &SweepReport, c: &Critical, label: String, step_s: f64) -> Row {
@@ -64,32 +64,19 @@ fn phase_panels(report: &SweepReport, step_s: f64) -> (Vec<Panel>, String) {
     let Some((&up, others)) = vary.split_first() else {
         return (vec![heat_panel(report, step_s)], "case".to_string());
     };
-    let mut panels: Vec<(String, Panel)> = Vec::new();
+    let mut panels: Vec<Panel> = Vec::new();
     // Rows go up in the order of their values, whatever order they were
     // given in.
     let mut critical: Vec<&Critical> = report.critical.iter().collect();
     critical.sort_by(|a, b| up.number(&(*a).into()).total_cmp(&up.number(&(*b).into())));
     for c in critical {
         let key = Key::from(c);
-        let panel_title = title(&key, others);
-        let label = up.value(&key);
-        let r = row(report, c, label, step_s);
-        match panels.iter_mut().find(|(t, _)| *t == panel_title) {
-            Some((_, panel)) => panel.rows.push(r),
-            None => panels.push((
-                panel_title.clone(),
-                Panel {
-                    title: panel_title,
-                    rows: vec![r],
-                    contours: true,
-                },
-            )),
-        }
+        let r = row(report, c, up.value(&key), step_s);
+        panel_titled(&mut panels, title(&key, others), true)
+            .rows
+            .push(r);
     }
-    (
-        panels.into_iter().map(|(_, p)| p).collect(),
-        up.name().to_string(),
-    )
+    (panels, up.name().to_string())
 }
 
 /// Writes `critical.csv`, `phase.csv`, `summary.md`, the heat map and the

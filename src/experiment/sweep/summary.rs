@@ -2,9 +2,28 @@
 //! took, then every setting's edge (T50 with its interval, T90, T10, the
 //! critical pause) and how to read it.
 
+use super::axis::Axis;
 use super::config::{SweepConfig, secs};
-use super::findings::{Critical, Outside, SweepReport};
+use super::findings::{Critical, Key, Outside, SweepReport};
 
+/// What a run must do to count as recovered, as every summary says it.
+pub(super) const RECOVERS: &str = "A run recovers when its goodput is back to 90 % of the \
+     baseline for three report intervals, the first starting within the observation window.";
+
+/// A setting's first cells in a summary's table: its case, clients, think
+/// time, timeout and server limit.
+pub(super) fn setting_cells(k: &Key) -> String {
+    format!(
+        "| {} | {} | {} | {} | {} |",
+        k.case,
+        k.clients,
+        Axis::Think.value(k),
+        k.timeout_s,
+        k.limit
+    )
+}
+
+/// A value to one decimal, or a dash.
 fn opt(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| format!("{v:.1}"))
 }
@@ -83,19 +102,15 @@ pub(super) fn summary(config: &SweepConfig, report: &SweepReport, command: &str)
         };
         let (t50, interval) = t50(c, max);
         md.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {t50} | {interval} | {} | {} | {critical} |\n",
-            c.case,
-            c.clients,
-            c.lambda_s.map_or("-".into(), |t| t.to_string()),
-            c.timeout_s,
-            c.server_limit,
+            "{} {t50} | {interval} | {} | {} | {critical} |\n",
+            setting_cells(&c.into()),
             opt(c.t90_s),
             opt(c.t10_s),
         ));
     }
+    md.push_str(&format!("\n{RECOVERS} "));
     md.push_str(
-        "\nA run recovers when its goodput is back to 90 % of the baseline for three report \
-         intervals, the first starting within the observation window. T50: the pause at \
+        "T50: the pause at \
          which half the runs recover, from an isotonic fit of the share that recovered \
          against the pause (it never rises with the pause), linear between the pauses \
          tried; its interval runs from the longest pause whose share is above one half at \

@@ -4,7 +4,7 @@
 # observation 60 s) once with --engine real and once with --engine sim, then
 # a side-by-side table per case read from the two summary.json files.
 #
-#   scripts/cross-validate.sh               real run (~2 min, both cores) + sim
+#   scripts/cross-validate.sh               real run (~3 min, both cores) + sim
 #   scripts/cross-validate.sh --out DIR     results in DIR/real and DIR/sim
 #   scripts/cross-validate.sh --real DIR    reuse the real run in DIR (a storm
 #                                           results folder of the same
@@ -57,8 +57,8 @@ if [[ -n "$real" ]]; then
   [[ -f "$real/summary.json" ]] || { echo "no summary.json in $real" >&2; exit 2; }
 else
   real="$out/real"
-  echo "== real: $real (about 2 minutes)"
-  # 110 s expected; SIGTERM after 600 s, SIGKILL 30 s later if it hangs.
+  echo "== real: $real (about 3 minutes)"
+  # 170 s expected (the tail included); SIGTERM after 600 s, SIGKILL 30 s later if it hangs.
   timeout -k 30s 600s "${storm[@]}" --engine real --out "$real" > "$out/real.log" 2>&1 \
     || { echo "storm --engine real failed or timed out; see $out/real.log" >&2; exit 2; }
 fi

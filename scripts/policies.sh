@@ -6,9 +6,9 @@
 # at a time, one run each (the odds over many runs: the same scenario with
 # --engine sim --runs 100).
 #
-#   scripts/policies.sh              full scale (~10 min); writes
+#   scripts/policies.sh              full scale (~15 min); writes
 #                                    results/policies/
-#   scripts/policies.sh --quick      every time divided by 10 (~1 min);
+#   scripts/policies.sh --quick      every time divided by 10 (~1.5 min);
 #                                    writes only to a temporary folder
 #   scripts/policies.sh --out DIR    results in DIR instead (files of the same
 #                                    name are replaced; nothing is deleted)

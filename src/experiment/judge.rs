@@ -114,7 +114,7 @@ fn draw(storm: &Storm, report: &StormReport, runs: &[CaseRun]) -> plot::DrawResu
         let last = run.client.last()?;
         Some(seconds(last.unix_ms.saturating_sub(run.timeline.resume_ms)) - streak_s)
     });
-    let ext = if storm.png { "png" } else { "svg" };
+    let ext = plot::extension(storm.png);
     plot::recovery_cdf(
         &storm.out.join(format!("recovery.{ext}")),
         &curves,

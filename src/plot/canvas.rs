@@ -26,6 +26,28 @@ pub(crate) const PALETTE: [RGBColor; 8] = [
     RGBColor(0x17, 0xbe, 0xcf),
 ];
 
+/// The file extension of a plot: `png` when asked for PNG, else `svg`.
+pub fn extension(png: bool) -> &'static str {
+    if png { "png" } else { "svg" }
+}
+
+/// The series' labels, in one corner of a chart, on a light background.
+pub(crate) fn draw_legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    corner: SeriesLabelPosition,
+) -> DrawResult
+where
+    DB::ErrorType: 'static,
+{
+    chart
+        .configure_series_labels()
+        .position(corner)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.3))
+        .draw()?;
+    Ok(())
+}
+
 /// Seconds since the client started, for a Unix-millisecond stamp.
 pub(crate) fn secs(unix_ms: u64, start_ms: u64) -> f64 {
     unix_ms.saturating_sub(start_ms) as f64 / 1000.0

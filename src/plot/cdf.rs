@@ -7,7 +7,7 @@ use std::path::Path;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::canvas::{DrawResult, PALETTE, register_font, render};
+use super::canvas::{DrawResult, PALETTE, draw_legend, register_font, render};
 
 /// One case's curve: when each of its runs was back, `None` for a run
 /// that never was.
@@ -112,13 +112,7 @@ where
             ))
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 15, y)], color.stroke_width(2)));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.3))
-        .draw()?;
-    Ok(())
+    draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)
 }
 
 #[cfg(test)]

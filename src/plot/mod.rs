@@ -11,6 +11,7 @@ mod phase;
 mod storm;
 
 pub(crate) use canvas::DrawResult;
+pub use canvas::extension;
 pub use cdf::{RecoveryCurve, recovery_cdf};
 pub use phase::{Across, Axes, Panel, Row, draw_panels, panel_titled};
 pub use storm::{RunChart, storm_charts};

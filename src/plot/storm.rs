@@ -9,7 +9,7 @@ use plotters::prelude::*;
 
 use super::canvas::{
     CONCURRENCY_COLOR, DrawResult, ERROR_COLOR, OK_COLOR, PALETTE, PAUSE_COLOR, TIMEOUT_COLOR,
-    register_font, render, secs,
+    draw_legend, extension, register_font, render, secs,
 };
 use crate::report::rows::{ClientRow, ServerRow};
 use crate::report::verdict::Timeline;
@@ -33,7 +33,7 @@ pub struct RunChart<'a> {
 /// `goodput.svg` (PNG files with `png`).
 pub fn storm_charts(dir: &Path, runs: &[RunChart], png: bool) -> DrawResult {
     register_font()?;
-    let ext = if png { "png" } else { "svg" };
+    let ext = extension(png);
     for run in runs {
         let path = dir.join(format!("{}.{ext}", run.name));
         render!(&path, png, |area| draw_run(area, run));
@@ -69,22 +69,6 @@ fn verdict(run: &RunChart) -> String {
         Some(s) => format!("recovered {s:.1} s after resume"),
         None => "did not recover".to_string(),
     }
-}
-
-/// The series' labels, in the chart's upper right corner.
-fn draw_legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
-    chart: &mut ChartContext<'a, DB, CT>,
-) -> DrawResult
-where
-    DB::ErrorType: 'static,
-{
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.3))
-        .draw()?;
-    Ok(())
 }
 
 /// One case: client rates, server concurrency, the pause shaded.
@@ -157,7 +141,7 @@ where
         ))?
         .label("server concurrency (right axis)")
         .legend(|(x, y)| PathElement::new([(x, y), (x + 15, y)], CONCURRENCY_COLOR));
-    draw_legend(&mut chart)
+    draw_legend(&mut chart, SeriesLabelPosition::UpperRight)
 }
 
 /// Goodput of every case on one chart, the pause shaded.
@@ -207,5 +191,5 @@ where
             .label(format!("{} ({})", run.name, verdict(run)))
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 15, y)], color.stroke_width(2)));
     }
-    draw_legend(&mut chart)
+    draw_legend(&mut chart, SeriesLabelPosition::UpperRight)
 }

@@ -87,7 +87,7 @@ pub fn write(config: &SweepConfig, report: &SweepReport, command: &str) -> Resul
     std::fs::create_dir_all(out)
         .map_err(|e| StormError::Io(format!("create {}", out.display()), e))?;
     write_csv(out.join("phase.csv"), &report.points)?;
-    let ext = if config.storm.png { "png" } else { "svg" };
+    let ext = plot::extension(config.storm.png);
     let draw = |name: &str, title: &str, panels: &[Panel], axes: &Axes| {
         let path: PathBuf = out.join(format!("{name}.{ext}"));
         plot::draw_panels(&path, title, panels, axes, config.storm.png)

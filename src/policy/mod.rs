@@ -7,6 +7,7 @@
 //! implementation serves any engine and tests can check exact sequences.
 
 mod backoff;
+pub mod defence;
 mod catalogue;
 mod retry_limits;
 mod throttle;

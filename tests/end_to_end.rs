@@ -53,6 +53,7 @@ impl Running {
             timer_resolution: Duration::ZERO,
             csv: None,
             quiet: true,
+            ..ServerConfig::default()
         })
     }
 

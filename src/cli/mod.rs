@@ -11,6 +11,7 @@ mod report;
 mod retry;
 mod runtime;
 mod server;
+mod service;
 mod storm;
 mod sweep;
 pub(crate) mod values;

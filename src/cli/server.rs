@@ -11,6 +11,7 @@ use super::generate::GenerateArgs;
 use super::refusal::refuse_strays;
 use super::report::ReportArgs;
 use super::runtime::RuntimeArgs;
+use super::service::ServiceArgs;
 use super::values::{
     duration, growth_factor, positive, positive_duration, time_scale, timer_resolution,
 };
@@ -55,21 +56,34 @@ pub struct ServerArgs {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:8070", value_name = "ADDR")]
     pub listen: SocketAddr,
-    /// Concurrency above which latency starts to grow (requests).
-    #[arg(long, default_value_t = 30, value_name = "N")]
-    pub limit: u64,
-    /// Delay multiplier per SCALE requests above the limit (at least 1).
-    #[arg(long, default_value = "1.05", value_parser = growth_factor, value_name = "X")]
-    pub factor: f64,
-    /// Latency at or below the limit.
-    #[arg(long, alias = "baseDelay", default_value = "100ms", value_parser = positive_duration, value_name = "DURATION")]
-    pub base_delay: Duration,
-    /// Requests above the limit per FACTOR step of the delay.
-    #[arg(long, default_value = "15", value_parser = positive, value_name = "N")]
-    pub scale: f64,
-    /// Saturation cap on the modelled delay.
-    #[arg(long, default_value = "10m", value_parser = positive_duration, value_name = "DURATION")]
-    pub max_delay: Duration,
+    /// Exponential: concurrency above which latency starts to grow
+    /// (requests) [default: 30].
+    #[arg(long, value_name = "N")]
+    pub limit: Option<u64>,
+    /// Exponential: delay multiplier per SCALE requests above the limit (at
+    /// least 1) [default: 1.05].
+    #[arg(long, value_parser = growth_factor, value_name = "X")]
+    pub factor: Option<f64>,
+    /// Latency at or below the limit (exponential), or with nothing else in
+    /// flight (linear) [default: 100ms].
+    #[arg(long, alias = "baseDelay", value_parser = positive_duration, value_name = "DURATION")]
+    pub base_delay: Option<Duration>,
+    /// Exponential: requests above the limit per FACTOR step of the delay
+    /// [default: 15].
+    #[arg(long, value_parser = positive, value_name = "N")]
+    pub scale: Option<f64>,
+    /// Saturation cap on the modelled delay (exponential and linear)
+    /// [default: 10m].
+    #[arg(long, value_parser = positive_duration, value_name = "DURATION")]
+    pub max_delay: Option<Duration>,
+    /// The server's shape and defences.
+    #[command(flatten)]
+    pub service: ServiceArgs,
+    /// Seed of the server's draws (a pool's service times, admission
+    /// control's rejections, Vegas' probes) [default: random, printed at
+    /// start].
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
     /// Listen backlog (connections the kernel queues while the server is
     /// stopped) [default: the kernel maximum, net.core.somaxconn, or 4096
     /// where it cannot be read].
@@ -124,7 +138,29 @@ impl ServerArgs {
     /// Checks the flags together and builds the server's configuration.
     pub fn config(&self) -> Result<ServerConfig, clap::Error> {
         let conflict = |msg: &str| Self::command().error(ErrorKind::ArgumentConflict, msg);
-        if self.base_delay > self.max_delay {
+        let service = self.service.service().map_err(|msg| conflict(&msg))?;
+        let curves: &[&str] = &["exponential", "linear"];
+        refuse_strays(
+            &[
+                ("--limit", self.limit.is_some(), &["exponential"]),
+                ("--factor", self.factor.is_some(), &["exponential"]),
+                ("--scale", self.scale.is_some(), &["exponential"]),
+                ("--base-delay", self.base_delay.is_some(), curves),
+                ("--max-delay", self.max_delay.is_some(), curves),
+            ],
+            service.shape.name(),
+            "--model",
+        )
+        .map_err(|msg| conflict(&msg))?;
+        let defaults = LatencyModel::default();
+        let model = LatencyModel {
+            base: self.base_delay.unwrap_or(defaults.base),
+            limit: self.limit.unwrap_or(defaults.limit),
+            factor: self.factor.unwrap_or(defaults.factor),
+            scale: self.scale.unwrap_or(defaults.scale),
+            max_delay: self.max_delay.unwrap_or(defaults.max_delay),
+        };
+        if model.base > model.max_delay {
             return Err(conflict("--base-delay must not exceed --max-delay"));
         }
         let shedding = if self.shed_above.is_some() {
@@ -143,13 +179,11 @@ impl ServerArgs {
         .map_err(|msg| conflict(&msg))?;
         let config = ServerConfig {
             listen: self.listen,
-            model: LatencyModel {
-                base: self.base_delay,
-                limit: self.limit,
-                factor: self.factor,
-                scale: self.scale,
-                max_delay: self.max_delay,
-            },
+            model,
+            shape: service.shape,
+            limiter: service.limiter,
+            admission: service.admission,
+            seed: self.seed.unwrap_or_else(rand::random),
             backlog: self.backlog.unwrap_or_else(default_backlog),
             on_disconnect: self.on_disconnect,
             shed: self.shed_above.map(|above| Shedding {

@@ -1,8 +1,12 @@
-//! The server's delay model: latency that grows exponentially with concurrency.
+//! The server's delay curves: latency shared by every request in flight,
+//! growing with concurrency.
 //!
-//! `delay(c) = base * factor^((c - limit) / scale)` for `c > limit`, else `base`,
-//! saturating at a cap so it can neither overflow nor go negative (the 2014
-//! original computed it in 64-bit nanoseconds and wrapped negative).
+//! `exponential` (the 2014 curve): `delay(c) = base * factor^((c - limit) /
+//! scale)` for `c > limit`, else `base`. `linear` (processor sharing whose
+//! latency grows linearly, as in Brooker's collapse simulation): `delay(c)
+//! = base + slope * c`. Both saturate at a cap, so they can neither
+//! overflow nor go negative (the 2014 original computed its delay in 64-bit
+//! nanoseconds and wrapped negative).
 
 use std::time::Duration;
 
@@ -70,6 +74,44 @@ impl LatencyModel {
             c += 1;
         }
         Some(c)
+    }
+}
+
+/// A delay curve: which shape, with its parameters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Curve {
+    /// The 2014 curve.
+    Exponential(LatencyModel),
+    /// `base + slope * c`, capped at `max_delay`.
+    Linear {
+        /// The intercept: `delay(c) = base + slope * c`.
+        base: Duration,
+        /// Added per request in flight.
+        slope: Duration,
+        /// Saturation cap.
+        max_delay: Duration,
+    },
+}
+
+impl Curve {
+    /// The modelled time a request takes while `concurrency` requests are
+    /// in flight.
+    pub fn delay(&self, concurrency: u64) -> Duration {
+        match self {
+            Curve::Exponential(m) => m.delay(concurrency),
+            Curve::Linear {
+                base,
+                slope,
+                max_delay,
+            } => {
+                let n = u32::try_from(concurrency).unwrap_or(u32::MAX);
+                slope
+                    .checked_mul(n)
+                    .and_then(|grown| base.checked_add(grown))
+                    .unwrap_or(*max_delay)
+                    .min(*max_delay)
+            }
+        }
     }
 }
 
@@ -144,5 +186,22 @@ mod tests {
         assert!(m.delay(c) >= Duration::from_secs(2));
         assert!(m.delay(c - 1) < Duration::from_secs(2));
         assert_eq!(m.concurrency_for(Duration::from_secs(3600)), None);
+    }
+
+    #[test]
+    fn linear_grows_by_one_slope_per_request_and_saturates() {
+        let curve = Curve::Linear {
+            base: Duration::from_millis(100),
+            slope: Duration::from_millis(5),
+            max_delay: Duration::from_secs(2),
+        };
+        assert_eq!(curve.delay(0), Duration::from_millis(100));
+        assert_eq!(curve.delay(1), Duration::from_millis(105));
+        assert_eq!(curve.delay(20), Duration::from_millis(200));
+        assert_eq!(curve.delay(380), Duration::from_secs(2));
+        assert_eq!(curve.delay(381), Duration::from_secs(2), "capped");
+        assert_eq!(curve.delay(u64::MAX), Duration::from_secs(2), "no overflow");
+        let exp = Curve::Exponential(LatencyModel::default());
+        assert_eq!(exp.delay(45), LatencyModel::default().delay(45));
     }
 }

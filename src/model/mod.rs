@@ -8,7 +8,7 @@ pub mod client;
 pub mod latency;
 pub mod outcome;
 pub mod planner;
-pub(crate) mod scheduler;
 pub mod server;
+pub mod service;
 pub(crate) mod timescale;
 pub mod user;

@@ -1,13 +1,14 @@
-//! The server's configuration: its latency model, its listen backlog, what
-//! it does with work whose client has gone, and whether it sheds load.
-//! Both engines take the same configuration.
+//! The server's configuration: its shape (a delay curve or a thread pool),
+//! its listen backlog, what it does with work whose client has gone, and
+//! the defences that guard it. Both engines take the same configuration.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::latency::LatencyModel;
+use super::latency::{Curve, LatencyModel};
 use super::timescale::compress;
+use crate::policy::defence::{AdmissionConfig, CoDel, LimiterConfig, LimiterKind};
 
 /// The listen backlog where none is given and the kernel's cannot be read:
 /// Linux's default maximum (`net.core.somaxconn`) since 5.4. The virtual
@@ -34,6 +35,77 @@ impl OnDisconnect {
     }
 }
 
+/// How a pool's service times are drawn, around their mean.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServiceDistribution {
+    /// Exponentially distributed (an M/M/c queue).
+    Exponential,
+    /// Always the mean (M/D/c).
+    Constant,
+}
+
+impl ServiceDistribution {
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            ServiceDistribution::Exponential => "exponential",
+            ServiceDistribution::Constant => "constant",
+        }
+    }
+}
+
+/// A thread pool with a queue, and the defences that act on its queue.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PoolModel {
+    /// Workers, each serving one request at a time.
+    pub workers: u32,
+    /// Mean service time of a request.
+    pub service_time: Duration,
+    /// How service times are drawn.
+    pub distribution: ServiceDistribution,
+    /// Most requests that may wait for a worker; one more is refused.
+    pub queue: u32,
+    /// The controlled-delay queue timeout, if on.
+    pub codel: Option<CoDel>,
+    /// Adaptive LIFO, if on: newest first while the queue has not been
+    /// empty within this interval.
+    pub lifo: Option<Duration>,
+}
+
+impl PoolModel {
+    /// Requests a second the pool can serve: workers over the mean
+    /// service time.
+    pub fn capacity(&self) -> f64 {
+        f64::from(self.workers) / self.service_time.as_secs_f64()
+    }
+}
+
+/// What serves the requests.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Shape {
+    /// The 2014 curve, with the parameters in [`ServerConfig::model`].
+    Exponential,
+    /// A delay of `base + slope * concurrency` (base and cap from
+    /// [`ServerConfig::model`]).
+    Linear {
+        /// Added per request in flight.
+        slope: Duration,
+    },
+    /// A thread pool with a queue.
+    Pool(PoolModel),
+}
+
+impl Shape {
+    /// The name on the command line.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Shape::Exponential => "exponential",
+            Shape::Linear { .. } => "linear",
+            Shape::Pool(_) => "pool",
+        }
+    }
+}
+
 /// Load shedding: the server's push-back when it is over a threshold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Shedding {
@@ -51,8 +123,11 @@ pub struct Shedding {
 pub struct ServerConfig {
     /// Address to listen on (the virtual engine has none).
     pub listen: SocketAddr,
-    /// The latency model.
+    /// The exponential curve's parameters (the linear curve uses its base
+    /// delay and cap).
     pub model: LatencyModel,
+    /// What serves the requests.
+    pub shape: Shape,
     /// Listen backlog: how many connections the kernel queues while the
     /// server does not accept (for example while it is stopped).
     pub backlog: u32,
@@ -60,6 +135,13 @@ pub struct ServerConfig {
     pub on_disconnect: OnDisconnect,
     /// Push-back: with this many requests in flight, refuse new ones at once.
     pub shed: Option<Shedding>,
+    /// An adaptive concurrency limit, if on.
+    pub limiter: Option<LimiterConfig>,
+    /// Envoy's admission control, if on.
+    pub admission: Option<AdmissionConfig>,
+    /// Seed of the server's own draws: service times, admission control's
+    /// rejections, Vegas' probes.
+    pub seed: u64,
     /// How often to report.
     pub report_interval: Duration,
     /// How long a request head may take to arrive before the connection is
@@ -78,9 +160,13 @@ impl Default for ServerConfig {
         ServerConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 8070)),
             model: LatencyModel::default(),
+            shape: Shape::Exponential,
             backlog: DEFAULT_BACKLOG,
             on_disconnect: OnDisconnect::Continue,
             shed: None,
+            limiter: None,
+            admission: None,
+            seed: 0,
             report_interval: Duration::from_secs(1),
             header_read_timeout: Duration::from_secs(60),
             timer_resolution: Duration::from_micros(500),
@@ -101,8 +187,52 @@ impl ServerConfig {
         if let Some(shed) = &mut self.shed {
             shed.retry_after = compress(shed.retry_after, k);
         }
+        match &mut self.shape {
+            Shape::Exponential => {}
+            Shape::Linear { slope } => *slope = compress(*slope, k),
+            Shape::Pool(pool) => {
+                pool.service_time = compress(pool.service_time, k);
+                pool.codel = pool.codel.map(|c| c.scaled(k));
+                pool.lifo = pool.lifo.map(|n| compress(n, k));
+            }
+        }
+        self.limiter = self.limiter.map(|l| l.scaled(k));
+        self.admission = self.admission.map(|a| a.scaled(k));
         self.report_interval = compress(self.report_interval, k);
         self
+    }
+
+    /// The delay curve, unless the server is a pool.
+    pub fn curve(&self) -> Option<Curve> {
+        match self.shape {
+            Shape::Exponential => Some(Curve::Exponential(self.model)),
+            Shape::Linear { slope } => Some(Curve::Linear {
+                base: self.model.base,
+                slope,
+                max_delay: self.model.max_delay,
+            }),
+            Shape::Pool(_) => None,
+        }
+    }
+
+    /// Whether the server draws random numbers (so that its seed matters).
+    pub fn draws(&self) -> bool {
+        let exponential_service = matches!(
+            self.shape,
+            Shape::Pool(PoolModel {
+                distribution: ServiceDistribution::Exponential,
+                ..
+            })
+        );
+        let vegas = self.limiter.is_some_and(|l| l.kind == LimiterKind::Vegas);
+        exponential_service || vegas || self.admission.is_some()
+    }
+
+    /// Whether the server reports a pool's figures and its defences'
+    /// (queue, workers, refusals, limit): with a pool, a limiter or
+    /// admission control. The 2014 server's report stays as it was.
+    pub fn reports_defences(&self) -> bool {
+        matches!(self.shape, Shape::Pool(_)) || self.limiter.is_some() || self.admission.is_some()
     }
 }
 
@@ -122,6 +252,31 @@ mod tests {
         }
         .scaled(10.0);
         assert_eq!(config.model.base, Duration::from_millis(10));
+        let pool = ServerConfig {
+            shape: Shape::Pool(PoolModel {
+                workers: 20,
+                service_time: Duration::from_millis(100),
+                distribution: ServiceDistribution::Exponential,
+                queue: 1000,
+                codel: Some(CoDel::default()),
+                lifo: Some(Duration::from_millis(100)),
+            }),
+            admission: Some(AdmissionConfig::default()),
+            ..ServerConfig::default()
+        }
+        .scaled(10.0);
+        let Shape::Pool(p) = pool.shape else {
+            panic!("still a pool");
+        };
+        assert_eq!(p.service_time, Duration::from_millis(10));
+        assert_eq!(p.codel.unwrap().interval, Duration::from_millis(10));
+        assert_eq!(p.lifo, Some(Duration::from_millis(10)));
+        assert_eq!(p.workers, 20);
+        assert_eq!(p.capacity(), 2000.0, "twenty workers at 10 ms");
+        assert_eq!(pool.admission.unwrap().window, Duration::from_secs(3));
+        assert!(pool.draws() && pool.reports_defences());
+        assert!(!ServerConfig::default().draws());
+        assert!(!ServerConfig::default().reports_defences());
         assert_eq!(config.model.max_delay, Duration::from_secs(60));
         assert_eq!(config.shed.unwrap().retry_after, Duration::from_millis(100));
         assert_eq!(config.report_interval, Duration::from_millis(100));

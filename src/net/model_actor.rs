@@ -1,5 +1,5 @@
-//! The latency model's actor: one task that owns the completion scheduler,
-//! admits requests, answers them when their modelled delay has elapsed,
+//! The model's actor: one task that owns the service (the server's shape
+//! and its defences), admits requests, answers them when they leave it,
 //! counts what happened (held work for departed clients included) and
 //! writes the server's reports. Request handlers talk to it by message, so
 //! a request's modelled work lives outside hyper's handler future.
@@ -13,11 +13,11 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use super::timer::Alarm;
-use crate::model::scheduler::{Completion, CompletionScheduler, Ticket};
 use crate::model::server::{OnDisconnect, ServerConfig};
+use crate::model::service::{Exit, Refusal, Service, Ticket};
 use crate::report::counts::{Held, ServerCounts};
 use crate::report::output::{CsvSink, say, write_row};
-use crate::report::rows::{ServerRow, unix_ms};
+use crate::report::rows::{ServerRow, ServerState, unix_ms};
 use crate::report::status::{Status, StatusSink};
 use crate::report::summary::ServerSummary;
 
@@ -50,13 +50,14 @@ pub(super) enum ToModel {
     Cancel { id: u64 },
 }
 
-/// The model's answer to an admitted request.
+/// The model's answer to a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Reply {
-    /// The modelled delay has elapsed: answer OK.
+    /// Served: answer OK.
     Done,
-    /// Over the shedding threshold: refused without entering the model.
-    Shed,
+    /// Refused at the door or dropped from the queue: 503 (or, shed, the
+    /// shedding status with `Retry-After`).
+    Refused(Refusal),
 }
 
 /// A request waiting in the model.
@@ -65,15 +66,15 @@ struct Pending {
     reply: oneshot::Sender<Reply>,
 }
 
-/// Owns the latency model's scheduler, the counters and the report.
+/// Owns the service, the counters and the report.
 pub(super) struct ModelActor {
-    scheduler: CompletionScheduler<Pending>,
+    service: Service<Pending>,
     epoch: Instant,
     rx: mpsc::UnboundedReceiver<ToModel>,
     /// Tickets by request id, kept only in `cancel` mode.
     tickets: Option<HashMap<u64, Ticket>>,
-    /// Concurrency at which requests are shed.
-    shed_above: Option<u64>,
+    /// Whether report rows carry a pool's and the defences' figures.
+    defences: bool,
     interval: ServerCounts,
     totals: ServerCounts,
     peak: u64,
@@ -94,11 +95,11 @@ impl ModelActor {
         rx: mpsc::UnboundedReceiver<ToModel>,
     ) -> Self {
         ModelActor {
-            scheduler: CompletionScheduler::new(config.model),
+            service: Service::new(config),
             epoch: Instant::now(),
             rx,
             tickets: (config.on_disconnect == OnDisconnect::Cancel).then(HashMap::new),
-            shed_above: config.shed.map(|s| s.above),
+            defences: config.reports_defences(),
             interval: ServerCounts::default(),
             totals: ServerCounts::default(),
             peak: 0,
@@ -126,8 +127,8 @@ impl ModelActor {
         let mut batch = Vec::with_capacity(256);
         loop {
             let next = self
-                .scheduler
-                .next_completion()
+                .service
+                .next_event()
                 .map(|at| alarm.slot(self.epoch + at));
             if next != armed {
                 match next {
@@ -154,7 +155,7 @@ impl ModelActor {
                     // Set again below for whatever is next, even if it is
                     // the same instant.
                     armed = None;
-                    self.scheduler.advance(self.now());
+                    self.service.advance(self.now());
                 }
                 _ = report.tick() => {
                     let now = Instant::now();
@@ -165,16 +166,19 @@ impl ModelActor {
             }
             self.deliver();
         }
-        self.scheduler.advance(self.now());
+        self.service.advance(self.now());
         self.deliver();
         self.report(Instant::now() - last_report);
+        let t = &self.totals;
         let summary = ServerSummary {
-            completed: self.totals.completed,
-            abandoned: self.totals.abandoned,
+            completed: t.completed,
+            abandoned: t.abandoned,
             peak_concurrency: self.peak,
-            in_flight: self.scheduler.concurrency(),
+            in_flight: self.service.concurrency(),
             abandoned_held: self.held_for_gone().count,
-            shed: self.totals.shed,
+            shed: t.shed,
+            refused: t.refused + t.limited + t.rejected,
+            dropped: t.dropped,
         };
         if !self.quiet {
             say(summary);
@@ -190,23 +194,22 @@ impl ModelActor {
         match msg {
             ToModel::Admit { id, stamp, reply } => {
                 let at = stamp.saturating_duration_since(self.epoch);
-                // Completions due by now free their places first.
-                self.scheduler.advance(at);
-                if self
-                    .shed_above
-                    .is_some_and(|above| self.scheduler.concurrency() >= above)
-                {
-                    let _ = reply.send(Reply::Shed);
-                    self.count(|c| c.shed += 1);
-                    return;
+                // What is due by then leaves first, freeing its place.
+                match self.service.admit(at, Pending { id, reply }) {
+                    Ok(ticket) => {
+                        if let Some(tickets) = &mut self.tickets {
+                            tickets.insert(id, ticket);
+                        }
+                        let concurrency = self.service.concurrency();
+                        let queue = self.service.gauges().queue;
+                        self.count(|c| c.admitted(concurrency, queue));
+                        self.peak = self.peak.max(concurrency);
+                    }
+                    Err((pending, why)) => {
+                        let _ = pending.reply.send(Reply::Refused(why));
+                        self.count(|c| c.refused(why));
+                    }
                 }
-                let ticket = self.scheduler.admit(at, Pending { id, reply });
-                if let Some(tickets) = &mut self.tickets {
-                    tickets.insert(id, ticket);
-                }
-                let concurrency = self.scheduler.concurrency();
-                self.count(|c| c.admitted(concurrency));
-                self.peak = self.peak.max(concurrency);
             }
             ToModel::Cancel { id } => {
                 let now = self.now();
@@ -214,10 +217,7 @@ impl ModelActor {
                 let Some(ticket) = ticket else {
                     return;
                 };
-                let start = self.scheduler.start_of(ticket);
-                if let (Some(start), Some(_)) = (start, self.scheduler.cancel(now, ticket)) {
-                    self.count(|c| c.abandon(now.saturating_sub(start)));
-                }
+                self.service.cancel(now, ticket);
             }
         }
     }
@@ -228,24 +228,33 @@ impl ModelActor {
         f(&mut self.totals);
     }
 
-    /// Answers every request the scheduler has completed.
+    /// Answers every request that left the service.
     fn deliver(&mut self) {
-        let done: Vec<Completion<Pending>> = self.scheduler.drain_completed().collect();
-        for Completion { payload, start, at } in done {
-            if let Some(tickets) = &mut self.tickets {
-                tickets.remove(&payload.id);
+        let (tickets, interval, totals) = (&mut self.tickets, &mut self.interval, &mut self.totals);
+        self.service.drain(|d| {
+            if let Some(tickets) = tickets {
+                tickets.remove(&d.payload.id);
             }
             // A closed channel means hyper dropped the handler: the client
-            // went away and this completion is wasted work.
-            if payload.reply.send(Reply::Done).is_ok() {
-                self.count(|c| c.completed += 1);
-            } else {
-                self.count(|c| c.abandon(at.saturating_sub(start)));
+            // went away, and a completion is wasted work.
+            let received = match d.exit {
+                Exit::Served => d.payload.reply.send(Reply::Done).is_ok(),
+                Exit::Dropped => d
+                    .payload
+                    .reply
+                    .send(Reply::Refused(Refusal::Expired))
+                    .is_ok(),
+                Exit::Cancelled => false,
+            };
+            let held = d.at.saturating_sub(d.start);
+            for counts in [&mut *interval, &mut *totals] {
+                counts.departed(d.exit, received, held);
             }
-        }
+            received
+        });
         let g = &self.gauges;
         g.concurrency
-            .store(self.scheduler.concurrency(), Ordering::Relaxed);
+            .store(self.service.concurrency(), Ordering::Relaxed);
         g.peak_concurrency.store(self.peak, Ordering::Relaxed);
         g.completed.store(self.totals.completed, Ordering::Relaxed);
         g.abandoned.store(self.totals.abandoned, Ordering::Relaxed);
@@ -257,7 +266,7 @@ impl ModelActor {
     fn held_for_gone(&self) -> Held {
         let now = self.now();
         let mut held = Held::default();
-        for (pending, start) in self.scheduler.in_flight() {
+        for (pending, start) in self.service.in_flight() {
             if pending.reply.is_closed() {
                 held.count += 1;
                 held.time += now.saturating_sub(start);
@@ -267,17 +276,19 @@ impl ModelActor {
     }
 
     fn report(&mut self, measured: Duration) {
-        let concurrency = self.scheduler.concurrency();
-        let counts = std::mem::replace(&mut self.interval, ServerCounts::starting_at(concurrency));
-        let row = ServerRow::new(
-            counts,
-            measured,
-            concurrency,
-            self.scheduler.current_delay(),
-            self.held_for_gone(),
-            unix_ms(),
-            self.epoch.elapsed(),
+        let concurrency = self.service.concurrency();
+        let gauges = self.service.gauges();
+        let counts = std::mem::replace(
+            &mut self.interval,
+            ServerCounts::starting_at(concurrency, gauges.queue),
         );
+        let state = ServerState {
+            concurrency,
+            delay: self.service.current_delay(),
+            held: self.held_for_gone(),
+            defences: self.defences.then_some(gauges),
+        };
+        let row = ServerRow::new(counts, measured, state, unix_ms(), self.epoch.elapsed());
         let accept_errors = self.gauges.accept_errors.swap(0, Ordering::Relaxed);
         if !self.quiet {
             if accept_errors > 0 {

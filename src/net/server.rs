@@ -30,9 +30,10 @@ use tokio::time::Instant;
 pub use super::model_actor::Gauges;
 use super::model_actor::{ModelActor, Reply, ToModel};
 use super::timer::Alarm;
-use crate::model::server::{DEFAULT_BACKLOG, OnDisconnect, ServerConfig};
+use crate::model::server::{DEFAULT_BACKLOG, OnDisconnect, ServerConfig, Shape};
+use crate::model::service::Refusal;
 use crate::policy::format_retry_after;
-use crate::report::output::{CsvError, CsvSink};
+use crate::report::output::{CsvError, CsvSink, server_csv};
 use crate::report::rows::{ServerRow, format_delay};
 use crate::report::status::{Status, StatusSink};
 use crate::report::summary::ServerSummary;
@@ -109,7 +110,7 @@ impl Server {
         let listener =
             listen(addr, config.backlog).map_err(|source| BindError::Listen { addr, source })?;
         let alarm = Alarm::new(config.timer_resolution).map_err(BindError::Timer)?;
-        let csv = CsvSink::create_if(config.csv.as_deref()).map_err(BindError::Csv)?;
+        let csv = server_csv(&config).map_err(BindError::Csv)?;
         Ok(Server {
             listener,
             alarm,
@@ -277,13 +278,16 @@ impl Handler {
             }
             Ok(match (reply, &shed) {
                 (Ok(Reply::Done), _) => plain(StatusCode::OK, "OK"),
-                (Ok(Reply::Shed), Some((status, retry_after))) => {
+                (Ok(Reply::Refused(Refusal::Shed)), Some((status, retry_after))) => {
                     let mut resp = plain(*status, "overloaded, retry later\n");
                     resp.headers_mut()
                         .insert(header::RETRY_AFTER, retry_after.clone());
                     resp
                 }
-                _ => plain(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n"),
+                (Ok(Reply::Refused(why)), _) => {
+                    plain(StatusCode::SERVICE_UNAVAILABLE, refusal_body(why))
+                }
+                (Err(_), _) => plain(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n"),
             })
         }
     }
@@ -347,6 +351,17 @@ impl Drop for CancelOnDrop {
     }
 }
 
+/// The body of a 503 that says which defence turned the request away.
+fn refusal_body(why: Refusal) -> &'static str {
+    match why {
+        Refusal::Shed => "overloaded, retry later\n",
+        Refusal::Full => "overloaded: queue full\n",
+        Refusal::Limited => "overloaded: concurrency limit\n",
+        Refusal::Rejected => "overloaded: denied by admission control\n",
+        Refusal::Expired => "overloaded: timed out in the queue\n",
+    }
+}
+
 fn plain(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
     let mut resp = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
     *resp.status_mut() = status;
@@ -367,25 +382,70 @@ pub fn exposure_warning(listen: SocketAddr) -> Option<String> {
 /// Human-readable description of a model, for the server's start-up line.
 pub fn describe(config: &ServerConfig, addr: SocketAddr) -> String {
     let m = &config.model;
+    let shape = match config.shape {
+        Shape::Exponential => format!(
+            "base delay {}, limit {}, factor {}, scale {}, max delay {}",
+            format_delay(m.base),
+            m.limit,
+            m.factor,
+            m.scale,
+            format_delay(m.max_delay)
+        ),
+        Shape::Linear { slope } => format!(
+            "linear: base delay {} plus {} per request in flight, max delay {}",
+            format_delay(m.base),
+            format_delay(slope),
+            format_delay(m.max_delay)
+        ),
+        Shape::Pool(p) => format!(
+            "pool of {} workers, {} service time {} ({:.0} req/s), queue {}{}{}",
+            p.workers,
+            p.distribution.name(),
+            format_delay(p.service_time),
+            p.capacity(),
+            p.queue,
+            match p.codel {
+                Some(c) => format!(
+                    ", CoDel {}/{}",
+                    format_delay(c.target),
+                    format_delay(c.interval)
+                ),
+                None => String::new(),
+            },
+            match p.lifo {
+                Some(n) => format!(", adaptive LIFO over {}", format_delay(n)),
+                None => String::new(),
+            }
+        ),
+    };
+    let mut defences = String::new();
+    if let Some(s) = config.shed {
+        defences.push_str(&format!(
+            ", shedding at {} with {} and Retry-After {}",
+            s.above,
+            s.status,
+            format_retry_after(s.retry_after)
+        ));
+    }
+    if let Some(l) = config.limiter {
+        defences.push_str(&format!(", {} limiter", l.kind.name()));
+    }
+    if let Some(a) = config.admission {
+        defences.push_str(&format!(
+            ", admission control over {} (success rate {}, aggression {}, at most {})",
+            format_delay(a.window),
+            a.success_rate,
+            a.aggression,
+            a.max_rejection
+        ));
+    }
+    if config.draws() {
+        defences.push_str(&format!(", seed {}", config.seed));
+    }
     format!(
-        "listening on http://{addr}{API_PATH}: base delay {}, limit {}, factor {}, scale {}, \
-         max delay {}, backlog {}, on disconnect {}{}",
-        format_delay(m.base),
-        m.limit,
-        m.factor,
-        m.scale,
-        format_delay(m.max_delay),
+        "listening on http://{addr}{API_PATH}: {shape}, backlog {}, on disconnect {}{defences}",
         config.backlog,
         config.on_disconnect.name(),
-        match config.shed {
-            Some(s) => format!(
-                ", shedding at {} with {} and Retry-After {}",
-                s.above,
-                s.status,
-                format_retry_after(s.retry_after)
-            ),
-            None => String::new(),
-        }
     )
 }
 

@@ -7,8 +7,8 @@
 //! implementation serves any engine and tests can check exact sequences.
 
 mod backoff;
-pub mod defence;
 mod catalogue;
+pub mod defence;
 mod retry_limits;
 mod throttle;
 

@@ -10,6 +10,7 @@ use hdrhistogram::Histogram;
 
 use super::histogram::{add_recorded, latency_histogram, record_latency, record_lateness};
 use crate::model::outcome::{AttemptRecord, Outcome, RequestRecord};
+use crate::model::service::{Exit, Refusal};
 use crate::model::user::Finished;
 
 /// Upper bounds of the attempts-per-request buckets: 1, 2, 3, 4, 5, 6-10,
@@ -226,27 +227,62 @@ pub struct ServerCounts {
     /// Requests refused at once because the server was over its shedding
     /// threshold.
     pub shed: u64,
+    /// Requests refused at once because a pool's queue was full.
+    pub refused: u64,
+    /// Requests refused at once by the concurrency limiter.
+    pub limited: u64,
+    /// Requests refused at once by admission control.
+    pub rejected: u64,
+    /// Requests dropped from the queue by the queue timeout.
+    pub dropped: u64,
     /// How long the model held the `abandoned` requests, from admission to
     /// completion or drop: the server's time spent on clients that had
     /// gone.
     pub abandoned_time: Duration,
     /// The highest concurrency within the interval, at any admission.
     pub max_concurrency: u64,
+    /// The longest a pool's queue was within the interval.
+    pub max_queue: u64,
 }
 
 impl ServerCounts {
     /// Empty counts for an interval that starts with `concurrency` requests
-    /// in flight.
-    pub fn starting_at(concurrency: u64) -> Self {
+    /// in flight, `queue` of them waiting.
+    pub fn starting_at(concurrency: u64, queue: u64) -> Self {
         ServerCounts {
             max_concurrency: concurrency,
+            max_queue: queue,
             ..ServerCounts::default()
         }
     }
 
-    /// A request was admitted, bringing the concurrency to `concurrency`.
-    pub fn admitted(&mut self, concurrency: u64) {
+    /// A request was admitted, bringing the concurrency to `concurrency`
+    /// and the queue to `queue`.
+    pub fn admitted(&mut self, concurrency: u64, queue: u64) {
         self.max_concurrency = self.max_concurrency.max(concurrency);
+        self.max_queue = self.max_queue.max(queue);
+    }
+
+    /// A request was refused at the door, or dropped from the queue.
+    pub fn refused(&mut self, why: Refusal) {
+        match why {
+            Refusal::Shed => self.shed += 1,
+            Refusal::Full => self.refused += 1,
+            Refusal::Limited => self.limited += 1,
+            Refusal::Rejected => self.rejected += 1,
+            Refusal::Expired => self.dropped += 1,
+        }
+    }
+
+    /// A request left the model after `held` in it, its answer received
+    /// by a waiting client or not: served, or wasted work; or dropped from
+    /// the queue, whoever waited.
+    pub fn departed(&mut self, exit: Exit, received: bool, held: Duration) {
+        match (exit, received) {
+            (Exit::Dropped, _) => self.refused(Refusal::Expired),
+            (Exit::Served, true) => self.completed += 1,
+            (Exit::Served | Exit::Cancelled, _) => self.abandon(held),
+        }
     }
 
     /// A request whose client had gone left the model after `held` in it.
@@ -363,13 +399,27 @@ mod tests {
     #[test]
     fn server_counts_keep_the_intervals_highest_concurrency_and_wasted_time() {
         let ms = Duration::from_millis;
-        let mut c = ServerCounts::starting_at(7);
+        let mut c = ServerCounts::starting_at(7, 2);
         assert_eq!(c.max_concurrency, 7, "what was in flight at the start");
-        for concurrency in [8, 470, 12] {
-            c.admitted(concurrency);
+        assert_eq!(c.max_queue, 2, "what waited at the start");
+        for (concurrency, queue) in [(8, 0), (470, 9), (12, 3)] {
+            c.admitted(concurrency, queue);
         }
-        c.abandon(ms(2_500));
-        c.abandon(ms(500));
+        assert_eq!(c.max_queue, 9);
+        for why in [
+            Refusal::Full,
+            Refusal::Expired,
+            Refusal::Expired,
+            Refusal::Shed,
+        ] {
+            c.refused(why);
+        }
+        assert_eq!((c.refused, c.dropped, c.shed, c.limited), (1, 2, 1, 0));
+        c.departed(Exit::Served, false, ms(2_500));
+        c.departed(Exit::Cancelled, false, ms(500));
+        c.departed(Exit::Served, true, ms(100));
+        c.departed(Exit::Dropped, true, ms(100));
+        assert_eq!((c.completed, c.dropped), (1, 3));
         assert_eq!(c.max_concurrency, 470);
         assert_eq!((c.abandoned, c.abandoned_time), (2, ms(3_000)));
     }

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::rows::{ClientRow, ServerRow};
+use crate::model::server::ServerConfig;
 
 /// Prints a line on stdout. A closed stdout (`client | head`) is not worth
 /// dying for in the middle of an experiment: the CSV carries on.
@@ -60,6 +61,41 @@ impl CsvRow for ServerRow {
     ];
 }
 
+/// The columns a pool or a server with defences adds to [`ServerRow`]'s,
+/// in field order.
+pub const DEFENCE_COLUMNS: &[&str] = &[
+    "queue",
+    "max_queue",
+    "busy",
+    "refused_per_s",
+    "limited_per_s",
+    "rejected_per_s",
+    "dropped_per_s",
+];
+
+/// The header of `config`'s server CSV: the 2014 server's columns, then a
+/// pool's and the defences' when it reports them, then the limit when it
+/// has a limiter.
+pub fn server_header(config: &ServerConfig) -> Vec<&'static str> {
+    let mut header = ServerRow::HEADER.to_vec();
+    if config.reports_defences() {
+        header.extend_from_slice(DEFENCE_COLUMNS);
+    }
+    if config.limiter.is_some() {
+        header.push("limit");
+    }
+    header
+}
+
+/// The server's CSV file, if `config` names one, with its header.
+pub fn server_csv(config: &ServerConfig) -> Result<Option<CsvSink<ServerRow>>, CsvError> {
+    config
+        .csv
+        .as_deref()
+        .map(|path| CsvSink::with_header(path, &server_header(config)))
+        .transpose()
+}
+
 /// A CSV file that could not be created.
 #[derive(Debug)]
 pub struct CsvError {
@@ -92,15 +128,28 @@ pub struct CsvSink<T> {
 impl<T: CsvRow> CsvSink<T> {
     /// Creates (or truncates) the file and writes the header.
     pub fn create(path: &Path) -> Result<Self, CsvError> {
-        let header = || -> io::Result<csv::Writer<File>> {
+        Self::with_header(path, T::HEADER)
+    }
+
+    /// Creates the file if a path is given.
+    pub fn create_if(path: Option<&Path>) -> Result<Option<Self>, CsvError> {
+        path.map(Self::create).transpose()
+    }
+}
+
+impl<T: Serialize> CsvSink<T> {
+    /// Creates (or truncates) the file and writes `header`, which must name
+    /// the fields every row serializes.
+    pub fn with_header(path: &Path, header: &[&str]) -> Result<Self, CsvError> {
+        let open = || -> io::Result<csv::Writer<File>> {
             let mut writer = csv::WriterBuilder::new()
                 .has_headers(false)
                 .from_writer(File::create(path)?);
-            writer.write_record(T::HEADER)?;
+            writer.write_record(header)?;
             writer.flush()?;
             Ok(writer)
         };
-        let writer = header().map_err(|source| CsvError {
+        let writer = open().map_err(|source| CsvError {
             path: path.to_path_buf(),
             source,
         })?;
@@ -109,11 +158,6 @@ impl<T: CsvRow> CsvSink<T> {
             writer,
             _rows: PhantomData,
         })
-    }
-
-    /// Creates the file if a path is given.
-    pub fn create_if(path: Option<&Path>) -> Result<Option<Self>, CsvError> {
-        path.map(Self::create).transpose()
     }
 
     /// Appends one row and flushes it to the file.
@@ -142,7 +186,11 @@ pub fn write_row<T: CsvRow>(sink: &mut Option<CsvSink<T>>, row: &T) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::server::{PoolModel, ServiceDistribution, Shape};
+    use crate::model::service::Gauges;
+    use crate::policy::defence::{LimiterConfig, LimiterKind};
     use crate::report::counts::{ClientCounts, Held, ServerCounts};
+    use crate::report::rows::ServerState;
     use std::time::Duration;
 
     /// The header constant must name the serialized fields, in order.
@@ -171,13 +219,41 @@ mod tests {
         let row = ServerRow::new(
             ServerCounts::default(),
             Duration::from_secs(1),
-            0,
-            Duration::ZERO,
-            Held::default(),
+            ServerState::default(),
             0,
             Duration::ZERO,
         );
         assert_eq!(serde_header(&row), ServerRow::HEADER);
+        assert_eq!(server_header(&ServerConfig::default()), ServerRow::HEADER);
+        // A pool's rows carry its columns, and a limiter's its limit.
+        let pool = ServerConfig {
+            shape: Shape::Pool(PoolModel {
+                workers: 2,
+                service_time: Duration::from_millis(100),
+                distribution: ServiceDistribution::Constant,
+                queue: 5,
+                codel: None,
+                lifo: None,
+            }),
+            limiter: Some(LimiterConfig::new(LimiterKind::Aimd)),
+            ..ServerConfig::default()
+        };
+        let row = ServerRow::new(
+            ServerCounts::default(),
+            Duration::from_secs(1),
+            ServerState {
+                defences: Some(Gauges {
+                    queue: 0,
+                    busy: 0,
+                    limit: Some(20),
+                }),
+                ..ServerState::default()
+            },
+            0,
+            Duration::ZERO,
+        );
+        assert_eq!(serde_header(&row), server_header(&pool));
+        assert_eq!(server_header(&pool).last(), Some(&"limit"));
     }
 
     #[test]
@@ -197,13 +273,17 @@ mod tests {
                 shed: 2,
                 abandoned_time: Duration::from_millis(1500),
                 max_concurrency: 5,
+                ..ServerCounts::default()
             },
             Duration::from_secs(2),
-            3,
-            Duration::from_millis(100),
-            Held {
-                count: 2,
-                time: Duration::from_millis(3250),
+            ServerState {
+                concurrency: 3,
+                delay: Duration::from_millis(100),
+                held: Held {
+                    count: 2,
+                    time: Duration::from_millis(3250),
+                },
+                defences: None,
             },
             1,
             Duration::from_secs(2),

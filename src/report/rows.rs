@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::counts::{ClientCounts, Held, ServerCounts};
 use super::histogram::Percentiles;
+use crate::model::service::Gauges;
 
 fn per_sec(count: u64, secs: f64) -> f64 {
     if secs > 0.0 { count as f64 / secs } else { 0.0 }
@@ -122,7 +123,7 @@ impl fmt::Display for ClientRow {
 }
 
 /// One row of the server's report.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ServerRow {
     /// Wall-clock time of the report, milliseconds since the Unix epoch.
     pub unix_ms: u64,
@@ -153,6 +154,45 @@ pub struct ServerRow {
     /// they left it (completed or dropped), seconds per second.
     #[serde(default)]
     pub abandoned_time_per_s: f64,
+    /// Requests waiting in a pool's queue at the report. This and the
+    /// columns after it are there only for a pool or a server with a
+    /// limiter or admission control.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<u64>,
+    /// The longest the queue was within the interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_queue: Option<u64>,
+    /// Busy workers at the report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busy: Option<u64>,
+    /// Requests refused because the queue was full, per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused_per_s: Option<f64>,
+    /// Requests refused by the concurrency limiter, per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limited_per_s: Option<f64>,
+    /// Requests refused by admission control, per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejected_per_s: Option<f64>,
+    /// Requests dropped by the queue timeout, per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dropped_per_s: Option<f64>,
+    /// The limiter's limit at the report (empty without a limiter).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+}
+
+/// The server's state at a report.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ServerState {
+    /// Requests in flight.
+    pub concurrency: u64,
+    /// The modelled delay now.
+    pub delay: Duration,
+    /// Work held for clients that have gone.
+    pub held: Held,
+    /// A pool's and the defences' figures, when the server reports them.
+    pub defences: Option<Gauges>,
 }
 
 impl ServerRow {
@@ -161,13 +201,18 @@ impl ServerRow {
     pub fn new(
         counts: ServerCounts,
         interval: Duration,
-        concurrency: u64,
-        delay: Duration,
-        held: Held,
+        state: ServerState,
         unix_ms: u64,
         elapsed: Duration,
     ) -> Self {
+        let ServerState {
+            concurrency,
+            delay,
+            held,
+            defences,
+        } = state;
         let secs = interval.as_secs_f64();
+        let rate = |n: u64| defences.map(|_| round2(per_sec(n, secs)));
         ServerRow {
             unix_ms,
             elapsed_s: round3(elapsed.as_secs_f64()),
@@ -184,6 +229,14 @@ impl ServerRow {
             } else {
                 0.0
             },
+            queue: defences.map(|g| g.queue),
+            max_queue: defences.map(|g| counts.max_queue.max(g.queue)),
+            busy: defences.map(|g| g.busy),
+            refused_per_s: rate(counts.refused),
+            limited_per_s: rate(counts.limited),
+            rejected_per_s: rate(counts.rejected),
+            dropped_per_s: rate(counts.dropped),
+            limit: defences.and_then(|g| g.limit),
         }
     }
 }
@@ -200,6 +253,23 @@ impl fmt::Display for ServerRow {
         )?;
         if self.shed_per_s > 0.0 {
             write!(f, ", shed: {:.2} req/sec", self.shed_per_s)?;
+        }
+        if let (Some(queue), Some(max_queue), Some(busy)) = (self.queue, self.max_queue, self.busy)
+        {
+            write!(f, ", queue: {queue} (max {max_queue}), busy: {busy}")?;
+        }
+        for (name, rate) in [
+            ("refused", self.refused_per_s),
+            ("limited", self.limited_per_s),
+            ("rejected", self.rejected_per_s),
+            ("dropped", self.dropped_per_s),
+        ] {
+            if let Some(rate) = rate.filter(|r| *r > 0.0) {
+                write!(f, ", {name}: {rate:.2} req/sec")?;
+            }
+        }
+        if let Some(limit) = self.limit {
+            write!(f, ", limit: {limit}")?;
         }
         Ok(())
     }
@@ -257,12 +327,14 @@ mod tests {
             ServerCounts {
                 completed: 100,
                 abandoned: 3,
-                ..ServerCounts::starting_at(40)
+                ..ServerCounts::starting_at(40, 0)
             },
             Duration::from_millis(500),
-            42,
-            Duration::from_millis(110),
-            Held::default(),
+            ServerState {
+                concurrency: 42,
+                delay: Duration::from_millis(110),
+                ..ServerState::default()
+            },
             0,
             Duration::ZERO,
         );
@@ -279,5 +351,75 @@ mod tests {
         assert_eq!(format_delay(Duration::from_millis(100)), "100ms");
         assert_eq!(format_delay(Duration::from_millis(2346)), "2.35s");
         assert_eq!(format_delay(Duration::from_secs(3800)), "1h 3m 20s");
+    }
+
+    #[test]
+    fn a_pool_row_adds_its_columns_and_a_curve_row_does_not() {
+        let counts = ServerCounts {
+            completed: 10,
+            refused: 4,
+            dropped: 2,
+            ..ServerCounts::starting_at(30, 12)
+        };
+        let state = ServerState {
+            concurrency: 25,
+            delay: Duration::from_millis(100),
+            held: Held::default(),
+            defences: Some(Gauges {
+                queue: 5,
+                busy: 20,
+                limit: None,
+            }),
+        };
+        let pool = ServerRow::new(counts, Duration::from_secs(2), state, 0, Duration::ZERO);
+        assert_eq!(
+            (pool.queue, pool.max_queue, pool.busy),
+            (Some(5), Some(12), Some(20))
+        );
+        assert_eq!(
+            (pool.refused_per_s, pool.dropped_per_s),
+            (Some(2.0), Some(1.0))
+        );
+        assert_eq!((pool.limited_per_s, pool.limit), (Some(0.0), None));
+        assert!(
+            pool.to_string().ends_with(
+                "queue: 5 (max 12), busy: 20, refused: 2.00 req/sec, dropped: 1.00 req/sec"
+            ),
+            "{pool}"
+        );
+        let curve = ServerRow::new(
+            counts,
+            Duration::from_secs(2),
+            ServerState {
+                defences: None,
+                ..state
+            },
+            0,
+            Duration::ZERO,
+        );
+        // CSV: the curve's header is the 2014 server's, the pool's has more,
+        // and both read back.
+        let header = |row: &ServerRow| {
+            let mut w = csv::Writer::from_writer(vec![]);
+            w.serialize(row).unwrap();
+            let text = String::from_utf8(w.into_inner().unwrap()).unwrap();
+            let mut r = csv::Reader::from_reader(text.as_bytes());
+            let back: ServerRow = r.deserialize().next().unwrap().unwrap();
+            assert_eq!(&back, row);
+            text.lines().next().unwrap().to_string()
+        };
+        assert!(
+            header(&curve).ends_with("abandoned_time_per_s"),
+            "{}",
+            header(&curve)
+        );
+        assert!(
+            header(&pool).ends_with(
+                "abandoned_time_per_s,queue,max_queue,busy,refused_per_s,limited_per_s,\
+                 rejected_per_s,dropped_per_s"
+            ),
+            "{}",
+            header(&pool)
+        );
     }
 }

@@ -131,7 +131,8 @@ impl StatusSink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::counts::{ClientCounts, Held, ServerCounts};
+    use crate::report::counts::{ClientCounts, ServerCounts};
+    use crate::report::rows::ServerState;
     use std::io::Read;
     use std::time::Duration;
 
@@ -150,9 +151,11 @@ mod tests {
                 ..ServerCounts::default()
             },
             Duration::from_secs(1),
-            7,
-            Duration::from_millis(100),
-            Held::default(),
+            ServerState {
+                concurrency: 7,
+                delay: Duration::from_millis(100),
+                ..ServerState::default()
+            },
             1_000,
             Duration::from_secs(1),
         ));

@@ -112,6 +112,11 @@ pub struct ServerSummary {
     pub abandoned_held: u64,
     /// Requests shed (refused at once).
     pub shed: u64,
+    /// Requests refused at once by a full queue, the limiter or admission
+    /// control.
+    pub refused: u64,
+    /// Requests dropped from the queue by the queue timeout.
+    pub dropped: u64,
 }
 
 impl fmt::Display for ServerSummary {
@@ -126,7 +131,15 @@ impl fmt::Display for ServerSummary {
             self.peak_concurrency,
             self.in_flight,
             self.abandoned_held
-        )
+        )?;
+        if self.refused + self.dropped > 0 {
+            write!(
+                f,
+                ", refused {}, dropped from the queue {}",
+                self.refused, self.dropped
+            )?;
+        }
+        Ok(())
     }
 }
 

@@ -528,6 +528,7 @@ mod tests {
                 abandoned_held: 0,
                 abandoned_held_s: 0.0,
                 abandoned_time_per_s: 0.0,
+                ..ServerRow::default()
             })
             .collect()
     }
@@ -592,6 +593,7 @@ mod tests {
                 abandoned_held: 0,
                 abandoned_held_s: 0.0,
                 abandoned_time_per_s: if i > 10 { 25.0 } else { 0.0 },
+                ..ServerRow::default()
             })
             .collect();
         let mut rows = client(&[100.0; 20]);

@@ -5,10 +5,10 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use crate::model::scheduler::{CompletionScheduler, Ticket};
 use crate::model::server::{OnDisconnect, ServerConfig};
+use crate::model::service::{Departure, Exit, Refusal, Service, Ticket};
 use crate::report::counts::{Held, ServerCounts};
-use crate::report::rows::ServerRow;
+use crate::report::rows::{ServerRow, ServerState};
 use crate::report::summary::ServerSummary;
 
 /// Wall-clock stamps of a virtual run: milliseconds since its start, as if
@@ -22,18 +22,52 @@ pub(crate) fn virtual_unix_ms(t: Duration) -> u64 {
 pub enum Delivery {
     /// Read and admitted into the model.
     Admitted(Ticket),
-    /// Refused at once by load shedding.
-    Shed,
+    /// Refused at once (shed, or turned away by a defence or a full queue).
+    Refused(Refusal),
     /// Waiting in a socket or the listen backlog until the server runs.
     Waiting,
     /// No room in the backlog: the SYN was dropped.
     Dropped,
 }
 
-/// The server process as the network sees it: the latency model, the
-/// listen backlog and requests waiting while it is stopped.
+/// What the server counts, apart from the service itself (so that the
+/// service can hand its departures to the counts).
+struct Books {
+    /// Requests in the model whose client has gone, and the sum of their
+    /// admission instants: each is added when its client is known gone and
+    /// removed when it leaves the model, so the report needs no pass over
+    /// the model.
+    gone: u64,
+    gone_since: Duration,
+    interval: ServerCounts,
+    totals: ServerCounts,
+    peak: u64,
+}
+
+impl Books {
+    /// Counts something in the interval and in the run's totals.
+    fn count(&mut self, f: impl Fn(&mut ServerCounts)) {
+        f(&mut self.interval);
+        f(&mut self.totals);
+    }
+
+    /// A request left the model, its answer `received` by a waiting
+    /// client or not (its client is then known gone).
+    fn departed<T>(&mut self, d: &Departure<T>, received: bool) {
+        if !received {
+            debug_assert!(self.gone > 0, "only marked requests leave as gone");
+            self.gone = self.gone.saturating_sub(1);
+            self.gone_since = self.gone_since.saturating_sub(d.start);
+        }
+        let held = d.at.saturating_sub(d.start);
+        self.count(|c| c.departed(d.exit, received, held));
+    }
+}
+
+/// The server process as the network sees it: the service, the listen
+/// backlog and requests waiting while it is stopped.
 pub struct Host<T> {
-    scheduler: CompletionScheduler<T>,
+    service: Service<T>,
     stopped: bool,
     /// Requests written but not read (the server is stopped), in order,
     /// each marked if its connection holds a backlog slot.
@@ -41,48 +75,40 @@ pub struct Host<T> {
     /// Backlog slots in use.
     queued: usize,
     backlog: usize,
-    shed_above: Option<u64>,
     cancel: bool,
+    /// Whether report rows carry a pool's and the defences' figures.
+    defences: bool,
     /// Disconnects the stopped server will notice when it resumes.
     cancels: Vec<Ticket>,
-    /// Requests in the model whose client has gone, and the sum of their
-    /// admission instants: each is added when its client is known gone and
-    /// removed when it leaves the model, so the report needs no pass over
-    /// the model.
-    gone: u64,
-    gone_since: Duration,
-    /// Counts since the last report.
-    pub interval: ServerCounts,
-    /// Counts over the whole run.
-    pub totals: ServerCounts,
-    /// Highest concurrency reached.
-    pub peak: u64,
+    books: Books,
 }
 
 impl<T: Copy> Host<T> {
     /// A running server with `config`'s model, backlog and policies.
     pub fn new(config: &ServerConfig) -> Self {
         Host {
-            scheduler: CompletionScheduler::new(config.model),
+            service: Service::new(config),
             stopped: false,
             unread: VecDeque::new(),
             queued: 0,
             backlog: config.backlog as usize,
-            shed_above: config.shed.map(|s| s.above),
             cancel: config.on_disconnect == OnDisconnect::Cancel,
+            defences: config.reports_defences(),
             cancels: Vec::new(),
-            gone: 0,
-            gone_since: Duration::ZERO,
-            interval: ServerCounts::default(),
-            totals: ServerCounts::default(),
-            peak: 0,
+            books: Books {
+                gone: 0,
+                gone_since: Duration::ZERO,
+                interval: ServerCounts::default(),
+                totals: ServerCounts::default(),
+                peak: 0,
+            },
         }
     }
 
     /// Requests in the model.
     #[cfg(test)]
     fn concurrency(&self) -> u64 {
-        self.scheduler.concurrency()
+        self.service.concurrency()
     }
 
     /// Whether the server is stopped.
@@ -90,12 +116,12 @@ impl<T: Copy> Host<T> {
         self.stopped
     }
 
-    /// The next modelled completion, if the server runs.
+    /// The next modelled departure, if the server runs.
     pub fn next_completion(&self) -> Option<Duration> {
         if self.stopped {
             None
         } else {
-            self.scheduler.next_completion()
+            self.service.next_event()
         }
     }
 
@@ -119,50 +145,39 @@ impl<T: Copy> Host<T> {
         self.send(now, request, false)
     }
 
-    /// The server reads a request: shed, or admitted into the model.
+    /// The server reads a request: admitted into the model, or refused.
     fn read(&mut self, now: Duration, request: T) -> Delivery {
-        // Completions due by now free their places first.
-        self.scheduler.advance(now);
-        if self
-            .shed_above
-            .is_some_and(|above| self.scheduler.concurrency() >= above)
-        {
-            self.count(|c| c.shed += 1);
-            return Delivery::Shed;
+        match self.service.admit(now, request) {
+            Ok(ticket) => {
+                let concurrency = self.service.concurrency();
+                let queue = self.service.gauges().queue;
+                self.books.count(|c| c.admitted(concurrency, queue));
+                self.books.peak = self.books.peak.max(concurrency);
+                Delivery::Admitted(ticket)
+            }
+            Err((_, why)) => {
+                self.books.count(|c| c.refused(why));
+                Delivery::Refused(why)
+            }
         }
-        let ticket = self.scheduler.admit(now, request);
-        let concurrency = self.scheduler.concurrency();
-        self.count(|c| c.admitted(concurrency));
-        self.peak = self.peak.max(concurrency);
-        Delivery::Admitted(ticket)
     }
 
     /// The client of an admitted request closed its connection: the work
-    /// is held for nobody until it completes, or until the server notices
-    /// (in `cancel` mode: at once, or at resume).
+    /// is held for nobody until it leaves the model, which in `cancel` mode
+    /// happens when the server notices (at once, or at resume).
     pub fn disconnect(&mut self, now: Duration, ticket: Ticket) {
-        let Some(start) = self.scheduler.start_of(ticket) else {
+        let Some(start) = self.service.start_of(ticket) else {
             return;
         };
-        if self.cancel && !self.stopped {
-            if self.scheduler.cancel(now, ticket).is_some() {
-                self.count(|c| c.abandon(now.saturating_sub(start)));
-            }
-            return;
-        }
-        self.gone += 1;
-        self.gone_since += start;
+        self.books.gone += 1;
+        self.books.gone_since += start;
         if self.cancel {
-            self.cancels.push(ticket);
+            if self.stopped {
+                self.cancels.push(ticket);
+            } else {
+                self.service.cancel(now, ticket);
+            }
         }
-    }
-
-    /// A request held for a gone client leaves the model at `now`.
-    fn leaves(&mut self, start: Duration, now: Duration) {
-        debug_assert!(self.gone > 0, "only marked requests leave as gone");
-        self.gone = self.gone.saturating_sub(1);
-        self.gone_since = self.gone_since.saturating_sub(start);
-        self.count(|c| c.abandon(now.saturating_sub(start)));
     }
 
     /// SIGSTOP.
@@ -170,10 +185,11 @@ impl<T: Copy> Host<T> {
         self.stopped = true;
     }
 
-    /// SIGCONT at `now`: completes what fell due while stopped, notices
+    /// SIGCONT at `now`: lets leave what fell due while stopped, notices
     /// disconnects, then reads every waiting request. `gone` tells whether
     /// a request's client has closed its connection; each read request is
-    /// passed to `delivered` with its fate.
+    /// passed to `delivered` with its fate, but for those a `cancel` server
+    /// drops at once.
     pub fn resume(
         &mut self,
         now: Duration,
@@ -181,92 +197,94 @@ impl<T: Copy> Host<T> {
         mut delivered: impl FnMut(T, Delivery),
     ) {
         self.stopped = false;
-        self.scheduler.advance(now);
+        self.service.advance(now);
         for ticket in std::mem::take(&mut self.cancels) {
-            // One that fell due while stopped is among the completions, and
+            // One that fell due while stopped is among the departures, and
             // leaves as gone with them.
-            if let Some(start) = self.scheduler.start_of(ticket) {
-                self.scheduler.cancel(now, ticket);
-                self.leaves(start, now);
+            if self.service.start_of(ticket).is_some() {
+                self.service.cancel(now, ticket);
             }
         }
         self.queued = 0;
         while let Some((request, _)) = self.unread.pop_front() {
             let fate = self.read(now, request);
             if let (true, Delivery::Admitted(ticket)) = (gone(&request), fate) {
+                // Held for nobody from now on; in `cancel` mode, dropped as
+                // soon as the closed socket shows.
+                self.books.gone += 1;
+                self.books.gone_since += now;
                 if self.cancel {
-                    // Read, then dropped as soon as the closed socket shows.
-                    self.scheduler.cancel(now, ticket);
-                    self.count(|c| c.abandon(Duration::ZERO));
+                    self.service.cancel(now, ticket);
                     continue;
                 }
-                // Held for nobody from now on.
-                self.gone += 1;
-                self.gone_since += now;
             }
             delivered(request, fate);
         }
     }
 
-    /// Completes every request due by `now` (if running), passing each to
-    /// `answer`, which says whether its client was still waiting. A client
-    /// that went while its request was admitted has been told to the host
-    /// with [`Host::disconnect`] (or, at resume, by `gone`).
-    pub fn advance(&mut self, now: Duration, mut answer: impl FnMut(T) -> bool) {
+    /// Lets leave every request due by `now` (if running), passing each
+    /// answer (served, or dropped with a 503) to `answer`, which says
+    /// whether its client was still waiting. A client that went while its
+    /// request was admitted has been told to the host with
+    /// [`Host::disconnect`] (or, at resume, by `gone`).
+    pub fn advance(&mut self, now: Duration, mut answer: impl FnMut(T, Exit) -> bool) {
         if self.stopped {
             return;
         }
-        self.scheduler.advance(now);
-        let done: Vec<_> = self.scheduler.drain_completed().collect();
-        for done in done {
-            if answer(done.payload) {
-                self.count(|c| c.completed += 1);
-            } else {
-                self.leaves(done.start, done.at);
-            }
-        }
-    }
-
-    /// Counts something in the interval and in the run's totals.
-    fn count(&mut self, f: impl Fn(&mut ServerCounts)) {
-        f(&mut self.interval);
-        f(&mut self.totals);
+        self.service.advance(now);
+        let books = &mut self.books;
+        self.service.drain(|d| {
+            let received = d.exit != Exit::Cancelled && answer(d.payload, d.exit);
+            books.departed(&d, received);
+            received
+        });
     }
 
     /// The requests held for gone clients at `now`.
     fn held(&self, now: Duration) -> Held {
-        let total = now.as_nanos() * u128::from(self.gone);
-        let time = total.saturating_sub(self.gone_since.as_nanos());
+        let total = now.as_nanos() * u128::from(self.books.gone);
+        let time = total.saturating_sub(self.books.gone_since.as_nanos());
         Held {
-            count: self.gone,
+            count: self.books.gone,
             time: Duration::from_nanos(u64::try_from(time).unwrap_or(u64::MAX)),
         }
     }
 
     /// The report row of the interval of length `measured` ending at `now`.
     pub fn report(&mut self, now: Duration, measured: Duration) -> ServerRow {
-        let concurrency = self.scheduler.concurrency();
-        let counts = std::mem::replace(&mut self.interval, ServerCounts::starting_at(concurrency));
-        ServerRow::new(
-            counts,
-            measured,
+        let concurrency = self.service.concurrency();
+        let gauges = self.service.gauges();
+        let counts = std::mem::replace(
+            &mut self.books.interval,
+            ServerCounts::starting_at(concurrency, gauges.queue),
+        );
+        let state = ServerState {
             concurrency,
-            self.scheduler.current_delay(),
-            self.held(now),
-            virtual_unix_ms(now),
-            now,
-        )
+            delay: self.service.current_delay(),
+            held: self.held(now),
+            defences: self.defences.then_some(gauges),
+        };
+        ServerRow::new(counts, measured, state, virtual_unix_ms(now), now)
+    }
+
+    /// The counts over the whole run.
+    #[cfg(test)]
+    fn totals(&self) -> &ServerCounts {
+        &self.books.totals
     }
 
     /// The run's totals.
     pub fn summary(&self) -> ServerSummary {
+        let t = &self.books.totals;
         ServerSummary {
-            completed: self.totals.completed,
-            abandoned: self.totals.abandoned,
-            peak_concurrency: self.peak,
-            in_flight: self.scheduler.concurrency(),
-            abandoned_held: self.gone,
-            shed: self.totals.shed,
+            completed: t.completed,
+            abandoned: t.abandoned,
+            peak_concurrency: self.books.peak,
+            in_flight: self.service.concurrency(),
+            abandoned_held: self.books.gone,
+            shed: t.shed,
+            refused: t.refused + t.limited + t.rejected,
+            dropped: t.dropped,
         }
     }
 }
@@ -305,7 +323,7 @@ mod tests {
 
     fn complete_all(h: &mut Host<u32>, now: Duration, waiting: &[u32]) -> Vec<u32> {
         let mut answered = Vec::new();
-        h.advance(now, |id| {
+        h.advance(now, |id, _| {
             let w = waiting.contains(&id);
             if w {
                 answered.push(id);
@@ -322,7 +340,7 @@ mod tests {
         assert_eq!(h.concurrency(), 1);
         assert_eq!(h.next_completion(), Some(ms(110)));
         assert_eq!(complete_all(&mut h, ms(110), &[1]), vec![1]);
-        assert_eq!((h.totals.completed, h.totals.abandoned), (1, 0));
+        assert_eq!((h.totals().completed, h.totals().abandoned), (1, 0));
         assert_eq!(h.next_completion(), None);
     }
 
@@ -349,8 +367,8 @@ mod tests {
         assert_eq!(h.held(ms(300)).count, 1);
         assert_eq!(h.held(ms(300)).time, ms(290), "held since 10 ms");
         assert_eq!(complete_all(&mut h, ms(400), &[0, 2]), vec![0, 2]);
-        assert_eq!((h.totals.completed, h.totals.abandoned), (2, 1));
-        assert_eq!(h.totals.abandoned_time, ms(390), "in the model 10-400 ms");
+        assert_eq!((h.totals().completed, h.totals().abandoned), (2, 1));
+        assert_eq!(h.totals().abandoned_time, ms(390), "in the model 10-400 ms");
         assert_eq!(h.held(ms(400)), Held::default());
         assert_eq!(h.concurrency(), 0);
     }
@@ -378,11 +396,11 @@ mod tests {
         assert_eq!(read.iter().map(|r| r.0).collect::<Vec<_>>(), vec![1, 2, 4]);
         assert!(read.iter().all(|r| matches!(r.1, Delivery::Admitted(_))));
         assert_eq!(h.concurrency(), 3);
-        assert_eq!(h.peak, 3);
+        assert_eq!(h.books.peak, 3);
         // The backlog is free again, and the server runs.
         assert!(matches!(h.retry_connect(ms(501), 3), Delivery::Admitted(_)));
         assert_eq!(complete_all(&mut h, ms(601), &[2, 3, 4]), vec![2, 4, 3]);
-        assert_eq!((h.totals.completed, h.totals.abandoned), (3, 1));
+        assert_eq!((h.totals().completed, h.totals().abandoned), (3, 1));
     }
 
     #[test]
@@ -401,7 +419,9 @@ mod tests {
         h.resume(ms(80), |&id| id == 2, |id, _| read.push(id));
         assert_eq!(read, vec![3]);
         assert_eq!(h.concurrency(), 1);
-        assert_eq!(h.totals.abandoned, 2);
+        // Both dropped requests are counted as they are taken.
+        assert!(complete_all(&mut h, ms(80), &[3]).is_empty());
+        assert_eq!(h.totals().abandoned, 2);
     }
 
     #[test]
@@ -416,7 +436,7 @@ mod tests {
         h.disconnect(ms(150), first);
         assert_eq!(h.next_completion(), None);
         assert_eq!(complete_all(&mut h, ms(150), &[1]), vec![1]);
-        assert_eq!((h.totals.completed, h.totals.abandoned), (1, 1));
+        assert_eq!((h.totals().completed, h.totals().abandoned), (1, 1));
     }
 
     #[test]
@@ -430,8 +450,8 @@ mod tests {
             ..ServerConfig::default()
         });
         assert!(matches!(h.send(ms(0), 1, false), Delivery::Admitted(_)));
-        assert_eq!(h.send(ms(1), 2, false), Delivery::Shed);
-        assert_eq!(h.totals.shed, 1);
+        assert_eq!(h.send(ms(1), 2, false), Delivery::Refused(Refusal::Shed));
+        assert_eq!(h.totals().shed, 1);
         complete_all(&mut h, ms(100), &[1]);
         assert!(matches!(h.send(ms(101), 3, false), Delivery::Admitted(_)));
     }

@@ -35,12 +35,12 @@ use rand::rngs::Xoshiro256PlusPlus;
 use crate::model::arrivals::user_rng;
 use crate::model::client::ClientConfig;
 use crate::model::outcome::Outcome;
-use crate::model::scheduler::Ticket;
 use crate::model::server::ServerConfig;
+use crate::model::service::{Exit, Refusal, Ticket};
 use crate::model::user::{Attempt, Rules, User};
 use crate::policy::{Decision, Throttle, format_retry_after, parse_retry_after};
 use crate::report::counts::ClientRecorder;
-use crate::report::output::{CsvError, CsvSink, write_row};
+use crate::report::output::{CsvError, server_csv, write_row};
 use crate::report::rows::ServerRow;
 use crate::report::summary::{ClientSummary, Reporter, ServerSummary};
 
@@ -226,8 +226,9 @@ struct Engine {
     /// The server's `Retry-After` as the client reads it.
     retry_after: Option<Duration>,
     queue: EventQueue,
-    /// Users answered by the completions at hand (kept to reuse its memory).
-    answered: Vec<u32>,
+    /// Users answered by the departures at hand, and how (kept to reuse
+    /// its memory).
+    answered: Vec<(u32, Exit)>,
     events: u64,
 }
 
@@ -287,10 +288,11 @@ impl Engine {
                 self.push(now + backoff, Event::Syn(id));
                 State::Connecting { tries: tries + 1 }
             }
-            Delivery::Shed => {
-                // The refusal comes back on a connection that stays open.
+            Delivery::Refused(why) => {
+                // The refusal comes back on a connection that stays open;
+                // only shedding sends Retry-After.
                 self.pool += 1;
-                let retry_after = self.retry_after;
+                let retry_after = self.retry_after.filter(|_| why == Refusal::Shed);
                 self.end(id.user, Outcome::Error, retry_after, now, true);
                 return;
             }
@@ -355,20 +357,25 @@ impl Engine {
         self.delivered(id, delivery, now, tries);
     }
 
-    /// Answers completed requests whose clients still wait.
+    /// Answers requests that left the server (served, or dropped from its
+    /// queue with a 503) whose clients still wait.
     fn complete(&mut self, now: Duration) {
         let mut answered = std::mem::take(&mut self.answered);
         let slots = &self.slots;
-        self.host.advance(now, |id| {
+        self.host.advance(now, |id, exit| {
             let waiting = slots[id.user as usize].generation == id.generation;
             if waiting {
-                answered.push(id.user);
+                answered.push((id.user, exit));
             }
             waiting
         });
-        for user in answered.drain(..) {
+        for (user, exit) in answered.drain(..) {
             self.pool += 1;
-            self.end(user, Outcome::Ok, None, now, false);
+            let outcome = match exit {
+                Exit::Served => Outcome::Ok,
+                Exit::Dropped | Exit::Cancelled => Outcome::Error,
+            };
+            self.end(user, outcome, None, now, false);
         }
         self.answered = answered;
     }
@@ -399,8 +406,7 @@ pub fn run(config: &SimConfig) -> Result<SimOutcome, SimError> {
     let client = &config.client;
     let end = client.duration.ok_or(SimError::NoDuration)?;
     let mut reporter = Reporter::new(client, None).map_err(SimError::Csv)?;
-    let mut server_csv =
-        CsvSink::<ServerRow>::create_if(config.server.csv.as_deref()).map_err(SimError::Csv)?;
+    let mut server_csv = server_csv(&config.server).map_err(SimError::Csv)?;
     let rules = client.rules();
     let mut engine = Engine {
         rules,

@@ -202,7 +202,10 @@ mod tests {
         assert!(a.should_reject(secs(1), 4689));
         assert!(!a.should_reject(secs(1), 4690));
         assert!(!a.should_reject(secs(1), 9999));
-        assert!(a.should_reject(secs(1), 10_000), "the draw is taken mod 10^4");
+        assert!(
+            a.should_reject(secs(1), 10_000),
+            "the draw is taken mod 10^4"
+        );
     }
 
     #[test]

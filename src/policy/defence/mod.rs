@@ -8,6 +8,6 @@ mod admission;
 mod limiter;
 mod queue;
 
-pub use admission::{AdmissionConfig, AdmissionControl};
-pub use limiter::{Limiter, LimiterKind};
+pub use admission::{ACCURACY, AdmissionConfig, AdmissionControl};
+pub use limiter::{Limiter, LimiterConfig, LimiterKind};
 pub use queue::{CoDel, QueueWatch};

@@ -4,15 +4,13 @@
 
 use std::time::Duration;
 
-use super::Sample;
-use crate::model::timescale::compress;
+use super::sample::Sample;
 
 /// The library's defaults.
 const INITIAL: u64 = 20;
 const MIN: u64 = 20;
 const MAX: u64 = 200;
 const BACKOFF_RATIO: f64 = 0.9;
-const TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Clone)]
 pub(super) struct Aimd {
@@ -21,11 +19,11 @@ pub(super) struct Aimd {
 }
 
 impl Aimd {
-    /// The defaults, with the timeout compressed `time_scale` times.
-    pub(super) fn new(time_scale: f64) -> Self {
+    /// The defaults, with `timeout` (5 s by default).
+    pub(super) fn new(timeout: Duration) -> Self {
         Aimd {
             limit: INITIAL,
-            timeout_ns: compress(TIMEOUT, time_scale).as_nanos() as u64,
+            timeout_ns: u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX),
         }
     }
 
@@ -55,7 +53,7 @@ mod tests {
 
     #[test]
     fn grows_by_one_when_half_used_and_falls_by_a_tenth_on_a_drop() {
-        let mut a = Aimd::new(1.0);
+        let mut a = Aimd::new(Duration::from_secs(5));
         // 10 in flight of 20 is half: 21. Then 10 of 21 is less than
         // half: no change.
         a.update(sample(100, 10, false));
@@ -80,7 +78,7 @@ mod tests {
 
     #[test]
     fn stays_within_its_bounds() {
-        let mut a = Aimd::new(1.0);
+        let mut a = Aimd::new(Duration::from_secs(5));
         a.update(sample(1, 1, true));
         assert_eq!(a.limit, 20, "floor(20 * 0.9) = 18, held at the minimum");
         for _ in 0..500 {
@@ -90,10 +88,10 @@ mod tests {
     }
 
     #[test]
-    fn the_timeout_is_compressed_with_time() {
-        let mut a = Aimd::new(10.0);
+    fn a_shorter_timeout_counts_shorter_round_trips_as_drops() {
+        let mut a = Aimd::new(Duration::from_millis(500));
         a.update(sample(501, 20, false));
-        assert_eq!(a.limit, 20, "over 0.5 s at a tenth of the time: a drop");
+        assert_eq!(a.limit, 20, "over 0.5 s: a drop");
         a.update(sample(500, 20, false));
         assert_eq!(a.limit, 21);
     }

@@ -9,7 +9,7 @@
 //! way there, within [20, 200]. The limit is the estimate truncated. The
 //! library ignores whether a request was dropped here.
 
-use super::Sample;
+use super::sample::Sample;
 
 const INITIAL: f64 = 20.0;
 const MIN: f64 = 20.0;

@@ -12,6 +12,7 @@
 
 mod aimd;
 mod gradient2;
+mod sample;
 mod vegas;
 
 use std::time::Duration;
@@ -19,8 +20,10 @@ use std::time::Duration;
 use rand::SeedableRng;
 use rand::rngs::Xoshiro256PlusPlus;
 
+use crate::model::timescale::compress;
 use aimd::Aimd;
 use gradient2::Gradient2;
+use sample::Sample;
 use vegas::Vegas;
 
 /// Which of the library's limit algorithms, each with its defaults.
@@ -46,15 +49,32 @@ impl LimiterKind {
     }
 }
 
-/// One sample: what the algorithm learns from a request that left.
+/// A limiter as configured: its algorithm, and AIMD's timeout (a round
+/// trip longer than it counts as a drop; 5 s, compressed with time).
 #[derive(Debug, Clone, Copy, PartialEq)]
-struct Sample {
-    /// From admission to leaving, in nanoseconds.
-    rtt_ns: u64,
-    /// Requests in flight at its admission, itself included.
-    inflight: u64,
-    /// Whether it was dropped rather than served.
-    dropped: bool,
+pub struct LimiterConfig {
+    /// The algorithm.
+    pub kind: LimiterKind,
+    /// AIMD's timeout.
+    pub timeout: Duration,
+}
+
+impl LimiterConfig {
+    /// `kind` with the library's defaults.
+    pub fn new(kind: LimiterKind) -> Self {
+        LimiterConfig {
+            kind,
+            timeout: Duration::from_secs(5),
+        }
+    }
+
+    /// The same limiter with time compressed `k` times.
+    pub fn scaled(self, k: f64) -> LimiterConfig {
+        LimiterConfig {
+            timeout: compress(self.timeout, k),
+            ..self
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -74,12 +94,12 @@ pub struct Limiter {
 }
 
 impl Limiter {
-    /// A limiter of `kind` with the library's defaults, its times
-    /// compressed `time_scale` times, drawing (Vegas' probe jitter) from a
+    /// A limiter as `config` says, drawing (Vegas' probe jitter) from a
     /// generator seeded with `seed`.
-    pub fn new(kind: LimiterKind, time_scale: f64, seed: u64) -> Self {
+    pub fn new(config: LimiterConfig, seed: u64) -> Self {
+        let kind = config.kind;
         let algorithm = match kind {
-            LimiterKind::Aimd => Algorithm::Aimd(Aimd::new(time_scale)),
+            LimiterKind::Aimd => Algorithm::Aimd(Aimd::new(config.timeout)),
             LimiterKind::Gradient2 => Algorithm::Gradient2(Gradient2::default()),
             LimiterKind::Vegas => {
                 Algorithm::Vegas(Vegas::new(Xoshiro256PlusPlus::seed_from_u64(seed)))
@@ -163,7 +183,7 @@ mod tests {
 
     #[test]
     fn refuses_at_the_limit_and_lets_in_again_when_one_leaves() {
-        let mut l = Limiter::new(LimiterKind::Aimd, 1.0, 0);
+        let mut l = Limiter::new(LimiterConfig::new(LimiterKind::Aimd), 0);
         assert_eq!(l.limit(), 20);
         for i in 1..=20 {
             assert_eq!(l.try_acquire(), Some(i));

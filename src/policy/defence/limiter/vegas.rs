@@ -11,7 +11,7 @@
 use rand::RngExt;
 use rand::rngs::Xoshiro256PlusPlus;
 
-use super::Sample;
+use super::sample::Sample;
 
 const INITIAL: f64 = 20.0;
 const MAX: f64 = 1000.0;

@@ -1,4 +1,4 @@
-//! Exact completion of in-flight requests under the latency model.
+//! Exact completion of in-flight requests under a delay curve.
 //!
 //! Every in-flight request shares one modelled delay, `delay(concurrency)`, so
 //! the oldest request always completes first. A request completes at the first
@@ -13,17 +13,16 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use super::latency::LatencyModel;
-
-/// Identifies an admitted request, for cancelling it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Ticket(u64);
+use super::ticket::Ticket;
+use crate::model::latency::Curve;
 
 /// A request whose modelled delay has elapsed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Completion<T> {
     /// What the caller attached at admission.
     pub payload: T,
+    /// Its ticket.
+    pub ticket: Ticket,
     /// When the request was admitted.
     pub start: Duration,
     /// The exact modelled completion instant (at or before the `now` that
@@ -40,7 +39,7 @@ struct Entry<T> {
 
 /// Holds in-flight requests in arrival order and completes them on time.
 pub struct CompletionScheduler<T> {
-    model: LatencyModel,
+    model: Curve,
     queue: VecDeque<Entry<T>>,
     live: u64,
     /// `model.delay(live)`, kept up to date: read on every event, it
@@ -54,7 +53,7 @@ pub struct CompletionScheduler<T> {
 
 impl<T> CompletionScheduler<T> {
     /// An empty scheduler using `model` for every delay.
-    pub fn new(model: LatencyModel) -> Self {
+    pub fn new(model: Curve) -> Self {
         CompletionScheduler {
             model,
             queue: VecDeque::new(),
@@ -103,6 +102,7 @@ impl<T> CompletionScheduler<T> {
             self.clock = due;
             self.done.push(Completion {
                 payload,
+                ticket: entry.ticket,
                 start: entry.start,
                 at: due,
             });
@@ -174,13 +174,18 @@ impl<T> CompletionScheduler<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::latency::LatencyModel;
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
     }
 
     /// delay(1) = 100 ms, doubling with every further request.
-    fn doubling() -> LatencyModel {
+    fn doubling() -> Curve {
+        Curve::Exponential(doubling_model())
+    }
+
+    fn doubling_model() -> LatencyModel {
         LatencyModel {
             base: ms(100),
             limit: 1,
@@ -213,9 +218,9 @@ mod tests {
     fn oldest_completes_first() {
         let model = LatencyModel {
             factor: 1.0,
-            ..doubling()
+            ..doubling_model()
         };
-        let mut s = CompletionScheduler::new(model);
+        let mut s = CompletionScheduler::new(Curve::Exponential(model));
         for (i, name) in ["a", "b", "c", "d"].into_iter().enumerate() {
             s.admit(ms(i as u64 * 5), name);
         }
@@ -247,9 +252,9 @@ mod tests {
         // delay(1) = 100, delay(2) = 150, delay(3) = 225 ms.
         let model = LatencyModel {
             factor: 1.5,
-            ..doubling()
+            ..doubling_model()
         };
-        let mut s = CompletionScheduler::new(model);
+        let mut s = CompletionScheduler::new(Curve::Exponential(model));
         s.admit(ms(0), "a");
         s.admit(ms(0), "b");
         s.admit(ms(140), "c");
@@ -330,7 +335,7 @@ mod tests {
             t += rng.random_range(0..40);
             starts.push(ms(t));
         }
-        let mut s = CompletionScheduler::new(model);
+        let mut s = CompletionScheduler::new(Curve::Exponential(model));
         for (i, &start) in starts.iter().enumerate() {
             s.admit(start, i);
         }

@@ -1,0 +1,305 @@
+//! The server as a service: what serves the requests (a delay curve or a
+//! thread pool) and the defences at its door (shedding, a concurrency
+//! limiter, admission control). Pure, with time as a [`Duration`] since an
+//! epoch the caller chooses: the real server (wall clock) and the virtual
+//! engine drive this same code.
+//!
+//! A request arrives with [`Service::admit`]: refused at once, or given a
+//! [`Ticket`]. Time moves with [`Service::advance`], and what leaves is
+//! taken with [`Service::drain`], whose caller answers each departure and
+//! says whether a client was still there to receive it. A client that goes
+//! is told with [`Service::cancel`] when the server notices it.
+//!
+//! The gates, in order: admission control (an outer proxy), shedding, the
+//! limiter, then the shape itself (a pool's full queue). Admission control
+//! counts every answer behind it that reached a client (refusals included,
+//! as Envoy records whatever its upstream answered); the limiter takes a
+//! sample from each request it let in when it leaves: served, dropped
+//! (refused by a full queue, or by the queue timeout) or ignored (its
+//! client gone, never served).
+
+mod curve;
+mod pool;
+mod ticket;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use rand::rngs::Xoshiro256PlusPlus;
+use rand::{RngExt, SeedableRng};
+
+use crate::model::server::{ServerConfig, Shape};
+use crate::policy::defence::{ACCURACY, AdmissionControl, Limiter};
+use curve::CompletionScheduler;
+use pool::Pool;
+pub use ticket::{Departure, Exit, Ticket};
+
+/// Why a request was answered 503 (or 429) without being served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// Over the shedding threshold (`--shed-above`), with `Retry-After`.
+    Shed,
+    /// The pool's queue was full.
+    Full,
+    /// The concurrency limiter was at its limit.
+    Limited,
+    /// Admission control rejected it.
+    Rejected,
+    /// The queue timeout dropped it.
+    Expired,
+}
+
+enum Work<T> {
+    Curve(CompletionScheduler<T>),
+    Pool(Pool<T>),
+}
+
+/// Figures of a pool and of the defences, for the report.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Gauges {
+    /// Requests waiting in a pool's queue.
+    pub queue: u64,
+    /// A pool's busy workers.
+    pub busy: u64,
+    /// The limiter's limit, if there is one.
+    pub limit: Option<u64>,
+}
+
+/// A server's shape with its defences.
+pub struct Service<T> {
+    shape: Work<T>,
+    shed_above: Option<u64>,
+    /// The status of a shed request counts as a success for admission
+    /// control when it is under 500 (a 429).
+    shed_succeeds: bool,
+    limiter: Option<Limiter>,
+    /// In-flight count at admission of each request the limiter let in.
+    let_in: HashMap<Ticket, u64>,
+    admission: Option<AdmissionControl>,
+    rng: Xoshiro256PlusPlus,
+    out: Vec<Departure<T>>,
+}
+
+/// Separate streams of the server's seed, so that turning one defence on
+/// does not change another's draws.
+const POOL_STREAM: u64 = 0;
+const ADMISSION_STREAM: u64 = 0x9E37_79B9_7F4A_7C15;
+const LIMITER_STREAM: u64 = 0xD1B5_4A32_D192_ED03;
+
+impl<T> Service<T> {
+    /// An idle service as `config` describes it.
+    pub fn new(config: &ServerConfig) -> Self {
+        let cancel = config.on_disconnect == crate::model::server::OnDisconnect::Cancel;
+        let shape = match (config.shape, config.curve()) {
+            (Shape::Pool(model), _) => Work::Pool(Pool::new(
+                model,
+                cancel,
+                Xoshiro256PlusPlus::seed_from_u64(config.seed ^ POOL_STREAM),
+            )),
+            (_, Some(curve)) => Work::Curve(CompletionScheduler::new(curve)),
+            (_, None) => unreachable!("every shape but the pool has a curve"),
+        };
+        Service {
+            shape,
+            shed_above: config.shed.map(|s| s.above),
+            shed_succeeds: config.shed.is_some_and(|s| s.status < 500),
+            limiter: config
+                .limiter
+                .map(|l| Limiter::new(l, config.seed ^ LIMITER_STREAM)),
+            let_in: HashMap::new(),
+            admission: config.admission.map(AdmissionControl::new),
+            rng: Xoshiro256PlusPlus::seed_from_u64(config.seed ^ ADMISSION_STREAM),
+            out: Vec::new(),
+        }
+    }
+
+    /// Requests in the server (for a pool: in service and waiting).
+    pub fn concurrency(&self) -> u64 {
+        match &self.shape {
+            Work::Curve(c) => c.concurrency(),
+            Work::Pool(p) => p.concurrency(),
+        }
+    }
+
+    /// The delay now: the curve's for the current concurrency, or the time
+    /// the last request served spent in a pool.
+    pub fn current_delay(&self) -> Duration {
+        match &self.shape {
+            Work::Curve(c) => c.current_delay(),
+            Work::Pool(p) => p.last_sojourn(),
+        }
+    }
+
+    /// A pool's queue and workers and the limiter's limit.
+    pub fn gauges(&self) -> Gauges {
+        let (queue, busy) = match &self.shape {
+            Work::Curve(_) => (0, 0),
+            Work::Pool(p) => (p.queue_len(), p.busy()),
+        };
+        Gauges {
+            queue,
+            busy,
+            limit: self.limiter.as_ref().map(Limiter::limit),
+        }
+    }
+
+    /// When something next leaves, if nothing else happens before.
+    pub fn next_event(&self) -> Option<Duration> {
+        match &self.shape {
+            Work::Curve(c) => c.next_completion(),
+            Work::Pool(p) => p.next_event(),
+        }
+    }
+
+    /// A request arrives at `now` (after what was due before it has
+    /// left): a ticket, or the request back with the reason it was refused.
+    pub fn admit(&mut self, now: Duration, payload: T) -> Result<Ticket, (T, Refusal)> {
+        self.advance(now);
+        if let Some(admission) = &mut self.admission {
+            let draw = self.rng.random_range(0..ACCURACY);
+            if admission.should_reject(now, draw) {
+                return Err((payload, Refusal::Rejected));
+            }
+        }
+        if self
+            .shed_above
+            .is_some_and(|above| self.concurrency() >= above)
+        {
+            self.record(now, self.shed_succeeds);
+            return Err((payload, Refusal::Shed));
+        }
+        let inflight = match &mut self.limiter {
+            Some(limiter) => match limiter.try_acquire() {
+                Some(inflight) => Some(inflight),
+                None => {
+                    self.record(now, false);
+                    return Err((payload, Refusal::Limited));
+                }
+            },
+            None => None,
+        };
+        let admitted = match &mut self.shape {
+            Work::Curve(c) => Ok(c.admit(now, payload)),
+            Work::Pool(p) => p.admit(now, payload),
+        };
+        match admitted {
+            Ok(ticket) => {
+                if let Some(inflight) = inflight {
+                    self.let_in.insert(ticket, inflight);
+                }
+                self.collect();
+                Ok(ticket)
+            }
+            Err(payload) => {
+                if let (Some(limiter), Some(inflight)) = (&mut self.limiter, inflight) {
+                    limiter.on_dropped(Duration::ZERO, inflight);
+                }
+                self.record(now, false);
+                Err((payload, Refusal::Full))
+            }
+        }
+    }
+
+    /// Lets everything due by `now` leave.
+    pub fn advance(&mut self, now: Duration) {
+        match &mut self.shape {
+            Work::Curve(c) => c.advance(now),
+            Work::Pool(p) => p.advance(now),
+        }
+        self.collect();
+    }
+
+    /// When the request of `ticket` was admitted, if it is still in the
+    /// server.
+    pub fn start_of(&self, ticket: Ticket) -> Option<Duration> {
+        match &self.shape {
+            Work::Curve(c) => c.start_of(ticket),
+            Work::Pool(p) => p.start_of(ticket),
+        }
+    }
+
+    /// The server notices at `now` that the client of `ticket` has gone
+    /// (in `cancel` mode): under a curve its work stops at once; in a pool
+    /// it is dropped when a worker would start it, and work in progress
+    /// runs to its end.
+    pub fn cancel(&mut self, now: Duration, ticket: Ticket) {
+        match &mut self.shape {
+            Work::Curve(c) => {
+                let start = c.start_of(ticket);
+                if let (Some(start), Some(payload)) = (start, c.cancel(now, ticket)) {
+                    self.out_push(Departure {
+                        payload,
+                        ticket,
+                        start,
+                        at: now,
+                        exit: Exit::Cancelled,
+                    });
+                }
+            }
+            Work::Pool(p) => p.cancel(ticket),
+        }
+        self.collect();
+    }
+
+    /// The requests in the server, each with its admission instant.
+    pub fn in_flight(&self) -> Box<dyn Iterator<Item = (&T, Duration)> + '_> {
+        match &self.shape {
+            Work::Curve(c) => Box::new(c.in_flight()),
+            Work::Pool(p) => Box::new(p.in_flight()),
+        }
+    }
+
+    /// Hands every departure so far, in order, to `deliver`, which answers
+    /// it (OK for [`Exit::Served`], 503 for [`Exit::Dropped`], nothing for
+    /// [`Exit::Cancelled`]) and says whether a client received the answer.
+    pub fn drain(&mut self, mut deliver: impl FnMut(Departure<T>) -> bool) {
+        let out = std::mem::take(&mut self.out);
+        for departure in out {
+            let (exit, at) = (departure.exit, departure.at);
+            if deliver(departure) && exit != Exit::Cancelled {
+                self.record(at, exit == Exit::Served);
+            }
+        }
+    }
+
+    /// Admission control learns of an answer that reached a client.
+    fn record(&mut self, now: Duration, success: bool) {
+        if let Some(admission) = &mut self.admission {
+            admission.record(now, success);
+        }
+    }
+
+    /// Takes what the shape let leave, giving the limiter its samples.
+    fn collect(&mut self) {
+        let departures: Vec<Departure<T>> = match &mut self.shape {
+            Work::Curve(c) => c
+                .drain_completed()
+                .map(|d| Departure {
+                    payload: d.payload,
+                    ticket: d.ticket,
+                    start: d.start,
+                    at: d.at,
+                    exit: Exit::Served,
+                })
+                .collect(),
+            Work::Pool(p) => p.drain().collect(),
+        };
+        for departure in departures {
+            self.out_push(departure);
+        }
+    }
+
+    fn out_push(&mut self, departure: Departure<T>) {
+        if let Some(limiter) = &mut self.limiter
+            && let Some(inflight) = self.let_in.remove(&departure.ticket)
+        {
+            let rtt = departure.at.saturating_sub(departure.start);
+            match departure.exit {
+                Exit::Served => limiter.on_success(rtt, inflight),
+                Exit::Dropped => limiter.on_dropped(rtt, inflight),
+                Exit::Cancelled => limiter.on_ignore(),
+            }
+        }
+        self.out.push(departure);
+    }
+}

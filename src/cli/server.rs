@@ -207,6 +207,8 @@ impl ServerArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::server::{PoolModel, ServiceDistribution, Shape};
+    use crate::policy::defence::{CoDel, LimiterKind};
 
     fn server(args: &[&str]) -> Result<ServerConfig, clap::Error> {
         let mut argv = vec!["server"];
@@ -222,6 +224,8 @@ mod tests {
     fn server_defaults_match_the_original() {
         let s = server(&[]).unwrap();
         assert_eq!(s.model, LatencyModel::default());
+        assert_eq!(s.shape, Shape::Exponential);
+        assert!(!s.draws() && !s.reports_defences());
         assert_eq!(s.listen, "127.0.0.1:8070".parse().unwrap());
         assert_eq!(s.on_disconnect, OnDisconnect::Continue);
         assert_eq!(s.backlog, default_backlog());
@@ -255,6 +259,80 @@ mod tests {
     }
 
     #[test]
+    fn a_pool_and_its_defences_read_their_flags_with_the_sources_defaults() {
+        let s = server(&["--model", "pool", "--seed", "7"]).unwrap();
+        assert_eq!(
+            s.shape,
+            Shape::Pool(PoolModel {
+                workers: 20,
+                service_time: ms(100),
+                distribution: ServiceDistribution::Exponential,
+                queue: 1000,
+                codel: None,
+                lifo: None,
+            })
+        );
+        assert_eq!((s.seed, s.limiter, s.admission), (7, None, None));
+        let s = server(&[
+            "--model",
+            "pool",
+            "--workers",
+            "4",
+            "--service-time",
+            "20ms",
+            "--service-distribution",
+            "constant",
+            "--queue",
+            "0",
+            "--queue-timeout",
+            "codel",
+            "--lifo",
+            "adaptive",
+            "--codel-interval",
+            "50ms",
+            "--limiter",
+            "gradient2",
+            "--admission-control",
+            "--admission-success-rate",
+            "0.9",
+        ])
+        .unwrap();
+        let Shape::Pool(p) = s.shape else {
+            panic!("a pool");
+        };
+        assert_eq!((p.workers, p.service_time, p.queue), (4, ms(20), 0));
+        assert_eq!(p.distribution, ServiceDistribution::Constant);
+        assert_eq!(
+            p.codel,
+            Some(CoDel {
+                target: ms(5),
+                interval: ms(50)
+            })
+        );
+        assert_eq!(p.lifo, Some(ms(50)), "adaptive LIFO's window is CoDel's N");
+        assert_eq!(s.limiter.unwrap().kind, LimiterKind::Gradient2);
+        let a = s.admission.unwrap();
+        assert_eq!(
+            (a.window, a.success_rate, a.aggression, a.max_rejection),
+            (Duration::from_secs(30), 0.9, 1.0, 0.8)
+        );
+        let s = server(&["--model", "linear"]).unwrap();
+        assert_eq!(s.shape, Shape::Linear { slope: ms(5) });
+        // LIFO alone takes the interval flag too.
+        assert!(
+            server(&[
+                "--model",
+                "pool",
+                "--lifo",
+                "adaptive",
+                "--codel-interval",
+                "1s"
+            ])
+            .is_ok()
+        );
+    }
+
+    #[test]
     fn time_scale_compresses_the_servers_durations() {
         let s = server(&["--time-scale", "10", "--shed-above", "5"]).unwrap();
         assert_eq!(s.model.base, ms(10));
@@ -283,6 +361,28 @@ mod tests {
                 "--shed-status",
             ),
             (&["--status-fd", "1"][..], "--status-fd"),
+            (&["--workers", "4"][..], "--workers"),
+            (&["--model", "pool", "--limit", "40"][..], "--limit"),
+            (&["--model", "pool", "--max-delay", "1s"][..], "--max-delay"),
+            (&["--model", "linear", "--factor", "2"][..], "--factor"),
+            (&["--slope", "1ms"][..], "--slope"),
+            (&["--model", "pool", "--workers", "0"][..], "--workers"),
+            (&["--queue-timeout", "codel"][..], "--queue-timeout"),
+            (
+                &["--model", "pool", "--codel-target", "1ms"][..],
+                "--codel-target",
+            ),
+            (&["--model", "pool", "--lifo", "fifo"][..], "--lifo"),
+            (&["--limiter", "gradient"][..], "--limiter"),
+            (&["--admission-window", "10s"][..], "--admission-window"),
+            (
+                &["--admission-control", "--admission-aggression", "0.5"][..],
+                "--admission-aggression",
+            ),
+            (
+                &["--admission-control", "--admission-max-rejection", "1.5"][..],
+                "--admission-max-rejection",
+            ),
         ] {
             let err = server(args).expect_err(&format!("{args:?} must be refused"));
             assert_eq!(err.exit_code(), 2);

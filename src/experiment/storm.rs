@@ -112,6 +112,9 @@ impl Storm {
             self.time_scale.to_string(),
         ];
         argv.extend(case.server.iter().cloned());
+        if server_draws(&case.server) {
+            argv.extend(["--seed".to_string(), self.seed(rep).to_string()]);
+        }
         self.status_flag(&mut argv);
         argv
     }
@@ -250,7 +253,56 @@ fn refused<T>(case: &Case, role: &str, parsed: Result<T, String>) -> Result<T, S
     parsed.map_err(|e| StormError::Flags(format!("case {}: {role} flags: {e}", case.name)))
 }
 
+/// Whether a server with these flags draws random numbers (a pool's
+/// service times, admission control, Vegas' probes) and takes no seed of
+/// its own: it then gets the run's seed, so that repetitions differ and
+/// each can be made again. Servers that draw nothing get no `--seed`, and
+/// their command lines stay as they were.
+fn server_draws(flags: &[String]) -> bool {
+    let value = |name: &str| {
+        flags.iter().enumerate().find_map(|(i, f)| {
+            if f == name {
+                flags.get(i + 1).map(String::as_str)
+            } else {
+                f.strip_prefix(name)?.strip_prefix('=')
+            }
+        })
+    };
+    let given = |name: &str| value(name).is_some() || flags.iter().any(|f| f == name);
+    !given("--seed")
+        && (value("--model") == Some("pool")
+            || value("--limiter") == Some("vegas")
+            || given("--admission-control"))
+}
+
 /// A duration to whole milliseconds, as the children's flags carry it.
 fn round_ms(d: Duration) -> Duration {
     Duration::from_millis(d.as_millis() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flags(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn only_servers_that_draw_and_have_no_seed_get_the_runs() {
+        for (argv, draws) in [
+            ("", false),
+            ("--shed-above 200 --on-disconnect cancel", false),
+            ("--model linear --limiter aimd", false),
+            ("--model pool", true),
+            ("--model=pool --queue 5", true),
+            ("--limiter vegas", true),
+            ("--limiter=vegas", true),
+            ("--admission-control", true),
+            ("--model pool --seed 3", false),
+            ("--admission-control --seed=3", false),
+        ] {
+            assert_eq!(server_draws(&flags(argv)), draws, "{argv:?}");
+        }
+    }
 }

@@ -243,3 +243,173 @@ impl<T> Pool<T> {
         self.out.drain(..)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    /// `workers` serving exactly 100 ms each, `queue` places.
+    fn model(workers: u32, queue: u32) -> PoolModel {
+        PoolModel {
+            workers,
+            service_time: ms(100),
+            distribution: ServiceDistribution::Constant,
+            queue,
+            codel: None,
+            lifo: None,
+        }
+    }
+
+    fn pool(model: PoolModel, cancel: bool) -> Pool<&'static str> {
+        Pool::new(model, cancel, Xoshiro256PlusPlus::seed_from_u64(1))
+    }
+
+    fn admit(p: &mut Pool<&'static str>, at: u64, name: &'static str) -> Ticket {
+        p.admit(ms(at), name)
+            .unwrap_or_else(|_| panic!("{name} admitted"))
+    }
+
+    /// Runs the pool as a running server does, looking at every event up
+    /// to `until`, and takes what left.
+    fn departures(p: &mut Pool<&'static str>, until: u64) -> Vec<(&'static str, u64, Exit)> {
+        while let Some(next) = p.next_event().filter(|&t| t <= ms(until)) {
+            p.advance(next);
+        }
+        p.advance(ms(until));
+        p.drain()
+            .map(|d| (d.payload, d.at.as_millis() as u64, d.exit))
+            .collect()
+    }
+
+    #[test]
+    fn workers_serve_in_order_and_a_full_queue_refuses() {
+        let mut p = pool(model(2, 2), false);
+        for (at, name) in [(0, "a"), (10, "b"), (20, "c"), (30, "d")] {
+            admit(&mut p, at, name);
+        }
+        assert_eq!((p.busy(), p.queue_len(), p.concurrency()), (2, 2, 4));
+        assert_eq!(p.admit(ms(40), "e"), Err("e"), "two busy, two waiting");
+        assert_eq!(p.next_event(), Some(ms(100)));
+        // "c" starts when "a" ends, "d" when "b" does.
+        assert_eq!(
+            departures(&mut p, 1000),
+            vec![
+                ("a", 100, Exit::Served),
+                ("b", 110, Exit::Served),
+                ("c", 200, Exit::Served),
+                ("d", 210, Exit::Served),
+            ]
+        );
+        assert_eq!(p.last_sojourn(), ms(180), "d waited 80 and took 100");
+        assert_eq!(p.concurrency(), 0);
+    }
+
+    #[test]
+    fn codel_drops_at_the_head_what_waited_past_its_limit() {
+        let mut p = pool(
+            PoolModel {
+                codel: Some(CoDel::default()),
+                ..model(1, 10)
+            },
+            false,
+        );
+        admit(&mut p, 0, "a");
+        // The queue fills at 10 ms: b and c may wait N = 100 ms.
+        admit(&mut p, 10, "b");
+        admit(&mut p, 20, "c");
+        // At 100 "b" has waited 90: served. "c" stays.
+        assert_eq!(departures(&mut p, 100), vec![("a", 100, Exit::Served)]);
+        // At 120 the queue has not been empty for 110 ms: "d" may wait M.
+        admit(&mut p, 120, "d");
+        // At 200 "c" has waited 180 > 100 and "d" 80 > 5: both dropped.
+        assert_eq!(
+            departures(&mut p, 200),
+            vec![
+                ("b", 200, Exit::Served),
+                ("c", 200, Exit::Dropped),
+                ("d", 200, Exit::Dropped),
+            ]
+        );
+        assert_eq!(p.concurrency(), 0);
+    }
+
+    #[test]
+    fn adaptive_lifo_serves_the_newest_once_the_queue_stays_full() {
+        let mut p = pool(
+            PoolModel {
+                lifo: Some(ms(100)),
+                ..model(1, 10)
+            },
+            false,
+        );
+        for (at, name) in [(0, "a"), (10, "b"), (20, "c"), (30, "d")] {
+            admit(&mut p, at, name);
+        }
+        // At 100 the queue has been busy 90 ms: oldest first ("b"). At 200
+        // it has been 190 ms: newest first ("d"), then "c".
+        let order: Vec<_> = departures(&mut p, 1000)
+            .into_iter()
+            .map(|(n, at, _)| (n, at))
+            .collect();
+        assert_eq!(order, vec![("a", 100), ("b", 200), ("d", 300), ("c", 400)]);
+    }
+
+    #[test]
+    fn cancel_drops_a_gone_request_before_it_starts_but_not_during_service() {
+        let mut p = pool(model(1, 10), true);
+        let a = admit(&mut p, 0, "a");
+        let b = admit(&mut p, 10, "b");
+        admit(&mut p, 20, "c");
+        assert_eq!(p.start_of(a), Some(ms(0)));
+        assert_eq!(p.start_of(b), Some(ms(10)));
+        // Both clients go at 50: "a" is in service and runs to its end,
+        // "b" is dropped when the worker would start it.
+        p.cancel(a);
+        p.cancel(b);
+        assert_eq!(
+            departures(&mut p, 1000),
+            vec![
+                ("a", 100, Exit::Served),
+                ("b", 100, Exit::Cancelled),
+                ("c", 200, Exit::Served),
+            ]
+        );
+        assert_eq!(p.start_of(b), None);
+    }
+
+    #[test]
+    fn a_stopped_server_starts_nothing_until_it_is_looked_at_again() {
+        let mut p = pool(model(1, 10), false);
+        admit(&mut p, 0, "a");
+        admit(&mut p, 10, "b");
+        // Nothing looks between 0 and 5000 ms (the server was stopped):
+        // "a" ended on time, but "b" starts only at 5000.
+        p.advance(ms(5000));
+        let served: Vec<_> = p.drain().map(|d| (d.payload, d.at)).collect();
+        assert_eq!(served, vec![("a", ms(100))]);
+        assert_eq!(p.next_event(), Some(ms(5100)));
+        let in_flight: Vec<_> = p.in_flight().map(|(n, at)| (*n, at)).collect();
+        assert_eq!(in_flight, vec![("b", ms(10))]);
+    }
+
+    #[test]
+    fn exponential_service_times_have_the_mean_asked_for() {
+        let mut p = pool(
+            PoolModel {
+                distribution: ServiceDistribution::Exponential,
+                ..model(1, 0)
+            },
+            false,
+        );
+        let n = 20_000;
+        let total: Duration = (0..n).map(|_| p.service_time()).sum();
+        let mean = total.as_secs_f64() / f64::from(n);
+        // The standard error of the mean is 0.1 / sqrt(20000) = 0.7 ms.
+        assert!((mean - 0.1).abs() < 0.004, "{mean}");
+    }
+}

@@ -259,20 +259,24 @@ fn refused<T>(case: &Case, role: &str, parsed: Result<T, String>) -> Result<T, S
 /// each can be made again. Servers that draw nothing get no `--seed`, and
 /// their command lines stay as they were.
 fn server_draws(flags: &[String]) -> bool {
-    let value = |name: &str| {
-        flags.iter().enumerate().find_map(|(i, f)| {
-            if f == name {
-                flags.get(i + 1).map(String::as_str)
-            } else {
-                f.strip_prefix(name)?.strip_prefix('=')
-            }
-        })
-    };
+    let value = |name: &str| flag_value(flags, name);
     let given = |name: &str| value(name).is_some() || flags.iter().any(|f| f == name);
     !given("--seed")
         && (value("--model") == Some("pool")
             || value("--limiter") == Some("vegas")
             || given("--admission-control"))
+}
+
+/// The value of flag `name` among `flags` (`--name value` or
+/// `--name=value`), if given.
+pub(super) fn flag_value<'a>(flags: &'a [String], name: &str) -> Option<&'a str> {
+    flags.iter().enumerate().find_map(|(i, f)| {
+        if f == name {
+            flags.get(i + 1).map(String::as_str)
+        } else {
+            f.strip_prefix(name)?.strip_prefix('=')
+        }
+    })
 }
 
 /// A duration to whole milliseconds, as the children's flags carry it.

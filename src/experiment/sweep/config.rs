@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::super::error::StormError;
 use super::super::scenario::{Case, format_duration};
-use super::super::storm::{Flags, Storm};
+use super::super::storm::{Flags, Storm, flag_value};
 
 /// A whole sweep.
 #[derive(Debug, Clone)]
@@ -48,6 +48,14 @@ pub struct Setting {
     pub timeout: Duration,
     /// Server limit.
     pub limit: u64,
+}
+
+/// The 2014 server's limit, the sweep's default.
+const DEFAULT_LIMIT: u64 = 30;
+
+/// Whether `case`'s server is a thread pool, which has no limit.
+fn is_pool(case: &Case) -> bool {
+    flag_value(&case.server, "--model") == Some("pool")
 }
 
 pub(super) fn secs(d: Duration) -> f64 {
@@ -102,8 +110,12 @@ impl SweepConfig {
             case.client
                 .extend(["--lambda".to_string(), format_duration(think)]);
         }
-        case.server
-            .extend(["--limit".to_string(), setting.limit.to_string()]);
+        // A pool has no limit: the sweep's (its default, as validation
+        // refuses any other) does not apply to it.
+        if !is_pool(&case) {
+            case.server
+                .extend(["--limit".to_string(), setting.limit.to_string()]);
+        }
         case
     }
 
@@ -121,6 +133,14 @@ impl SweepConfig {
     pub fn validate(&self, flags: &dyn Flags) -> Result<(), StormError> {
         if self.seeds == 0 {
             return Err(StormError::Flags("--seeds: must be at least 1".into()));
+        }
+        if self.limits != [DEFAULT_LIMIT]
+            && let Some(pool) = self.storm.scenario.cases.iter().find(|c| is_pool(c))
+        {
+            return Err(StormError::Flags(format!(
+                "--limit does not apply to case {}, a pool (--model pool)",
+                pool.name
+            )));
         }
         let longest = match self.pause {
             Some(pause) => pause,

@@ -10,6 +10,10 @@
 #                                           results folder of the same
 #                                           scenario, e.g. results/reference);
 #                                           run only the sim
+#   scripts/cross-validate.sh --scenario FILE   another scenario, e.g.
+#                                           scenarios/pool-check.toml (a
+#                                           thread pool with and without
+#                                           CoDel and adaptive LIFO)
 #
 # Default results folder: results/<UTC timestamp>-cross/ (git ignores it).
 # Prints PASS and exits 0 if both engines give the same verdict (recovered or
@@ -23,25 +27,26 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-SCENARIO=scenarios/reference.toml
-
 usage() {
   sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
-  echo "usage: $0 [--out DIR] [--real DIR]"
+  echo "usage: $0 [--out DIR] [--real DIR] [--scenario FILE]"
 }
 
 out=""
 real=""
+SCENARIO=scenarios/reference.toml
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --out) [[ $# -ge 2 ]] || { usage >&2; exit 2; }; out=$2; shift 2 ;;
     --real) [[ $# -ge 2 ]] || { usage >&2; exit 2; }; real=$2; shift 2 ;;
+    --scenario) [[ $# -ge 2 ]] || { usage >&2; exit 2; }; SCENARIO=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "unknown argument: $1" >&2; usage >&2; exit 2 ;;
   esac
 done
 
 command -v jq >/dev/null || { echo "jq is required (apt-get install jq)" >&2; exit 2; }
+[[ -f "$SCENARIO" ]] || { echo "no scenario file $SCENARIO" >&2; exit 2; }
 [[ -n "$out" ]] || out="results/$(date -u +%Y-%m-%dT%H-%M-%SZ)-cross"
 mkdir -p "$out"
 

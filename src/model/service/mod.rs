@@ -80,6 +80,8 @@ pub struct Service<T> {
     admission: Option<AdmissionControl>,
     rng: Xoshiro256PlusPlus,
     out: Vec<Departure<T>>,
+    /// An empty buffer to swap with `out` while draining.
+    spare: Vec<Departure<T>>,
 }
 
 /// Separate streams of the server's seed, so that turning one defence on
@@ -112,6 +114,7 @@ impl<T> Service<T> {
             admission: config.admission.map(AdmissionControl::new),
             rng: Xoshiro256PlusPlus::seed_from_u64(config.seed ^ ADMISSION_STREAM),
             out: Vec::new(),
+            spare: Vec::new(),
         }
     }
 
@@ -255,13 +258,15 @@ impl<T> Service<T> {
     /// it (OK for [`Exit::Served`], 503 for [`Exit::Dropped`], nothing for
     /// [`Exit::Cancelled`]) and says whether a client received the answer.
     pub fn drain(&mut self, mut deliver: impl FnMut(Departure<T>) -> bool) {
-        let out = std::mem::take(&mut self.out);
-        for departure in out {
+        // Swapped with a spare so that both keep their memory.
+        let mut out = std::mem::replace(&mut self.out, std::mem::take(&mut self.spare));
+        for departure in out.drain(..) {
             let (exit, at) = (departure.exit, departure.at);
             if deliver(departure) && exit != Exit::Cancelled {
                 self.record(at, exit == Exit::Served);
             }
         }
+        self.spare = out;
     }
 
     /// Admission control learns of an answer that reached a client.
@@ -273,37 +278,57 @@ impl<T> Service<T> {
 
     /// Takes what the shape let leave, giving the limiter its samples.
     fn collect(&mut self) {
-        let departures: Vec<Departure<T>> = match &mut self.shape {
-            Work::Curve(c) => c
-                .drain_completed()
-                .map(|d| Departure {
+        let Service {
+            shape,
+            limiter,
+            let_in,
+            out,
+            ..
+        } = self;
+        let mut take = |d| sample(limiter, let_in, out, d);
+        match shape {
+            Work::Curve(c) => c.drain_completed().for_each(|d| {
+                take(Departure {
                     payload: d.payload,
                     ticket: d.ticket,
                     start: d.start,
                     at: d.at,
                     exit: Exit::Served,
                 })
-                .collect(),
-            Work::Pool(p) => p.drain().collect(),
-        };
-        for departure in departures {
-            self.out_push(departure);
+            }),
+            Work::Pool(p) => p.drain().for_each(take),
         }
     }
 
     fn out_push(&mut self, departure: Departure<T>) {
-        if let Some(limiter) = &mut self.limiter
-            && let Some(inflight) = self.let_in.remove(&departure.ticket)
-        {
-            let rtt = departure.at.saturating_sub(departure.start);
-            match departure.exit {
-                Exit::Served => limiter.on_success(rtt, inflight),
-                Exit::Dropped => limiter.on_dropped(rtt, inflight),
-                Exit::Cancelled => limiter.on_ignore(),
-            }
-        }
-        self.out.push(departure);
+        sample(
+            &mut self.limiter,
+            &mut self.let_in,
+            &mut self.out,
+            departure,
+        );
     }
+}
+
+/// Gives the limiter the sample of a departing request it let in, then
+/// queues the departure.
+fn sample<T>(
+    limiter: &mut Option<Limiter>,
+    let_in: &mut HashMap<Ticket, u64>,
+    out: &mut Vec<Departure<T>>,
+    departure: Departure<T>,
+) {
+    if let Some(limiter) = limiter
+        && let Some(inflight) = let_in.remove(&departure.ticket)
+    {
+        let rtt = departure.at.saturating_sub(departure.start);
+        match departure.exit {
+            Exit::Served => limiter.on_success(rtt, inflight),
+            Exit::Dropped => limiter.on_dropped(rtt, inflight),
+            Exit::Cancelled => limiter.on_ignore(),
+        }
+    }
+    out.push(departure);
 }
 
 #[cfg(test)]

@@ -197,14 +197,15 @@ impl<T: Copy> Host<T> {
         mut delivered: impl FnMut(T, Delivery),
     ) {
         self.stopped = false;
-        self.service.advance(now);
+        // The disconnects first, so that no worker starts a request whose
+        // client is known gone. One that fell due while stopped leaves, as
+        // gone, with the departures.
         for ticket in std::mem::take(&mut self.cancels) {
-            // One that fell due while stopped is among the departures, and
-            // leaves as gone with them.
             if self.service.start_of(ticket).is_some() {
                 self.service.cancel(now, ticket);
             }
         }
+        self.service.advance(now);
         self.queued = 0;
         while let Some((request, _)) = self.unread.pop_front() {
             let fate = self.read(now, request);
@@ -454,5 +455,36 @@ mod tests {
         assert_eq!(h.totals().shed, 1);
         complete_all(&mut h, ms(100), &[1]);
         assert!(matches!(h.send(ms(101), 3, false), Delivery::Admitted(_)));
+    }
+
+    #[test]
+    fn a_pool_notices_at_resume_who_left_during_the_pause_before_serving() {
+        use crate::model::server::{PoolModel, ServiceDistribution, Shape};
+        let mut h: Host<u32> = Host::new(&ServerConfig {
+            shape: Shape::Pool(PoolModel {
+                workers: 1,
+                service_time: ms(100),
+                distribution: ServiceDistribution::Constant,
+                queue: 10,
+                codel: None,
+                lifo: None,
+            }),
+            on_disconnect: OnDisconnect::Cancel,
+            ..ServerConfig::default()
+        });
+        assert!(matches!(h.send(ms(0), 1, false), Delivery::Admitted(_)));
+        let Delivery::Admitted(second) = h.send(ms(0), 2, false) else {
+            panic!("queued");
+        };
+        h.stop();
+        // The second client leaves during the pause; at resume the server
+        // notices before its worker, free since 100 ms, takes the request.
+        h.disconnect(ms(1000), second);
+        h.resume(ms(2000), |_| false, |_, _| {});
+        assert_eq!(complete_all(&mut h, ms(2000), &[1]), vec![1]);
+        assert_eq!(h.concurrency(), 0, "dropped unserved, not started");
+        assert_eq!((h.totals().completed, h.totals().abandoned), (1, 1));
+        assert_eq!(h.totals().abandoned_time, ms(2000), "queued 0-2000 ms");
+        assert_eq!(h.held(ms(2000)), Held::default());
     }
 }

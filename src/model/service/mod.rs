@@ -12,8 +12,10 @@
 //!
 //! The gates, in order: admission control (an outer proxy), shedding, the
 //! limiter, then the shape itself (a pool's full queue). Admission control
-//! counts every answer behind it that reached a client (refusals included,
-//! as Envoy records whatever its upstream answered); the limiter takes a
+//! records every refusal behind it as it is given, and every served or
+//! dropped request whose client received the answer (as Envoy records
+//! whatever its upstream answered, unless the client reset first); the
+//! limiter takes a
 //! sample from each request it let in when it leaves: served, dropped
 //! (refused by a full queue, or by the queue timeout) or ignored (its
 //! client gone, never served).
@@ -80,6 +82,8 @@ pub struct Service<T> {
     admission: Option<AdmissionControl>,
     rng: Xoshiro256PlusPlus,
     out: Vec<Departure<T>>,
+    /// The latest instant the service was advanced to.
+    clock: Duration,
     /// An empty buffer to swap with `out` while draining.
     spare: Vec<Departure<T>>,
 }
@@ -114,6 +118,7 @@ impl<T> Service<T> {
             admission: config.admission.map(AdmissionControl::new),
             rng: Xoshiro256PlusPlus::seed_from_u64(config.seed ^ ADMISSION_STREAM),
             out: Vec::new(),
+            clock: Duration::ZERO,
             spare: Vec::new(),
         }
     }
@@ -212,6 +217,7 @@ impl<T> Service<T> {
             Work::Pool(p) => p.advance(now),
         }
         self.collect();
+        self.clock = self.clock.max(now);
     }
 
     /// When the request of `ticket` was admitted, if it is still in the
@@ -231,7 +237,10 @@ impl<T> Service<T> {
         match &mut self.shape {
             Work::Curve(c) => {
                 let start = c.start_of(ticket);
-                if let (Some(start), Some(payload)) = (start, c.cancel(now, ticket)) {
+                let cancelled = c.cancel(now, ticket);
+                // What was due first leaves first: departures stay in order.
+                self.collect();
+                if let (Some(start), Some(payload)) = (start, cancelled) {
                     self.out_push(Departure {
                         payload,
                         ticket,
@@ -244,6 +253,7 @@ impl<T> Service<T> {
             Work::Pool(p) => p.cancel(ticket),
         }
         self.collect();
+        self.clock = self.clock.max(now);
     }
 
     /// The requests in the server, each with its admission instant.
@@ -257,13 +267,17 @@ impl<T> Service<T> {
     /// Hands every departure so far, in order, to `deliver`, which answers
     /// it (OK for [`Exit::Served`], 503 for [`Exit::Dropped`], nothing for
     /// [`Exit::Cancelled`]) and says whether a client received the answer.
+    /// Admission control records each answer received as of the latest
+    /// instant the service was advanced to, when the answer goes out (after
+    /// a pause, later than the departure itself).
     pub fn drain(&mut self, mut deliver: impl FnMut(Departure<T>) -> bool) {
         // Swapped with a spare so that both keep their memory.
         let mut out = std::mem::replace(&mut self.out, std::mem::take(&mut self.spare));
+        let now = self.clock;
         for departure in out.drain(..) {
-            let (exit, at) = (departure.exit, departure.at);
+            let exit = departure.exit;
             if deliver(departure) && exit != Exit::Cancelled {
-                self.record(at, exit == Exit::Served);
+                self.record(now, exit == Exit::Served);
             }
         }
         self.spare = out;

@@ -7,7 +7,9 @@
 //! Otherwise `gradient = clamp(1.5 * long / rtt, 0.5, 1)`,
 //! `new = estimate * gradient + 4`, and the estimate moves a fifth of the
 //! way there, within [20, 200]. The limit is the estimate truncated. The
-//! library ignores whether a request was dropped here.
+//! library ignores whether a request was dropped here. A round trip of
+//! zero (a request refused at once) is no sample: the library's ratios
+//! would divide by it and leave the estimate not a number, its limit 0.
 
 use super::sample::Sample;
 
@@ -66,6 +68,9 @@ impl Gradient2 {
     }
 
     pub(super) fn update(&mut self, s: Sample) {
+        if s.rtt_ns == 0 {
+            return;
+        }
         let short = s.rtt_ns as f64;
         let long = self.long.add(short);
         if long / short > 2.0 {
@@ -130,6 +135,15 @@ mod tests {
             g.update(sample(100_000, 20));
         }
         assert!(close(g.estimate, 20.0), "{}", g.estimate);
+    }
+
+    #[test]
+    fn a_zero_round_trip_is_no_sample() {
+        let mut g = Gradient2::default();
+        g.update(sample(0, 20));
+        assert!(close(g.estimate, 20.0) && g.long.count == 0);
+        g.update(sample(100, 20));
+        assert!(close(g.estimate, 20.8), "{}", g.estimate);
     }
 
     #[test]

@@ -220,6 +220,7 @@ impl ServiceArgs {
             return Err("--admission-aggression must be at least 1".into());
         }
         let defaults = CoDel::default();
+        let pool = PoolModel::default();
         let interval = self.codel_interval.unwrap_or(defaults.interval);
         let shape = match self.model {
             ModelArg::Exponential => Shape::Exponential,
@@ -227,13 +228,14 @@ impl ServiceArgs {
                 slope: self.slope.unwrap_or(Duration::from_millis(5)),
             },
             ModelArg::Pool => Shape::Pool(PoolModel {
-                workers: self.workers.unwrap_or(20),
-                service_time: self.service_time.unwrap_or(Duration::from_millis(100)),
+                workers: self.workers.unwrap_or(pool.workers),
+                service_time: self.service_time.unwrap_or(pool.service_time),
                 distribution: match self.service_distribution {
                     Some(DistributionArg::Constant) => ServiceDistribution::Constant,
-                    _ => ServiceDistribution::Exponential,
+                    Some(DistributionArg::Exponential) => ServiceDistribution::Exponential,
+                    None => pool.distribution,
                 },
-                queue: self.queue.unwrap_or(1000),
+                queue: self.queue.unwrap_or(pool.queue),
                 codel: self.queue_timeout.map(|_| CoDel {
                     target: self.codel_target.unwrap_or(defaults.target),
                     interval,

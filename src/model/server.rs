@@ -72,7 +72,34 @@ pub struct PoolModel {
     pub lifo: Option<Duration>,
 }
 
+impl Default for PoolModel {
+    /// 20 workers, exponential service times of mean 100 ms (200 requests
+    /// a second), a queue of 1000, oldest first, no queue timeout.
+    fn default() -> Self {
+        PoolModel {
+            workers: 20,
+            service_time: Duration::from_millis(100),
+            distribution: ServiceDistribution::Exponential,
+            queue: 1000,
+            codel: None,
+            lifo: None,
+        }
+    }
+}
+
 impl PoolModel {
+    /// `workers` serving exactly `service_time` each, with `queue` places:
+    /// a pool whose every instant can be worked out by hand.
+    pub fn constant(workers: u32, service_time: Duration, queue: u32) -> Self {
+        PoolModel {
+            workers,
+            service_time,
+            distribution: ServiceDistribution::Constant,
+            queue,
+            ..PoolModel::default()
+        }
+    }
+
     /// Requests a second the pool can serve: workers over the mean
     /// service time.
     pub fn capacity(&self) -> f64 {
@@ -254,12 +281,9 @@ mod tests {
         assert_eq!(config.model.base, Duration::from_millis(10));
         let pool = ServerConfig {
             shape: Shape::Pool(PoolModel {
-                workers: 20,
-                service_time: Duration::from_millis(100),
-                distribution: ServiceDistribution::Exponential,
-                queue: 1000,
                 codel: Some(CoDel::default()),
                 lifo: Some(Duration::from_millis(100)),
+                ..PoolModel::default()
             }),
             admission: Some(AdmissionConfig::default()),
             ..ServerConfig::default()

@@ -186,7 +186,7 @@ pub fn write_row<T: CsvRow>(sink: &mut Option<CsvSink<T>>, row: &T) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::server::{PoolModel, ServiceDistribution, Shape};
+    use crate::model::server::{PoolModel, Shape};
     use crate::model::service::Gauges;
     use crate::policy::defence::{LimiterConfig, LimiterKind};
     use crate::report::counts::{ClientCounts, Held, ServerCounts};
@@ -227,14 +227,7 @@ mod tests {
         assert_eq!(server_header(&ServerConfig::default()), ServerRow::HEADER);
         // A pool's rows carry its columns, and a limiter's its limit.
         let pool = ServerConfig {
-            shape: Shape::Pool(PoolModel {
-                workers: 2,
-                service_time: Duration::from_millis(100),
-                distribution: ServiceDistribution::Constant,
-                queue: 5,
-                codel: None,
-                lifo: None,
-            }),
+            shape: Shape::Pool(PoolModel::default()),
             limiter: Some(LimiterConfig::new(LimiterKind::Aimd)),
             ..ServerConfig::default()
         };

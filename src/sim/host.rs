@@ -459,16 +459,9 @@ mod tests {
 
     #[test]
     fn a_pool_notices_at_resume_who_left_during_the_pause_before_serving() {
-        use crate::model::server::{PoolModel, ServiceDistribution, Shape};
+        use crate::model::server::{PoolModel, Shape};
         let mut h: Host<u32> = Host::new(&ServerConfig {
-            shape: Shape::Pool(PoolModel {
-                workers: 1,
-                service_time: ms(100),
-                distribution: ServiceDistribution::Constant,
-                queue: 10,
-                codel: None,
-                lifo: None,
-            }),
+            shape: Shape::Pool(PoolModel::constant(1, ms(100), 10)),
             on_disconnect: OnDisconnect::Cancel,
             ..ServerConfig::default()
         });

@@ -348,7 +348,7 @@ fn sample<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::server::{PoolModel, ServiceDistribution, Shedding};
+    use crate::model::server::{PoolModel, Shedding};
     use crate::policy::defence::{AdmissionConfig, CoDel, LimiterConfig, LimiterKind};
 
     fn ms(n: u64) -> Duration {
@@ -357,14 +357,7 @@ mod tests {
 
     fn pool(workers: u32, queue: u32) -> ServerConfig {
         ServerConfig {
-            shape: Shape::Pool(PoolModel {
-                workers,
-                service_time: ms(100),
-                distribution: ServiceDistribution::Constant,
-                queue,
-                codel: None,
-                lifo: None,
-            }),
+            shape: Shape::Pool(PoolModel::constant(workers, ms(100), queue)),
             ..ServerConfig::default()
         }
     }
@@ -430,12 +423,8 @@ mod tests {
         let mut s = Service::new(&ServerConfig {
             limiter: Some(LimiterConfig::new(LimiterKind::Vegas)),
             shape: Shape::Pool(PoolModel {
-                workers: 1,
-                service_time: ms(100),
-                distribution: ServiceDistribution::Constant,
-                queue: 2,
                 codel: Some(CoDel::default()),
-                lifo: None,
+                ..PoolModel::constant(1, ms(100), 2)
             }),
             ..ServerConfig::default()
         });

@@ -255,14 +255,7 @@ mod tests {
 
     /// `workers` serving exactly 100 ms each, `queue` places.
     fn model(workers: u32, queue: u32) -> PoolModel {
-        PoolModel {
-            workers,
-            service_time: ms(100),
-            distribution: ServiceDistribution::Constant,
-            queue,
-            codel: None,
-            lifo: None,
-        }
+        PoolModel::constant(workers, ms(100), queue)
     }
 
     fn pool(model: PoolModel, cancel: bool) -> Pool<&'static str> {

@@ -42,14 +42,7 @@ impl Aimd {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn sample(rtt_ms: u64, inflight: u64, dropped: bool) -> Sample {
-        Sample {
-            rtt_ns: rtt_ms * 1_000_000,
-            inflight,
-            dropped,
-        }
-    }
+    use crate::policy::defence::limiter::sample::sample;
 
     #[test]
     fn grows_by_one_when_half_used_and_falls_by_a_tenth_on_a_drop() {

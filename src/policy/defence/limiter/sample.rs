@@ -10,3 +10,13 @@ pub(super) struct Sample {
     /// Whether it was dropped rather than served.
     pub(super) dropped: bool,
 }
+
+/// A sample of `rtt_ms` milliseconds, for tests.
+#[cfg(test)]
+pub(super) fn sample(rtt_ms: u64, inflight: u64, dropped: bool) -> Sample {
+    Sample {
+        rtt_ns: rtt_ms * 1_000_000,
+        inflight,
+        dropped,
+    }
+}

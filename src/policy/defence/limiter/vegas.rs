@@ -85,15 +85,8 @@ impl Vegas {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::defence::limiter::sample::sample;
     use rand::SeedableRng;
-
-    fn sample(rtt_ms: u64, inflight: u64, dropped: bool) -> Sample {
-        Sample {
-            rtt_ns: rtt_ms * 1_000_000,
-            inflight,
-            dropped,
-        }
-    }
 
     fn vegas() -> Vegas {
         Vegas::new(Xoshiro256PlusPlus::seed_from_u64(1))

@@ -10,6 +10,7 @@ mod backoff;
 mod catalogue;
 pub mod defence;
 mod retry_limits;
+pub mod shipped;
 mod throttle;
 
 pub use backoff::{Backoff, Strategy};

@@ -1,0 +1,226 @@
+//! Shipped clients' backoffs. Each formula is a function of its random
+//! draw, so that a test can give the draw and check the delay; the state a
+//! schedule carries from one retry to the next (Finagle's and Polly's
+//! previous value) is returned beside the delay.
+
+use std::time::Duration;
+
+/// A delay in seconds, saturating and never negative.
+fn secs(s: f64) -> Duration {
+    if s.is_nan() || s <= 0.0 {
+        Duration::ZERO
+    } else {
+        Duration::try_from_secs_f64(s).unwrap_or(Duration::MAX)
+    }
+}
+
+/// botocore's `standard.ExponentialBackoff`: before retry `n` (from 1),
+/// `u * min(scale * 2^(n-1), max)` with `u` uniform in [0, 1); scale 1 s
+/// and max 20 s in standard mode (the 2026 variant: scale 0.05 s for
+/// transient errors, 1 s for throttling). With a retry-after hint `hint`
+/// (2026 variant only), `max(t, min(hint, t + 5 s))`.
+pub fn aws_delay(
+    n: u32,
+    u: f64,
+    scale: Duration,
+    max: Duration,
+    hint: Option<Duration>,
+) -> Duration {
+    let grown = scale.as_secs_f64() * 2f64.powi(n.saturating_sub(1).min(1000) as i32);
+    let t = secs(u * grown.min(max.as_secs_f64()));
+    match hint {
+        Some(hint) => t.max(hint.min(t + Duration::from_secs(5))),
+        None => t,
+    }
+}
+
+/// gRPC's retry backoff (proposal A6, current text): before retry `n` (from
+/// 1), `min(initial * multiplier^(n-1), max) * j` with `j` uniform in
+/// [0.8, 1.2).
+pub fn grpc_delay(n: u32, j: f64, initial: Duration, multiplier: f64, max: Duration) -> Duration {
+    let grown = initial.as_secs_f64() * multiplier.powi(n.saturating_sub(1).min(1000) as i32);
+    secs(grown.min(max.as_secs_f64()) * j)
+}
+
+/// Envoy's `JitteredExponentialBackOffStrategy`: the bound of retry `n`
+/// (from 1): `base`, doubled while below half of `max`, then `max` (25, 50,
+/// 100, 200, 250, 250 ms with the defaults). The delay is `r mod bound`
+/// milliseconds for a random integer `r`, at most `max`.
+pub fn envoy_bound(n: u32, base_ms: u64, max_ms: u64) -> u64 {
+    let mut bound = base_ms.max(1);
+    for _ in 1..n {
+        bound = if bound < max_ms / 2 {
+            bound * 2
+        } else {
+            max_ms
+        };
+    }
+    bound
+}
+
+/// Finagle's `Backoff.decorrelatedJittered(start, max)`: the first delay is
+/// `start`; then from delay `d`, `next = d + u * (upper - d)` with `u` in
+/// [0, 1) and `upper = max` once `d >= max / 3`, else `3 d`.
+pub fn finagle_next(
+    previous: Option<Duration>,
+    u: f64,
+    start: Duration,
+    max: Duration,
+) -> Duration {
+    let Some(d) = previous else {
+        return start;
+    };
+    let d_s = d.as_secs_f64();
+    let upper = if d_s >= max.as_secs_f64() / 3.0 {
+        max.as_secs_f64()
+    } else {
+        3.0 * d_s
+    };
+    secs(d_s + u * (upper - d_s).max(0.0))
+}
+
+/// Polly v8's decorrelated jitter V2 for retry `k` (from 0): `t = k + u`
+/// with `u` in [0, 1), `next = 2^t * tanh(sqrt(4 t))`, the delay
+/// `(next - prev) / 1.4 * base`, capped at `max`. Returns the delay and the
+/// new `prev`. (Polly's own code also guards against overflow, capping the
+/// formula's value at the largest `TimeSpan`; `max` does that here.)
+pub fn polly_v2_next(k: u32, u: f64, prev: f64, base: Duration, max: Duration) -> (Duration, f64) {
+    const FACTOR: f64 = 4.0;
+    const SCALE: f64 = 1.0 / 1.4;
+    let t = f64::from(k) + u;
+    let next = 2f64.powf(t) * (FACTOR * t).sqrt().tanh();
+    let formula = (next - prev) * SCALE * base.as_secs_f64();
+    (secs(formula).min(max), next)
+}
+
+/// A shipped client's backoff, with its parameters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ShippedBackoff {
+    /// The AWS SDKs' standard (and adaptive) mode.
+    Aws {
+        /// 1 s (the 2026 variant: 0.05 s for transient errors).
+        scale: Duration,
+        /// 20 s.
+        max: Duration,
+    },
+    /// gRPC's retry policy.
+    Grpc {
+        /// initialBackoff.
+        initial: Duration,
+        /// backoffMultiplier.
+        multiplier: f64,
+        /// maxBackoff.
+        max: Duration,
+    },
+    /// Envoy's router: base 25 ms, max 10 times the base.
+    Envoy {
+        /// Base interval.
+        base: Duration,
+        /// Maximum interval.
+        max: Duration,
+    },
+    /// Finagle's default decorrelated jitter: 5 ms to 200 ms.
+    Finagle {
+        /// First delay.
+        start: Duration,
+        /// Maximum.
+        max: Duration,
+    },
+    /// Polly v8's decorrelated jitter V2: base 2 s, no cap unless given.
+    PollyV2 {
+        /// Median first delay.
+        base: Duration,
+        /// Cap.
+        max: Duration,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn close(a: Duration, b: f64) -> bool {
+        (a.as_secs_f64() - b).abs() < 1e-9
+    }
+
+    #[test]
+    fn aws_standard_draws_up_to_one_two_four_seconds_capped_at_twenty() {
+        let (scale, max) = (Duration::from_secs(1), Duration::from_secs(20));
+        assert!(close(aws_delay(1, 0.5, scale, max, None), 0.5));
+        assert!(close(aws_delay(2, 0.5, scale, max, None), 1.0));
+        assert!(close(aws_delay(3, 0.25, scale, max, None), 1.0));
+        // 2^5 = 32 is capped at 20 before the draw.
+        assert!(close(aws_delay(6, 0.5, scale, max, None), 10.0));
+        assert!(close(aws_delay(60, 0.99, scale, max, None), 19.8));
+        // The 2026 variant: 0.05 s for a transient error; a hint of 3 s
+        // after t = 0.1 s waits 3 s; one of 60 s at most t + 5 s.
+        let t = aws_delay(2, 1.0, ms(50), max, None);
+        assert!(close(t, 0.1));
+        let hinted = aws_delay(2, 1.0, ms(50), max, Some(Duration::from_secs(3)));
+        assert!(close(hinted, 3.0));
+        let capped = aws_delay(2, 1.0, ms(50), max, Some(Duration::from_secs(60)));
+        assert!(close(capped, 5.1));
+        // A hint shorter than t does not shorten it.
+        assert!(close(aws_delay(3, 0.5, scale, max, Some(ms(10))), 2.0));
+    }
+
+    #[test]
+    fn grpc_jitters_the_capped_exponential_by_twenty_percent() {
+        let (initial, max) = (ms(100), Duration::from_secs(1));
+        assert!(close(grpc_delay(1, 1.0, initial, 2.0, max), 0.1));
+        assert!(close(grpc_delay(2, 0.8, initial, 2.0, max), 0.16));
+        assert!(close(grpc_delay(3, 1.2, initial, 2.0, max), 0.48));
+        // 0.1 * 2^4 = 1.6 is capped at 1 before the jitter.
+        assert!(close(grpc_delay(5, 1.1, initial, 2.0, max), 1.1));
+    }
+
+    #[test]
+    fn envoy_bounds_are_25_50_100_200_250_250_ms() {
+        let bounds: Vec<u64> = (1..=7).map(|n| envoy_bound(n, 25, 250)).collect();
+        assert_eq!(bounds, [25, 50, 100, 200, 250, 250, 250]);
+        // A base of 100 and max of 1000: 100, 200, 400, 800, 1000.
+        let bounds: Vec<u64> = (1..=5).map(|n| envoy_bound(n, 100, 1000)).collect();
+        assert_eq!(bounds, [100, 200, 400, 800, 1000]);
+    }
+
+    #[test]
+    fn finagle_starts_at_start_then_spreads_up_to_three_times_or_max() {
+        let (start, max) = (ms(5), ms(200));
+        let d1 = finagle_next(None, 0.7, start, max);
+        assert_eq!(d1, ms(5));
+        // From 5 ms: 5 + 0.5 * (15 - 5) = 10 ms.
+        let d2 = finagle_next(Some(d1), 0.5, start, max);
+        assert!(close(d2, 0.010));
+        // From 70 ms (>= 200 / 3): 70 + 0.5 * (200 - 70) = 135 ms.
+        assert!(close(finagle_next(Some(ms(70)), 0.5, start, max), 0.135));
+        // From 60 ms (< 66.7): upper 180; 60 + 0.5 * 120 = 120 ms.
+        assert!(close(finagle_next(Some(ms(60)), 0.5, start, max), 0.120));
+        // At max it stays at max.
+        assert_eq!(finagle_next(Some(max), 0.9, start, max), max);
+    }
+
+    #[test]
+    fn polly_v2_follows_its_formula() {
+        let base = Duration::from_secs(2);
+        let max = Duration::from_secs(3600);
+        // k = 0, u = 0.5: t = 0.5, next = 2^0.5 * tanh(sqrt(2)).
+        let next0 = 2f64.sqrt() * 2f64.sqrt().tanh();
+        let (d0, p0) = polly_v2_next(0, 0.5, 0.0, base, max);
+        assert!((p0 - next0).abs() < 1e-12);
+        assert!(close(d0, next0 / 1.4 * 2.0));
+        // sqrt 2 = 1.41421, tanh of it 0.88838: next 1.25637, delay 1.7948 s.
+        assert!((d0.as_secs_f64() - 1.7948).abs() < 1e-3, "{d0:?}");
+        // k = 1, u = 0: t = 1, next = 2 * tanh(2).
+        let next1 = 2.0 * 2f64.tanh();
+        let (d1, p1) = polly_v2_next(1, 0.0, p0, base, max);
+        assert!((p1 - next1).abs() < 1e-12);
+        assert!(close(d1, (next1 - next0) / 1.4 * 2.0));
+        // A cap holds.
+        let (capped, _) = polly_v2_next(20, 0.9, 0.0, base, Duration::from_secs(30));
+        assert_eq!(capped, Duration::from_secs(30));
+    }
+}

@@ -1,0 +1,386 @@
+//! Shipped clients' retry budgets: the AWS SDKs' retry quota, tower's
+//! `TpsBudget`, Finagle's `RetryBudget` and Envoy's concurrent-retry budget.
+//! Time is a [`Duration`] since an epoch the caller chooses.
+
+use std::time::Duration;
+
+/// botocore's `RetryQuotaChecker` over a `RetryQuota` of 500: a retry
+/// takes 5 (10 after a timeout) and is refused when the quota holds less; a
+/// success without retries gives 1 back, a success after retries gives back
+/// the cost of the *last* retry only (the request context keeps one
+/// amount, overwritten by every retry: a quirk of the code), never above
+/// the initial 500.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AwsQuota {
+    available: u32,
+    max: u32,
+    cost: u32,
+    timeout_cost: u32,
+}
+
+impl AwsQuota {
+    /// The standard mode's quota: 500, cost 5, 10 after a timeout.
+    pub fn standard() -> Self {
+        AwsQuota::new(500, 5, 10)
+    }
+
+    /// The 2026 variant: cost 14 for a transient error, 5 for throttling
+    /// (timeouts are transient).
+    pub fn variant_2026() -> Self {
+        AwsQuota::new(500, 14, 14)
+    }
+
+    /// A quota of `capacity` with these costs.
+    pub fn new(capacity: u32, cost: u32, timeout_cost: u32) -> Self {
+        AwsQuota {
+            available: capacity,
+            max: capacity,
+            cost,
+            timeout_cost,
+        }
+    }
+
+    /// What is left.
+    pub fn available(&self) -> u32 {
+        self.available
+    }
+
+    /// A retry after a failure (a timeout or not): its cost if the quota
+    /// allows it (the request remembers it), `None` if the request must
+    /// fail instead.
+    pub fn acquire(&mut self, after_timeout: bool) -> Option<u32> {
+        let amount = if after_timeout {
+            self.timeout_cost
+        } else {
+            self.cost
+        };
+        (amount <= self.available).then(|| {
+            self.available -= amount;
+            amount
+        })
+    }
+
+    /// A success: `last_cost` is what the request's last retry took (none
+    /// if it had no retries).
+    pub fn release(&mut self, last_cost: Option<u32>) {
+        let amount = last_cost.unwrap_or(1);
+        self.available = (self.available + amount).min(self.max);
+    }
+}
+
+/// tower's `TpsBudget`, modelled on its code: a request deposits 1; a
+/// retry withdraws `trunc(1 / percent)` (so 0.3 behaves as one retry in
+/// three, and anything above 0.5 as one in one) against the sum of ten
+/// slots, the current writer and a reserve of `min_per_sec * ttl *
+/// withdraw`. The slots rotate as tower's do: a window after the last
+/// rotation the writer is committed to the current slot, slots are cleared
+/// while more than a window remains, and the rotation restarts from now,
+/// not from the slot's boundary.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TpsBudget {
+    slots: Vec<i64>,
+    index: usize,
+    since: Duration,
+    window: Duration,
+    writer: i64,
+    reserve: i64,
+    deposit: i64,
+    withdraw: i64,
+}
+
+impl TpsBudget {
+    /// tower's defaults: ttl 10 s, 10 retries a second, 20 %.
+    pub fn tower_default() -> Self {
+        TpsBudget::new(Duration::from_secs(10), 10, 0.2)
+    }
+
+    /// `TpsBudget::new(ttl, min_per_sec, retry_percent)`.
+    pub fn new(ttl: Duration, min_per_sec: u32, percent: f64) -> Self {
+        let (deposit, withdraw) = if percent == 0.0 {
+            (0, 1)
+        } else if percent <= 1.0 {
+            (1, (1.0 / percent) as i64)
+        } else {
+            (1000, (1000.0 / percent) as i64)
+        };
+        let reserve = i64::from(min_per_sec)
+            .saturating_mul(ttl.as_secs() as i64)
+            .saturating_mul(withdraw);
+        TpsBudget {
+            slots: vec![0; 10],
+            index: 0,
+            since: Duration::ZERO,
+            window: ttl / 10,
+            writer: 0,
+            reserve,
+            deposit,
+            withdraw,
+        }
+    }
+
+    fn expire(&mut self, now: Duration) {
+        let mut diff = now.saturating_sub(self.since);
+        if diff < self.window {
+            return;
+        }
+        self.slots[self.index] = std::mem::take(&mut self.writer);
+        let mut index = (self.index + 1) % self.slots.len();
+        while diff > self.window {
+            self.slots[index] = 0;
+            diff -= self.window;
+            index = (index + 1) % self.slots.len();
+        }
+        self.index = index;
+        self.since = now;
+    }
+
+    /// What may be withdrawn now: the slots, the writer and the reserve.
+    pub fn balance(&mut self, now: Duration) -> i64 {
+        self.expire(now);
+        self.writer + self.slots.iter().sum::<i64>() + self.reserve
+    }
+
+    /// A request was made.
+    pub fn deposit(&mut self, now: Duration) {
+        self.expire(now);
+        self.writer += self.deposit;
+    }
+
+    /// A retry asks to go: withdrawn if the balance allows it.
+    pub fn withdraw(&mut self, now: Duration) -> bool {
+        let ok = self.balance(now) >= self.withdraw;
+        if ok {
+            self.writer -= self.withdraw;
+        }
+        ok
+    }
+}
+
+/// Finagle's `RetryBudget`: a request deposits 1000, a retry withdraws
+/// `trunc(1000 / percent)`, against a correct windowed sum over ten slices
+/// of `ttl / 10` plus a reserve of `min_per_sec * ttl * withdraw`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FinagleBudget {
+    /// (slice index, amount), oldest first.
+    slices: std::collections::VecDeque<(u64, i64)>,
+    slice: Duration,
+    sum: i64,
+    reserve: i64,
+    withdraw: i64,
+}
+
+const FINAGLE_DEPOSIT: i64 = 1000;
+
+impl FinagleBudget {
+    /// Finagle's defaults: ttl 10 s, 10 retries a second, 20 %.
+    pub fn finagle_default() -> Self {
+        FinagleBudget::new(Duration::from_secs(10), 10, 0.2)
+    }
+
+    /// `RetryBudget(ttl, minRetriesPerSec, percentCanRetry)`.
+    pub fn new(ttl: Duration, min_per_sec: u32, percent: f64) -> Self {
+        let withdraw = if percent == 0.0 {
+            FINAGLE_DEPOSIT
+        } else {
+            (FINAGLE_DEPOSIT as f64 / percent) as i64
+        };
+        FinagleBudget {
+            slices: std::collections::VecDeque::new(),
+            slice: (ttl / 10).max(Duration::from_nanos(1)),
+            sum: 0,
+            reserve: i64::from(min_per_sec)
+                .saturating_mul(ttl.as_secs() as i64)
+                .saturating_mul(withdraw),
+            withdraw,
+        }
+    }
+
+    fn index(&self, now: Duration) -> u64 {
+        (now.as_nanos() / self.slice.as_nanos()) as u64
+    }
+
+    fn add(&mut self, now: Duration, amount: i64) {
+        self.expire(now);
+        let i = self.index(now);
+        match self.slices.back_mut() {
+            Some(last) if last.0 == i => last.1 += amount,
+            _ => self.slices.push_back((i, amount)),
+        }
+        self.sum += amount;
+    }
+
+    fn expire(&mut self, now: Duration) {
+        let current = self.index(now);
+        while let Some(&(i, amount)) = self.slices.front() {
+            if i + 10 > current {
+                break;
+            }
+            self.sum -= amount;
+            self.slices.pop_front();
+        }
+    }
+
+    /// What may be withdrawn now.
+    pub fn balance(&mut self, now: Duration) -> i64 {
+        self.expire(now);
+        self.sum + self.reserve
+    }
+
+    /// A request was made.
+    pub fn deposit(&mut self, now: Duration) {
+        self.add(now, FINAGLE_DEPOSIT);
+    }
+
+    /// A retry asks to go.
+    pub fn withdraw(&mut self, now: Duration) -> bool {
+        let ok = self.balance(now) >= self.withdraw;
+        if ok {
+            self.add(now, -self.withdraw);
+        }
+        ok
+    }
+}
+
+/// Envoy's concurrent-retry budget: a retry may start while fewer retries
+/// are in flight than `max(trunc(percent / 100 * active), min)`, `active`
+/// being the requests in flight (20 % and 3 by default).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EnvoyRetryBudget {
+    /// budget_percent (20).
+    pub percent: f64,
+    /// min_retry_concurrency (3).
+    pub min: u64,
+}
+
+impl Default for EnvoyRetryBudget {
+    fn default() -> Self {
+        EnvoyRetryBudget {
+            percent: 20.0,
+            min: 3,
+        }
+    }
+}
+
+impl EnvoyRetryBudget {
+    /// How many retries may be in flight with `active` requests in flight.
+    pub fn max(&self, active: u64) -> u64 {
+        ((self.percent / 100.0 * active as f64) as u64).max(self.min)
+    }
+
+    /// Whether a retry may start with `retrying` retries and `active`
+    /// requests in flight.
+    pub fn allows(&self, retrying: u64, active: u64) -> bool {
+        retrying < self.max(active)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn an_aws_quota_of_500_allows_100_retries_of_5_and_refunds_one_per_clean_success() {
+        let mut q = AwsQuota::standard();
+        for _ in 0..100 {
+            assert_eq!(q.acquire(false), Some(5));
+        }
+        assert_eq!((q.available(), q.acquire(false)), (0, None));
+        q.release(None);
+        assert_eq!(q.available(), 1, "a success without retries gives 1");
+        // Five clean successes make one retry possible again.
+        for _ in 0..4 {
+            q.release(None);
+        }
+        assert_eq!(q.acquire(false), Some(5));
+        // A timeout costs 10.
+        let mut q = AwsQuota::standard();
+        assert_eq!(q.acquire(true), Some(10));
+        // Two retries (5 then 10) and a success: only the last comes back.
+        let mut q = AwsQuota::standard();
+        q.acquire(false);
+        let last = q.acquire(true);
+        assert_eq!(q.available(), 485);
+        q.release(last);
+        assert_eq!(q.available(), 495, "refunds 10, not 15");
+        // Never above the initial capacity.
+        let mut q = AwsQuota::standard();
+        q.release(None);
+        assert_eq!(q.available(), 500);
+        assert_eq!(AwsQuota::variant_2026().acquire(false), Some(14));
+    }
+
+    #[test]
+    fn tower_turns_its_percent_into_a_whole_withdrawal() {
+        // 0.3 withdraws trunc(1 / 0.3) = 3: one retry per three requests.
+        let mut b = TpsBudget::new(Duration::from_secs(10), 0, 0.3);
+        for _ in 0..3 {
+            b.deposit(ms(0));
+        }
+        assert!(b.withdraw(ms(1)));
+        assert!(!b.withdraw(ms(2)));
+        // 0.6 withdraws trunc(1.67) = 1: every request allows a retry.
+        let mut b = TpsBudget::new(Duration::from_secs(10), 0, 0.6);
+        b.deposit(ms(0));
+        b.deposit(ms(0));
+        assert!(b.withdraw(ms(1)) && b.withdraw(ms(1)));
+        assert!(!b.withdraw(ms(1)));
+        // The default reserve: 10 a second for 10 s, at 5 each: 500.
+        let mut b = TpsBudget::tower_default();
+        assert_eq!(b.balance(ms(0)), 500);
+        for _ in 0..100 {
+            assert!(b.withdraw(ms(0)));
+        }
+        assert!(!b.withdraw(ms(0)));
+    }
+
+    #[test]
+    fn tower_rotates_its_slots_as_its_code_does() {
+        // tower's own tests, with time passed in: ttl 1 s, no reserve, one
+        // retry per two deposits.
+        let mut b = TpsBudget::new(Duration::from_secs(1), 0, 0.5);
+        b.deposit(ms(0));
+        b.deposit(ms(0));
+        assert!(b.withdraw(ms(901)), "900 ms later the deposits hold");
+        // A blank slate 2 s later, then deposits at +0, +301, +1102.
+        let t = 901 + 2001;
+        b.deposit(ms(t));
+        b.deposit(ms(t + 301));
+        b.deposit(ms(t + 301 + 801));
+        assert!(b.withdraw(ms(t + 1102)), "the 2nd and 3rd deposits hold");
+        assert!(!b.withdraw(ms(t + 1102)));
+        // One deposit, 3 s later, is gone.
+        let mut b = TpsBudget::new(Duration::from_secs(1), 0, 1.0);
+        b.deposit(ms(0));
+        assert!(!b.withdraw(ms(3000)));
+    }
+
+    #[test]
+    fn finagle_keeps_a_windowed_sum_in_thousandths() {
+        let mut b = FinagleBudget::new(Duration::from_secs(10), 0, 0.2);
+        // 0.2: a retry withdraws 5000, a request deposits 1000.
+        for _ in 0..10 {
+            b.deposit(ms(0));
+        }
+        assert!(b.withdraw(ms(100)) && b.withdraw(ms(100)));
+        assert!(!b.withdraw(ms(100)));
+        // Ten seconds later the deposits (and withdrawals) have left.
+        assert_eq!(b.balance(Duration::from_secs(10)), 0);
+        // The default reserve: 10 a second over 10 s, at 5000 each.
+        assert_eq!(FinagleBudget::finagle_default().balance(ms(0)), 500_000);
+    }
+
+    #[test]
+    fn envoy_allows_a_fifth_of_active_requests_and_at_least_three() {
+        let b = EnvoyRetryBudget::default();
+        assert_eq!(b.max(0), 3);
+        assert_eq!(b.max(14), 3, "trunc(2.8) = 2, at least 3");
+        assert_eq!(b.max(20), 4);
+        assert_eq!(b.max(1000), 200);
+        assert!(b.allows(2, 0) && !b.allows(3, 0));
+        assert!(b.allows(199, 1000) && !b.allows(200, 1000));
+    }
+}

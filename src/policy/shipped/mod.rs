@@ -1,0 +1,14 @@
+//! The retry policies that real clients ship, as their source code does
+//! them (DESIGN.md section 9): the AWS SDKs' backoff and retry quota, gRPC's
+//! retry backoff, Envoy's router backoff and retry budget, tower's and
+//! Finagle's budgets, Finagle's and Polly's jittered backoffs. Pure: time
+//! and random draws are passed in, so golden tests can give fixed draws
+//! and check exact delays and decisions.
+
+mod backoff;
+mod budget;
+
+pub use backoff::{
+    ShippedBackoff, aws_delay, envoy_bound, finagle_next, grpc_delay, polly_v2_next,
+};
+pub use budget::{AwsQuota, EnvoyRetryBudget, FinagleBudget, TpsBudget};

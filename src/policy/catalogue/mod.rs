@@ -1,0 +1,170 @@
+//! The catalogue of retry policies as a user picks them: every strategy
+//! and throttle by name, the parameters each reads, and the defaults of
+//! the parameters not given.
+//!
+//! The command line turns its flags into [`StrategyParams`] and
+//! [`ThrottleParams`]; what a name means, which parameters apply to it and
+//! what the rest default to is decided here, once, for every front end.
+
+mod not_read;
+mod strategy;
+mod throttle;
+
+pub use not_read::NotRead;
+pub use strategy::{StrategyError, StrategyKind, StrategyParam, StrategyParams};
+pub use throttle::{ThrottleKind, ThrottleParam, ThrottleParams};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::backoff::Strategy;
+    use crate::policy::retry_limits::RetryLimits;
+    use crate::policy::throttle::ThrottleConfig;
+    use std::time::Duration;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn names_round_trip_and_every_strategy_names_itself() {
+        for kind in StrategyKind::ALL {
+            assert_eq!(StrategyKind::from_name(kind.name()), Some(kind));
+            let built = kind.build(&StrategyParams::default()).unwrap();
+            assert_eq!(built.kind(), kind);
+            assert_eq!(built.name(), kind.name());
+        }
+        assert_eq!(StrategyKind::from_name("nope"), None);
+        for kind in ThrottleKind::ALL {
+            let built = ThrottleKind::build(Some(kind), &ThrottleParams::default());
+            assert_eq!(built.unwrap().unwrap().kind(), kind);
+        }
+    }
+
+    #[test]
+    fn defaults_are_the_sources() {
+        let build = |k: StrategyKind| k.build(&StrategyParams::default()).unwrap();
+        assert_eq!(
+            build(StrategyKind::Fixed),
+            Strategy::Fixed { delay: ms(100) }
+        );
+        assert_eq!(
+            build(StrategyKind::Exponential),
+            Strategy::Exponential {
+                min: ms(100),
+                max: Duration::from_secs(300),
+                factor: 2.7,
+                jitter: 0.1
+            }
+        );
+        assert_eq!(
+            build(StrategyKind::DecorrelatedJitter),
+            Strategy::DecorrelatedJitter {
+                base: ms(100),
+                cap: Duration::from_secs(300),
+                factor: 3.0
+            }
+        );
+        assert_eq!(
+            build(StrategyKind::Google),
+            Strategy::Google {
+                first: Duration::from_secs(1),
+                factor: 2.0,
+                max: Duration::from_secs(32),
+                random: ms(1000)
+            }
+        );
+        assert_eq!(
+            StrategyKind::Google
+                .limits(RetryLimits::default())
+                .max_attempts,
+            Some(10)
+        );
+        let given = RetryLimits {
+            max_attempts: Some(3),
+            ..RetryLimits::default()
+        };
+        assert_eq!(StrategyKind::Google.limits(given).max_attempts, Some(3));
+        assert_eq!(
+            StrategyKind::Fixed.limits(RetryLimits::default()),
+            RetryLimits::default()
+        );
+    }
+
+    #[test]
+    fn a_parameter_of_another_strategy_is_refused_by_name() {
+        let params = StrategyParams {
+            jitter: Some(0.2),
+            ..StrategyParams::default()
+        };
+        assert_eq!(
+            StrategyKind::Fixed.build(&params),
+            Err(StrategyError::NotRead(NotRead {
+                param: StrategyParam::Jitter,
+                kind: StrategyKind::Fixed
+            }))
+        );
+        let growing: Vec<&str> = StrategyKind::ALL
+            .into_iter()
+            .filter(|k| k.reads(StrategyParam::Factor))
+            .map(StrategyKind::name)
+            .collect();
+        assert_eq!(
+            growing,
+            [
+                "exponential",
+                "full-jitter",
+                "equal-jitter",
+                "decorrelated-jitter",
+                "google"
+            ]
+        );
+        let inverted = StrategyParams {
+            min_delay: Some(Duration::from_secs(10)),
+            max_delay: Some(Duration::from_secs(1)),
+            ..StrategyParams::default()
+        };
+        assert_eq!(
+            StrategyKind::Exponential.build(&inverted),
+            Err(StrategyError::MinOverMax)
+        );
+    }
+
+    #[test]
+    fn throttle_parameters_belong_to_one_throttle() {
+        let params = ThrottleParams {
+            adaptive_k: Some(3.0),
+            ..ThrottleParams::default()
+        };
+        assert_eq!(
+            ThrottleKind::build(Some(ThrottleKind::Budget), &params),
+            Err(NotRead {
+                param: ThrottleParam::AdaptiveK,
+                kind: Some(ThrottleKind::Budget)
+            })
+        );
+        assert_eq!(
+            ThrottleKind::build(None, &params),
+            Err(NotRead {
+                param: ThrottleParam::AdaptiveK,
+                kind: None
+            })
+        );
+        assert_eq!(
+            ThrottleKind::build(None, &ThrottleParams::default()),
+            Ok(None)
+        );
+        let budget = ThrottleParams {
+            budget_percent: Some(50.0),
+            ..ThrottleParams::default()
+        };
+        assert_eq!(
+            ThrottleKind::build(Some(ThrottleKind::Budget), &budget),
+            Ok(Some(ThrottleConfig::Budget {
+                percent: 0.5,
+                ttl: Duration::from_secs(10),
+                min_per_sec: 10.0
+            }))
+        );
+    }
+}

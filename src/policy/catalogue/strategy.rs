@@ -1,0 +1,277 @@
+//! The strategies by name: the parameters each reads and their defaults.
+
+use std::fmt;
+use std::time::Duration;
+
+use super::not_read::NotRead;
+use crate::policy::backoff::Strategy;
+use crate::policy::retry_limits::RetryLimits;
+
+/// A retry strategy, by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StrategyKind {
+    /// The same delay before every retry.
+    Fixed,
+    /// Textbook exponential backoff with normal jitter.
+    Exponential,
+    /// The 2014 original client, exactly.
+    Exponential2014,
+    /// `U(0, min(max, min * factor^n))`.
+    FullJitter,
+    /// `v/2 + U(0, v/2)`, `v = min(max, min * factor^n)`.
+    EqualJitter,
+    /// `min(max, U(min, factor * previous sleep))`.
+    DecorrelatedJitter,
+    /// Ethernet's truncated binary exponential backoff.
+    TruncatedBinary,
+    /// Google Cloud's documented algorithm.
+    Google,
+}
+
+/// A parameter of the strategies, in the order they are checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StrategyParam {
+    /// fixed: the delay before every retry.
+    FixedDelay,
+    /// The first delay or base of the growing strategies.
+    MinDelay,
+    /// Their cap.
+    MaxDelay,
+    /// Their growth factor.
+    Factor,
+    /// exponential: normal jitter as a fraction of the delay.
+    Jitter,
+    /// truncated-binary: the slot time.
+    SlotTime,
+    /// truncated-binary: the largest collision count.
+    Ceiling,
+    /// truncated-binary: stay at the ceiling instead of starting again.
+    StayAtCeiling,
+}
+
+impl StrategyParam {
+    /// Every parameter, in the order they are checked.
+    pub const ALL: [StrategyParam; 8] = [
+        StrategyParam::FixedDelay,
+        StrategyParam::MinDelay,
+        StrategyParam::MaxDelay,
+        StrategyParam::Factor,
+        StrategyParam::Jitter,
+        StrategyParam::SlotTime,
+        StrategyParam::Ceiling,
+        StrategyParam::StayAtCeiling,
+    ];
+}
+
+/// The strategy parameters a user gave; the others take the strategy's
+/// defaults.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StrategyParams {
+    /// fixed: delay before every retry (default 100 ms).
+    pub fixed_delay: Option<Duration>,
+    /// First delay or base (default 100 ms; google 1 s).
+    pub min_delay: Option<Duration>,
+    /// Cap on a delay (default 5 min; google 32 s).
+    pub max_delay: Option<Duration>,
+    /// Growth factor (default: exponential 2.7; full-jitter, equal-jitter,
+    /// google 2; decorrelated-jitter 3).
+    pub factor: Option<f64>,
+    /// exponential: jitter as a fraction of the delay (default 0.1).
+    pub jitter: Option<f64>,
+    /// truncated-binary: slot time (default 100 ms).
+    pub slot_time: Option<Duration>,
+    /// truncated-binary: largest collision count (default 10).
+    pub ceiling: Option<u32>,
+    /// truncated-binary: stay at the ceiling (default: start again at 1).
+    pub stay_at_ceiling: bool,
+}
+
+impl StrategyParams {
+    /// Whether the user gave `param`.
+    pub fn given(&self, param: StrategyParam) -> bool {
+        match param {
+            StrategyParam::FixedDelay => self.fixed_delay.is_some(),
+            StrategyParam::MinDelay => self.min_delay.is_some(),
+            StrategyParam::MaxDelay => self.max_delay.is_some(),
+            StrategyParam::Factor => self.factor.is_some(),
+            StrategyParam::Jitter => self.jitter.is_some(),
+            StrategyParam::SlotTime => self.slot_time.is_some(),
+            StrategyParam::Ceiling => self.ceiling.is_some(),
+            StrategyParam::StayAtCeiling => self.stay_at_ceiling,
+        }
+    }
+}
+
+/// Why parameters do not make a strategy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StrategyError {
+    /// A parameter the strategy does not read.
+    NotRead(NotRead<StrategyParam, StrategyKind>),
+    /// The first delay exceeds the cap.
+    MinOverMax,
+}
+
+impl StrategyKind {
+    /// Every strategy, in the catalogue's order.
+    pub const ALL: [StrategyKind; 8] = [
+        StrategyKind::Fixed,
+        StrategyKind::Exponential,
+        StrategyKind::Exponential2014,
+        StrategyKind::FullJitter,
+        StrategyKind::EqualJitter,
+        StrategyKind::DecorrelatedJitter,
+        StrategyKind::TruncatedBinary,
+        StrategyKind::Google,
+    ];
+
+    /// The name on the command line and in every result.
+    pub fn name(self) -> &'static str {
+        match self {
+            StrategyKind::Fixed => "fixed",
+            StrategyKind::Exponential => "exponential",
+            StrategyKind::Exponential2014 => "exponential-2014",
+            StrategyKind::FullJitter => "full-jitter",
+            StrategyKind::EqualJitter => "equal-jitter",
+            StrategyKind::DecorrelatedJitter => "decorrelated-jitter",
+            StrategyKind::TruncatedBinary => "truncated-binary",
+            StrategyKind::Google => "google",
+        }
+    }
+
+    /// The strategy of that name.
+    pub fn from_name(name: &str) -> Option<StrategyKind> {
+        StrategyKind::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    /// The strategies whose delays grow from a minimum to a cap by a factor.
+    fn grows(self) -> bool {
+        matches!(
+            self,
+            StrategyKind::Exponential
+                | StrategyKind::FullJitter
+                | StrategyKind::EqualJitter
+                | StrategyKind::DecorrelatedJitter
+                | StrategyKind::Google
+        )
+    }
+
+    /// Whether this strategy reads `param`.
+    pub fn reads(self, param: StrategyParam) -> bool {
+        match param {
+            StrategyParam::FixedDelay => self == StrategyKind::Fixed,
+            StrategyParam::MinDelay | StrategyParam::MaxDelay | StrategyParam::Factor => {
+                self.grows()
+            }
+            StrategyParam::Jitter => self == StrategyKind::Exponential,
+            StrategyParam::SlotTime | StrategyParam::Ceiling | StrategyParam::StayAtCeiling => {
+                self == StrategyKind::TruncatedBinary
+            }
+        }
+    }
+
+    /// The attempt limit a strategy has unless one is given: Google's
+    /// documents require a limit without fixing it; 10 here.
+    pub fn default_max_attempts(self) -> Option<u32> {
+        (self == StrategyKind::Google).then_some(10)
+    }
+
+    /// The retry limits of this strategy: `given` with the strategy's
+    /// attempt limit where none is given.
+    pub fn limits(self, given: RetryLimits) -> RetryLimits {
+        RetryLimits {
+            max_attempts: given.max_attempts.or(self.default_max_attempts()),
+            ..given
+        }
+    }
+
+    /// Builds the strategy from `params`, with its defaults for the rest;
+    /// refuses a parameter it does not read.
+    pub fn build(self, params: &StrategyParams) -> Result<Strategy, StrategyError> {
+        if let Some(param) = StrategyParam::ALL
+            .into_iter()
+            .find(|&p| params.given(p) && !self.reads(p))
+        {
+            return Err(StrategyError::NotRead(NotRead { param, kind: self }));
+        }
+        let ms = Duration::from_millis;
+        let (min_default, max_default, factor_default) = match self {
+            StrategyKind::Google => (Duration::from_secs(1), Duration::from_secs(32), 2.0),
+            StrategyKind::Exponential => (ms(100), Duration::from_secs(300), 2.7),
+            StrategyKind::DecorrelatedJitter => (ms(100), Duration::from_secs(300), 3.0),
+            _ => (ms(100), Duration::from_secs(300), 2.0),
+        };
+        let min = params.min_delay.unwrap_or(min_default);
+        let max = params.max_delay.unwrap_or(max_default);
+        let factor = params.factor.unwrap_or(factor_default);
+        if self.grows() && min > max {
+            return Err(StrategyError::MinOverMax);
+        }
+        Ok(match self {
+            StrategyKind::Fixed => Strategy::Fixed {
+                delay: params.fixed_delay.unwrap_or(ms(100)),
+            },
+            StrategyKind::Exponential => Strategy::Exponential {
+                min,
+                max,
+                factor,
+                jitter: params.jitter.unwrap_or(0.1),
+            },
+            StrategyKind::Exponential2014 => Strategy::exponential_2014(),
+            StrategyKind::FullJitter => Strategy::FullJitter {
+                base: min,
+                cap: max,
+                factor,
+            },
+            StrategyKind::EqualJitter => Strategy::EqualJitter {
+                base: min,
+                cap: max,
+                factor,
+            },
+            StrategyKind::DecorrelatedJitter => Strategy::DecorrelatedJitter {
+                base: min,
+                cap: max,
+                factor,
+            },
+            StrategyKind::TruncatedBinary => Strategy::TruncatedBinary {
+                slot: params.slot_time.unwrap_or(ms(100)),
+                ceiling: params.ceiling.unwrap_or(10),
+                stay_at_ceiling: params.stay_at_ceiling,
+            },
+            StrategyKind::Google => Strategy::Google {
+                first: min,
+                factor,
+                max,
+                random: ms(1000),
+            },
+        })
+    }
+}
+
+// The names of built policies are the catalogue's, so they are given here,
+// where the kinds are.
+impl Strategy {
+    /// Which strategy of the catalogue this is.
+    pub fn kind(&self) -> StrategyKind {
+        match self {
+            Strategy::Fixed { .. } => StrategyKind::Fixed,
+            Strategy::Exponential { .. } => StrategyKind::Exponential,
+            Strategy::Exponential2014 { .. } => StrategyKind::Exponential2014,
+            Strategy::FullJitter { .. } => StrategyKind::FullJitter,
+            Strategy::EqualJitter { .. } => StrategyKind::EqualJitter,
+            Strategy::DecorrelatedJitter { .. } => StrategyKind::DecorrelatedJitter,
+            Strategy::TruncatedBinary { .. } => StrategyKind::TruncatedBinary,
+            Strategy::Google { .. } => StrategyKind::Google,
+        }
+    }
+
+    /// The strategy's name as the command line spells it.
+    pub fn name(&self) -> &'static str {
+        self.kind().name()
+    }
+}
+
+impl fmt::Display for StrategyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}

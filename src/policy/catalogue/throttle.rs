@@ -1,0 +1,221 @@
+//! The throttles by name: the parameters each reads and their defaults.
+
+use std::fmt;
+use std::time::Duration;
+
+use super::not_read::NotRead;
+use crate::policy::throttle::ThrottleConfig;
+
+/// A retry throttle, by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ThrottleKind {
+    /// gRPC retry throttling.
+    TokenBucket,
+    /// A Finagle-style retry budget.
+    Budget,
+    /// The SRE book's client-side adaptive throttling.
+    Adaptive,
+    /// A circuit breaker.
+    CircuitBreaker,
+}
+
+/// A parameter of the throttles, in the order they are checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThrottleParam {
+    /// token-bucket: bucket size.
+    MaxTokens,
+    /// token-bucket: tokens a success returns.
+    TokenRatio,
+    /// budget: retries allowed as a percentage of requests.
+    BudgetPercent,
+    /// budget: window.
+    BudgetTtl,
+    /// budget: retries per second allowed regardless.
+    BudgetMinPerSec,
+    /// adaptive: the multiplier K.
+    AdaptiveK,
+    /// adaptive: window.
+    AdaptiveWindow,
+    /// circuit-breaker: failure share that opens it.
+    BreakerFailureRatio,
+    /// circuit-breaker: fewest attempts before the ratio counts.
+    BreakerMinRequests,
+    /// circuit-breaker: window of the ratio.
+    BreakerWindow,
+    /// circuit-breaker: consecutive failures that open it.
+    BreakerConsecutive,
+    /// circuit-breaker: how long it stays open.
+    BreakerCooldown,
+    /// circuit-breaker: attempts let through while half-open.
+    BreakerProbes,
+}
+
+impl ThrottleParam {
+    /// Every parameter, in the order they are checked.
+    pub const ALL: [ThrottleParam; 13] = [
+        ThrottleParam::MaxTokens,
+        ThrottleParam::TokenRatio,
+        ThrottleParam::BudgetPercent,
+        ThrottleParam::BudgetTtl,
+        ThrottleParam::BudgetMinPerSec,
+        ThrottleParam::AdaptiveK,
+        ThrottleParam::AdaptiveWindow,
+        ThrottleParam::BreakerFailureRatio,
+        ThrottleParam::BreakerMinRequests,
+        ThrottleParam::BreakerWindow,
+        ThrottleParam::BreakerConsecutive,
+        ThrottleParam::BreakerCooldown,
+        ThrottleParam::BreakerProbes,
+    ];
+
+    /// The throttle that reads this parameter.
+    pub fn of(self) -> ThrottleKind {
+        match self {
+            ThrottleParam::MaxTokens | ThrottleParam::TokenRatio => ThrottleKind::TokenBucket,
+            ThrottleParam::BudgetPercent
+            | ThrottleParam::BudgetTtl
+            | ThrottleParam::BudgetMinPerSec => ThrottleKind::Budget,
+            ThrottleParam::AdaptiveK | ThrottleParam::AdaptiveWindow => ThrottleKind::Adaptive,
+            ThrottleParam::BreakerFailureRatio
+            | ThrottleParam::BreakerMinRequests
+            | ThrottleParam::BreakerWindow
+            | ThrottleParam::BreakerConsecutive
+            | ThrottleParam::BreakerCooldown
+            | ThrottleParam::BreakerProbes => ThrottleKind::CircuitBreaker,
+        }
+    }
+}
+
+/// The throttle parameters a user gave; the others take the throttle's
+/// defaults.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ThrottleParams {
+    /// token-bucket: bucket size (default 10).
+    pub max_tokens: Option<f64>,
+    /// token-bucket: tokens a success returns (default 0.1).
+    pub token_ratio: Option<f64>,
+    /// budget: percentage of requests (default 20).
+    pub budget_percent: Option<f64>,
+    /// budget: window (default 10 s).
+    pub budget_ttl: Option<Duration>,
+    /// budget: retries per second allowed regardless (default 10).
+    pub budget_min_per_sec: Option<f64>,
+    /// adaptive: K (default 2).
+    pub adaptive_k: Option<f64>,
+    /// adaptive: window (default 2 min).
+    pub adaptive_window: Option<Duration>,
+    /// circuit-breaker: failure share (default 0.5).
+    pub breaker_failure_ratio: Option<f64>,
+    /// circuit-breaker: fewest attempts (default 20).
+    pub breaker_min_requests: Option<u64>,
+    /// circuit-breaker: window (default 10 s).
+    pub breaker_window: Option<Duration>,
+    /// circuit-breaker: consecutive failures (default: off).
+    pub breaker_consecutive: Option<u64>,
+    /// circuit-breaker: cool-down (default 5 s).
+    pub breaker_cooldown: Option<Duration>,
+    /// circuit-breaker: probes (default 1).
+    pub breaker_probes: Option<u32>,
+}
+
+impl ThrottleParams {
+    /// Whether the user gave `param`.
+    pub fn given(&self, param: ThrottleParam) -> bool {
+        match param {
+            ThrottleParam::MaxTokens => self.max_tokens.is_some(),
+            ThrottleParam::TokenRatio => self.token_ratio.is_some(),
+            ThrottleParam::BudgetPercent => self.budget_percent.is_some(),
+            ThrottleParam::BudgetTtl => self.budget_ttl.is_some(),
+            ThrottleParam::BudgetMinPerSec => self.budget_min_per_sec.is_some(),
+            ThrottleParam::AdaptiveK => self.adaptive_k.is_some(),
+            ThrottleParam::AdaptiveWindow => self.adaptive_window.is_some(),
+            ThrottleParam::BreakerFailureRatio => self.breaker_failure_ratio.is_some(),
+            ThrottleParam::BreakerMinRequests => self.breaker_min_requests.is_some(),
+            ThrottleParam::BreakerWindow => self.breaker_window.is_some(),
+            ThrottleParam::BreakerConsecutive => self.breaker_consecutive.is_some(),
+            ThrottleParam::BreakerCooldown => self.breaker_cooldown.is_some(),
+            ThrottleParam::BreakerProbes => self.breaker_probes.is_some(),
+        }
+    }
+}
+
+impl ThrottleKind {
+    /// Every throttle, in the catalogue's order.
+    pub const ALL: [ThrottleKind; 4] = [
+        ThrottleKind::TokenBucket,
+        ThrottleKind::Budget,
+        ThrottleKind::Adaptive,
+        ThrottleKind::CircuitBreaker,
+    ];
+
+    /// The name on the command line and in every result.
+    pub fn name(self) -> &'static str {
+        match self {
+            ThrottleKind::TokenBucket => "token-bucket",
+            ThrottleKind::Budget => "budget",
+            ThrottleKind::Adaptive => "adaptive",
+            ThrottleKind::CircuitBreaker => "circuit-breaker",
+        }
+    }
+
+    /// Builds the throttle `kind` (none if `None`) from `params`, with its
+    /// defaults for the rest; refuses a parameter it does not read.
+    pub fn build(
+        kind: Option<ThrottleKind>,
+        params: &ThrottleParams,
+    ) -> Result<Option<ThrottleConfig>, NotRead<ThrottleParam, Option<ThrottleKind>>> {
+        if let Some(param) = ThrottleParam::ALL
+            .into_iter()
+            .find(|&p| params.given(p) && Some(p.of()) != kind)
+        {
+            return Err(NotRead { param, kind });
+        }
+        let secs = Duration::from_secs;
+        Ok(kind.map(|kind| match kind {
+            ThrottleKind::TokenBucket => ThrottleConfig::TokenBucket {
+                max_tokens: params.max_tokens.unwrap_or(10.0),
+                token_ratio: params.token_ratio.unwrap_or(0.1),
+            },
+            ThrottleKind::Budget => ThrottleConfig::Budget {
+                percent: params.budget_percent.unwrap_or(20.0) / 100.0,
+                ttl: params.budget_ttl.unwrap_or(secs(10)),
+                min_per_sec: params.budget_min_per_sec.unwrap_or(10.0),
+            },
+            ThrottleKind::Adaptive => ThrottleConfig::Adaptive {
+                k: params.adaptive_k.unwrap_or(2.0),
+                window: params.adaptive_window.unwrap_or(secs(120)),
+            },
+            ThrottleKind::CircuitBreaker => ThrottleConfig::CircuitBreaker {
+                failure_ratio: params.breaker_failure_ratio.unwrap_or(0.5),
+                min_requests: params.breaker_min_requests.unwrap_or(20),
+                window: params.breaker_window.unwrap_or(secs(10)),
+                consecutive: params.breaker_consecutive,
+                cooldown: params.breaker_cooldown.unwrap_or(secs(5)),
+                probes: params.breaker_probes.unwrap_or(1),
+            },
+        }))
+    }
+}
+
+impl ThrottleConfig {
+    /// Which throttle of the catalogue this is.
+    pub fn kind(&self) -> ThrottleKind {
+        match self {
+            ThrottleConfig::TokenBucket { .. } => ThrottleKind::TokenBucket,
+            ThrottleConfig::Budget { .. } => ThrottleKind::Budget,
+            ThrottleConfig::Adaptive { .. } => ThrottleKind::Adaptive,
+            ThrottleConfig::CircuitBreaker { .. } => ThrottleKind::CircuitBreaker,
+        }
+    }
+
+    /// The throttle's name as the command line spells it.
+    pub fn name(&self) -> &'static str {
+        self.kind().name()
+    }
+}
+
+impl fmt::Display for ThrottleKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}

@@ -42,6 +42,26 @@ impl ValueEnum for StrategyKind {
                 "Google Cloud: min(min * factor^(n-1) + U(0, 1 s), max): 1 s, 2 s, 4 s, ... \
                  plus up to 1000 ms, at most 32 s, at most 10 attempts"
             }
+            StrategyKind::AwsStandard => {
+                "AWS SDKs' standard mode (botocore): U[0,1) * min(min * 2^(n-1), max), \
+                 min 1 s, max 20 s, 3 attempts"
+            }
+            StrategyKind::Grpc => {
+                "gRPC retry policy (A6): min(min * factor^(n-1), max) * U(0.8, 1.2), the \
+                 proposal's example: 100ms, 2, 1s, 4 attempts"
+            }
+            StrategyKind::Envoy => {
+                "Envoy router: U[0, b) ms, b = min, doubled while under max/2, then max: \
+                 25, 50, 100, 200, 250 ms (max 10 x min), 1 retry"
+            }
+            StrategyKind::Finagle => {
+                "Finagle's default: decorrelated jitter, min then d + U[0, upper - d), \
+                 upper = 3d or max once d >= max/3; 5ms to 200ms"
+            }
+            StrategyKind::PollyV2 => {
+                "Polly v8 decorrelated jitter V2: t = k + U[0,1), next = 2^t tanh(sqrt(4t)), \
+                 delay (next - prev) / 1.4 * min; min 2s, 3 retries"
+            }
         };
         Some(PossibleValue::new(self.name()).help(help))
     }
@@ -115,14 +135,16 @@ pub struct StrategyArgs {
     /// fixed: delay before every retry [default: 100ms].
     #[arg(long, alias = "simple-backoff-delay", value_parser = duration, value_name = "DURATION")]
     pub fixed_delay: Option<Duration>,
-    /// First delay or base [default: 100ms; google: 1s].
+    /// First delay or base [default: 100ms; google, aws-standard: 1s; grpc:
+    /// 100ms; envoy: 25ms; finagle: 5ms; polly-v2: 2s].
     #[arg(long, value_parser = positive_duration, value_name = "DURATION")]
     pub min_delay: Option<Duration>,
-    /// Cap on a delay [default: 5m; google: 32s].
+    /// Cap on a delay [default: 5m; google: 32s; aws-standard: 20s; grpc:
+    /// 1s; envoy: 10 x --min-delay; finagle: 200ms; polly-v2: none].
     #[arg(long, value_parser = positive_duration, value_name = "DURATION")]
     pub max_delay: Option<Duration>,
     /// Growth factor, greater than 1 [default: exponential 2.7;
-    /// full-jitter, equal-jitter, google 2; decorrelated-jitter 3].
+    /// full-jitter, equal-jitter, google, grpc 2; decorrelated-jitter 3].
     #[arg(long, value_parser = backoff_factor, value_name = "X")]
     pub factor: Option<f64>,
     /// exponential: standard deviation of the normal jitter, as a fraction

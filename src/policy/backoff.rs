@@ -5,6 +5,7 @@ use std::time::Duration;
 use rand::{Rng, RngExt};
 use rand_distr::StandardNormal;
 
+use super::shipped::ShippedBackoff;
 use crate::model::timescale::compress;
 
 /// The original client's growth factor (Euler's number).
@@ -99,6 +100,9 @@ pub enum Strategy {
         /// Upper bound of the random addition (Google: 1000 ms).
         random: Duration,
     },
+    /// The backoff of a client that ships its own
+    /// ([`crate::policy::shipped`]).
+    Shipped(ShippedBackoff),
 }
 
 impl Strategy {
@@ -167,6 +171,7 @@ impl Strategy {
                 max: s(max),
                 random: s(random),
             },
+            Strategy::Shipped(b) => Strategy::Shipped(b.scaled(k)),
         }
     }
 
@@ -217,6 +222,8 @@ pub struct Backoff {
     last_sleep: Duration,
     /// `b_n` of the exponential schedule, before jitter.
     base: Option<Duration>,
+    /// Polly's `prev`, carried from one retry to the next.
+    polly_prev: f64,
 }
 
 impl Backoff {
@@ -227,6 +234,7 @@ impl Backoff {
             retries: 0,
             last_sleep: think,
             base: None,
+            polly_prev: 0.0,
         }
     }
 
@@ -297,6 +305,7 @@ impl Backoff {
                 let random = uniform(rng, 0.0, random.as_secs_f64());
                 secs(grown.as_secs_f64() + random).min(max)
             }
+            Strategy::Shipped(b) => b.delay(n, Some(self.last_sleep), &mut self.polly_prev, rng),
         };
         self.last_sleep = sleep;
         sleep

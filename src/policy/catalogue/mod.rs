@@ -92,6 +92,76 @@ mod tests {
     }
 
     #[test]
+    fn shipped_clients_take_their_sources_defaults() {
+        use crate::policy::shipped::ShippedBackoff;
+        let none = StrategyParams::default();
+        let secs = Duration::from_secs;
+        let built = |k: StrategyKind| k.build(&none).unwrap();
+        assert_eq!(
+            built(StrategyKind::AwsStandard),
+            Strategy::Shipped(ShippedBackoff::Aws {
+                scale: secs(1),
+                max: secs(20)
+            })
+        );
+        assert_eq!(
+            built(StrategyKind::Grpc),
+            Strategy::Shipped(ShippedBackoff::Grpc {
+                initial: ms(100),
+                multiplier: 2.0,
+                max: secs(1)
+            })
+        );
+        assert_eq!(
+            built(StrategyKind::Envoy),
+            Strategy::Shipped(ShippedBackoff::Envoy {
+                base: ms(25),
+                max: ms(250)
+            })
+        );
+        assert_eq!(
+            built(StrategyKind::Finagle),
+            Strategy::Shipped(ShippedBackoff::Finagle {
+                start: ms(5),
+                max: ms(200)
+            })
+        );
+        assert_eq!(
+            built(StrategyKind::PollyV2),
+            Strategy::Shipped(ShippedBackoff::PollyV2 {
+                base: secs(2),
+                max: Duration::MAX
+            })
+        );
+        // Envoy's maximum follows its base unless given.
+        let base = StrategyParams {
+            min_delay: Some(ms(100)),
+            ..StrategyParams::default()
+        };
+        assert_eq!(
+            StrategyKind::Envoy.build(&base).unwrap(),
+            Strategy::Shipped(ShippedBackoff::Envoy {
+                base: ms(100),
+                max: secs(1)
+            })
+        );
+        let attempts: Vec<Option<u32>> = [
+            StrategyKind::AwsStandard,
+            StrategyKind::Grpc,
+            StrategyKind::Envoy,
+            StrategyKind::Finagle,
+            StrategyKind::PollyV2,
+        ]
+        .into_iter()
+        .map(StrategyKind::default_max_attempts)
+        .collect();
+        assert_eq!(attempts, [Some(3), Some(4), Some(2), None, Some(4)]);
+        for k in StrategyKind::ALL {
+            assert_eq!(built(k).kind(), k, "{k}");
+        }
+    }
+
+    #[test]
     fn a_parameter_of_another_strategy_is_refused_by_name() {
         let params = StrategyParams {
             jitter: Some(0.2),
@@ -116,7 +186,8 @@ mod tests {
                 "full-jitter",
                 "equal-jitter",
                 "decorrelated-jitter",
-                "google"
+                "google",
+                "grpc"
             ]
         );
         let inverted = StrategyParams {

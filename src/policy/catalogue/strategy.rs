@@ -6,6 +6,7 @@ use std::time::Duration;
 use super::not_read::NotRead;
 use crate::policy::backoff::Strategy;
 use crate::policy::retry_limits::RetryLimits;
+use crate::policy::shipped::ShippedBackoff;
 
 /// A retry strategy, by name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -26,6 +27,19 @@ pub enum StrategyKind {
     TruncatedBinary,
     /// Google Cloud's documented algorithm.
     Google,
+    /// The AWS SDKs' standard mode: `U[0,1) * min(2^(n-1) s, 20 s)`, 3
+    /// attempts.
+    AwsStandard,
+    /// gRPC's retry policy (A6): `min(initial * multiplier^(n-1), max) *
+    /// U(0.8, 1.2)`, the proposal's example values.
+    Grpc,
+    /// Envoy's router: `U[0, b)` ms, b = 25, 50, 100, 200, 250, ...; one
+    /// retry.
+    Envoy,
+    /// Finagle's default backoff: decorrelated jitter from 5 ms to 200 ms.
+    Finagle,
+    /// Polly v8's decorrelated jitter V2: base 2 s, 3 retries.
+    PollyV2,
 }
 
 /// A parameter of the strategies, in the order they are checked.
@@ -113,7 +127,7 @@ pub enum StrategyError {
 
 impl StrategyKind {
     /// Every strategy, in the catalogue's order.
-    pub const ALL: [StrategyKind; 8] = [
+    pub const ALL: [StrategyKind; 13] = [
         StrategyKind::Fixed,
         StrategyKind::Exponential,
         StrategyKind::Exponential2014,
@@ -122,6 +136,11 @@ impl StrategyKind {
         StrategyKind::DecorrelatedJitter,
         StrategyKind::TruncatedBinary,
         StrategyKind::Google,
+        StrategyKind::AwsStandard,
+        StrategyKind::Grpc,
+        StrategyKind::Envoy,
+        StrategyKind::Finagle,
+        StrategyKind::PollyV2,
     ];
 
     /// The name on the command line and in every result.
@@ -135,7 +154,24 @@ impl StrategyKind {
             StrategyKind::DecorrelatedJitter => "decorrelated-jitter",
             StrategyKind::TruncatedBinary => "truncated-binary",
             StrategyKind::Google => "google",
+            StrategyKind::AwsStandard => "aws-standard",
+            StrategyKind::Grpc => "grpc",
+            StrategyKind::Envoy => "envoy",
+            StrategyKind::Finagle => "finagle",
+            StrategyKind::PollyV2 => "polly-v2",
         }
+    }
+
+    /// The strategies of clients that ship their own policy.
+    fn shipped(self) -> bool {
+        matches!(
+            self,
+            StrategyKind::AwsStandard
+                | StrategyKind::Grpc
+                | StrategyKind::Envoy
+                | StrategyKind::Finagle
+                | StrategyKind::PollyV2
+        )
     }
 
     /// The strategy of that name.
@@ -159,9 +195,8 @@ impl StrategyKind {
     pub fn reads(self, param: StrategyParam) -> bool {
         match param {
             StrategyParam::FixedDelay => self == StrategyKind::Fixed,
-            StrategyParam::MinDelay | StrategyParam::MaxDelay | StrategyParam::Factor => {
-                self.grows()
-            }
+            StrategyParam::MinDelay | StrategyParam::MaxDelay => self.grows() || self.shipped(),
+            StrategyParam::Factor => self.grows() || self == StrategyKind::Grpc,
             StrategyParam::Jitter => self == StrategyKind::Exponential,
             StrategyParam::SlotTime | StrategyParam::Ceiling | StrategyParam::StayAtCeiling => {
                 self == StrategyKind::TruncatedBinary
@@ -170,9 +205,18 @@ impl StrategyKind {
     }
 
     /// The attempt limit a strategy has unless one is given: Google's
-    /// documents require a limit without fixing it; 10 here.
+    /// documents require a limit without fixing it, 10 here; the AWS SDKs
+    /// make 3 attempts, gRPC's proposal's example 4 (its limit is 5), Envoy
+    /// 2 (one retry), Polly 4 (three retries); Finagle's budget is its only
+    /// limit.
     pub fn default_max_attempts(self) -> Option<u32> {
-        (self == StrategyKind::Google).then_some(10)
+        match self {
+            StrategyKind::Google => Some(10),
+            StrategyKind::AwsStandard => Some(3),
+            StrategyKind::Grpc | StrategyKind::PollyV2 => Some(4),
+            StrategyKind::Envoy => Some(2),
+            _ => None,
+        }
     }
 
     /// The retry limits of this strategy: `given` with the strategy's
@@ -194,8 +238,14 @@ impl StrategyKind {
             return Err(StrategyError::NotRead(NotRead { param, kind: self }));
         }
         let ms = Duration::from_millis;
+        let secs = Duration::from_secs;
         let (min_default, max_default, factor_default) = match self {
-            StrategyKind::Google => (Duration::from_secs(1), Duration::from_secs(32), 2.0),
+            StrategyKind::Google => (secs(1), secs(32), 2.0),
+            StrategyKind::AwsStandard => (secs(1), secs(20), 2.0),
+            StrategyKind::Grpc => (ms(100), secs(1), 2.0),
+            StrategyKind::Envoy => (ms(25), ms(250), 2.0),
+            StrategyKind::Finagle => (ms(5), ms(200), 3.0),
+            StrategyKind::PollyV2 => (secs(2), Duration::MAX, 2.0),
             StrategyKind::Exponential => (ms(100), Duration::from_secs(300), 2.7),
             StrategyKind::DecorrelatedJitter => (ms(100), Duration::from_secs(300), 3.0),
             _ => (ms(100), Duration::from_secs(300), 2.0),
@@ -203,7 +253,7 @@ impl StrategyKind {
         let min = params.min_delay.unwrap_or(min_default);
         let max = params.max_delay.unwrap_or(max_default);
         let factor = params.factor.unwrap_or(factor_default);
-        if self.grows() && min > max {
+        if (self.grows() || self.shipped()) && min > max {
             return Err(StrategyError::MinOverMax);
         }
         Ok(match self {
@@ -243,6 +293,19 @@ impl StrategyKind {
                 max,
                 random: ms(1000),
             },
+            StrategyKind::AwsStandard => Strategy::Shipped(ShippedBackoff::Aws { scale: min, max }),
+            StrategyKind::Grpc => Strategy::Shipped(ShippedBackoff::Grpc {
+                initial: min,
+                multiplier: factor,
+                max,
+            }),
+            StrategyKind::Envoy => Strategy::Shipped(ShippedBackoff::Envoy {
+                base: min,
+                // Envoy's maximum is ten times the base unless given.
+                max: params.max_delay.unwrap_or(min * 10),
+            }),
+            StrategyKind::Finagle => Strategy::Shipped(ShippedBackoff::Finagle { start: min, max }),
+            StrategyKind::PollyV2 => Strategy::Shipped(ShippedBackoff::PollyV2 { base: min, max }),
         })
     }
 }
@@ -261,6 +324,13 @@ impl Strategy {
             Strategy::DecorrelatedJitter { .. } => StrategyKind::DecorrelatedJitter,
             Strategy::TruncatedBinary { .. } => StrategyKind::TruncatedBinary,
             Strategy::Google { .. } => StrategyKind::Google,
+            Strategy::Shipped(b) => match b {
+                ShippedBackoff::Aws { .. } => StrategyKind::AwsStandard,
+                ShippedBackoff::Grpc { .. } => StrategyKind::Grpc,
+                ShippedBackoff::Envoy { .. } => StrategyKind::Envoy,
+                ShippedBackoff::Finagle { .. } => StrategyKind::Finagle,
+                ShippedBackoff::PollyV2 { .. } => StrategyKind::PollyV2,
+            },
         }
     }
 

@@ -5,6 +5,10 @@
 
 use std::time::Duration;
 
+use rand::{Rng, RngExt};
+
+use crate::model::timescale::compress;
+
 /// A delay in seconds, saturating and never negative.
 fn secs(s: f64) -> Duration {
     if s.is_nan() || s <= 0.0 {
@@ -133,6 +137,74 @@ pub enum ShippedBackoff {
         /// Cap.
         max: Duration,
     },
+}
+
+impl ShippedBackoff {
+    /// The delay before retry `n` (from 1), drawing from `rng`. `previous`
+    /// is the sleep before the failed attempt (Finagle's `d`; none before
+    /// the first retry); `polly_prev` carries Polly's `prev` (0 at first).
+    pub fn delay<R: Rng + ?Sized>(
+        &self,
+        n: u32,
+        previous: Option<Duration>,
+        polly_prev: &mut f64,
+        rng: &mut R,
+    ) -> Duration {
+        match *self {
+            ShippedBackoff::Aws { scale, max } => aws_delay(n, rng.random(), scale, max, None),
+            ShippedBackoff::Grpc {
+                initial,
+                multiplier,
+                max,
+            } => grpc_delay(n, rng.random_range(0.8..1.2), initial, multiplier, max),
+            ShippedBackoff::Envoy { base, max } => {
+                let (base_ms, max_ms) = (base.as_millis() as u64, max.as_millis() as u64);
+                let bound = envoy_bound(n, base_ms, max_ms);
+                let r: u64 = rng.random();
+                Duration::from_millis((r % bound).min(max_ms))
+            }
+            ShippedBackoff::Finagle { start, max } => {
+                finagle_next(previous.filter(|_| n > 1), rng.random(), start, max)
+            }
+            ShippedBackoff::PollyV2 { base, max } => {
+                let (delay, next) = polly_v2_next(n - 1, rng.random(), *polly_prev, base, max);
+                *polly_prev = next;
+                delay
+            }
+        }
+    }
+
+    /// The same backoff with every duration divided by `k`.
+    pub fn scaled(&self, k: f64) -> ShippedBackoff {
+        let s = |d: Duration| compress(d, k);
+        match *self {
+            ShippedBackoff::Aws { scale, max } => ShippedBackoff::Aws {
+                scale: s(scale),
+                max: s(max),
+            },
+            ShippedBackoff::Grpc {
+                initial,
+                multiplier,
+                max,
+            } => ShippedBackoff::Grpc {
+                initial: s(initial),
+                multiplier,
+                max: s(max),
+            },
+            ShippedBackoff::Envoy { base, max } => ShippedBackoff::Envoy {
+                base: s(base),
+                max: s(max),
+            },
+            ShippedBackoff::Finagle { start, max } => ShippedBackoff::Finagle {
+                start: s(start),
+                max: s(max),
+            },
+            ShippedBackoff::PollyV2 { base, max } => ShippedBackoff::PollyV2 {
+                base: s(base),
+                max: s(max),
+            },
+        }
+    }
 }
 
 #[cfg(test)]

@@ -120,7 +120,10 @@ impl ClientArgs {
     /// Checks the flags together and builds the client's configuration.
     pub fn config(&self) -> Result<ClientConfig, clap::Error> {
         let strategy = self.retry.strategy().map_err(conflict)?;
-        let throttle = self.throttle.throttle().map_err(conflict)?;
+        let throttle = self
+            .throttle
+            .throttle(self.retry.kind())
+            .map_err(conflict)?;
         let config = ClientConfig {
             url: self.url.clone(),
             clients: self.clients,

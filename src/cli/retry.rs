@@ -83,6 +83,22 @@ impl ValueEnum for ThrottleKind {
                  max(0, (requests - K * accepts) / (requests + 1))"
             }
             ThrottleKind::CircuitBreaker => "Closed, open for a cool-down, half-open probes",
+            ThrottleKind::AwsQuota => {
+                "AWS SDKs' retry quota: 500, a retry takes 5 (10 after a timeout), a success \
+                 gives 1 back (after retries: the last cost); no quota, no retry"
+            }
+            ThrottleKind::AwsQuota2026 => "The AWS quota with the 2026 variant's cost of 14",
+            ThrottleKind::TowerBudget => {
+                "tower TpsBudget: 10 s, 10/s, 20 %; a success deposits 1, a retry withdraws \
+                 trunc(1/0.2) = 5"
+            }
+            ThrottleKind::FinagleBudget => {
+                "Finagle RetryBudget: 10 s, 10/s, 20 %; a request deposits 1000, a retry \
+                 withdraws 5000"
+            }
+            ThrottleKind::EnvoyBudget => {
+                "Envoy retry budget: retries in flight < max(20 % of requests in flight, 3)"
+            }
         };
         Some(PossibleValue::new(self.name()).help(help))
     }
@@ -230,9 +246,14 @@ impl LimitArgs {
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Retry throttle")]
 pub struct ThrottleArgs {
-    /// Retry throttle shared by all clients [default: none].
+    /// Retry throttle shared by all clients [default: none; aws-standard:
+    /// aws-quota; grpc: token-bucket; envoy: envoy-budget; finagle:
+    /// finagle-budget].
     #[arg(long, value_enum, value_name = "NAME")]
     pub throttle: Option<ThrottleKind>,
+    /// No throttle, not even the one a shipped client's strategy brings.
+    #[arg(long, conflicts_with = "throttle")]
+    pub no_throttle: bool,
     /// token-bucket: bucket size [default: 10].
     #[arg(long, value_parser = positive, value_name = "X")]
     pub max_tokens: Option<f64>,
@@ -277,7 +298,14 @@ pub struct ThrottleArgs {
 
 impl ThrottleArgs {
     /// Builds the throttle, or says which flags are wrong for it.
-    pub fn throttle(&self) -> Result<Option<ThrottleConfig>, String> {
+    /// The strategy's own throttle applies unless another (or none) is
+    /// chosen.
+    pub fn throttle(&self, strategy: StrategyKind) -> Result<Option<ThrottleConfig>, String> {
+        let kind = if self.no_throttle {
+            None
+        } else {
+            self.throttle.or(strategy.default_throttle())
+        };
         let params = ThrottleParams {
             max_tokens: self.max_tokens,
             token_ratio: self.token_ratio,
@@ -293,7 +321,7 @@ impl ThrottleArgs {
             breaker_cooldown: self.breaker_cooldown,
             breaker_probes: self.breaker_probes,
         };
-        ThrottleKind::build(self.throttle, &params).map_err(|NotRead { param, kind }| {
+        ThrottleKind::build(kind, &params).map_err(|NotRead { param, kind }| {
             stray(
                 throttle_flag(param),
                 "--throttle",

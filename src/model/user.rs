@@ -12,7 +12,7 @@ use rand::Rng;
 
 use super::arrivals::ThinkTime;
 use super::outcome::{AttemptRecord, Outcome, RequestRecord};
-use crate::policy::{Backoff, Decision, Next, RetryLimits, Strategy};
+use crate::policy::{AttemptKind, Backoff, Decision, Next, RetryLimits, Strategy};
 
 /// What every user of a run shares: think times, timeout and policy.
 #[derive(Debug, Clone, Copy)]
@@ -62,6 +62,8 @@ pub struct User<R> {
     due: Duration,
     backoff: Backoff,
     attempts: u32,
+    /// How the previous attempt of the current request ended.
+    last: Option<Outcome>,
     /// How late the attempt in hand started.
     lateness: Duration,
 }
@@ -76,6 +78,7 @@ impl<R: Rng> User<R> {
             due: now.saturating_add(think),
             backoff: Backoff::new(think),
             attempts: 0,
+            last: None,
             lateness: Duration::ZERO,
         }
     }
@@ -88,6 +91,15 @@ impl<R: Rng> User<R> {
     /// Whether the next attempt is a retry.
     pub fn is_retry(&self) -> bool {
         self.attempts > 0
+    }
+
+    /// What a throttle is told of the attempt that is due (or in flight):
+    /// whether it is a retry, and whether the attempt before it timed out.
+    pub fn attempt_kind(&self) -> AttemptKind {
+        AttemptKind {
+            retry: self.is_retry(),
+            after_timeout: self.last == Some(Outcome::Timeout),
+        }
     }
 
     /// The user's random stream (a throttle's draws come from it too).
@@ -149,6 +161,7 @@ impl<R: Rng> User<R> {
             lateness: self.lateness,
         };
         self.attempts += 1;
+        self.last = Some(outcome);
         let elapsed = now.saturating_sub(self.first);
         let ended = |latency| RequestRecord {
             attempts: self.attempts,
@@ -183,6 +196,7 @@ impl<R: Rng> User<R> {
         self.due = self.first;
         self.backoff = Backoff::new(think);
         self.attempts = 0;
+        self.last = None;
     }
 }
 

@@ -21,7 +21,7 @@ use crate::model::arrivals::user_rng;
 use crate::model::client::ClientConfig;
 use crate::model::outcome::Outcome;
 use crate::model::user::{Attempt, Rules, User};
-use crate::policy::{Decision, Throttle};
+use crate::policy::{AttemptKind, Decision, Throttle};
 use crate::report::counts::ClientRecorder;
 use crate::report::output::CsvError;
 use crate::report::rows::unix_ms;
@@ -77,22 +77,21 @@ impl Shared {
             .unwrap_or(self.epoch + CENTURY)
     }
 
-    fn throttle_decision(&self, is_retry: bool, rng: &mut impl rand::Rng) -> Decision {
+    fn throttle_decision(&self, kind: AttemptKind, rng: &mut impl rand::Rng) -> Decision {
         match &self.throttle {
-            Some(t) => {
-                t.lock()
-                    .expect("throttle lock poisoned")
-                    .before_attempt(is_retry, self.now(), rng)
-            }
+            Some(t) => t
+                .lock()
+                .expect("throttle lock poisoned")
+                .before(kind, self.now(), rng),
             None => Decision::Allow,
         }
     }
 
-    fn throttle_record(&self, ok: bool) {
+    fn throttle_record(&self, ok: bool, kind: AttemptKind) {
         if let Some(t) = &self.throttle {
             t.lock()
                 .expect("throttle lock poisoned")
-                .after_attempt(ok, self.now());
+                .after(ok, kind, self.now());
         }
     }
 }
@@ -104,14 +103,15 @@ async fn user(shared: Arc<Shared>, seed: u64, index: u64, start: Duration) {
     let mut user = User::new(rules, user_rng(seed, index), start);
     loop {
         shared.timer.sleep_until(shared.at(user.due())).await;
-        let decision = shared.throttle_decision(user.is_retry(), user.rng());
+        let kind = user.attempt_kind();
+        let decision = shared.throttle_decision(kind, user.rng());
         match user.begin(rules, decision, shared.now()) {
             Attempt::Refused(request) => shared.recorder.request_finished(request),
             Attempt::Rejected(finished) => shared.recorder.finished(finished),
             Attempt::Send { deadline } => {
                 shared.recorder.attempt_started();
                 let (outcome, retry_after) = shared.pool.attempt(shared.at(deadline)).await;
-                shared.throttle_record(outcome == Outcome::Ok);
+                shared.throttle_record(outcome == Outcome::Ok, kind);
                 let finished = user.finish(rules, outcome, retry_after, shared.now());
                 shared.recorder.finished(finished);
             }

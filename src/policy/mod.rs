@@ -19,4 +19,5 @@ pub use catalogue::{
     ThrottleParam, ThrottleParams,
 };
 pub use retry_limits::{MAX_RETRY_AFTER, Next, RetryLimits, format_retry_after, parse_retry_after};
+pub use shipped::AttemptKind;
 pub use throttle::{Decision, Throttle, ThrottleConfig};

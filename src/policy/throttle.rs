@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use rand::{Rng, RngExt};
 
+use super::shipped::{AttemptKind, ShippedThrottle, ShippedThrottleConfig};
 use crate::model::timescale::compress;
 
 /// Throttle parameters, as chosen on the command line.
@@ -62,6 +63,8 @@ pub enum ThrottleConfig {
         /// Attempts let through while half-open.
         probes: u32,
     },
+    /// A shipped client's budget ([`crate::policy::shipped`]).
+    Shipped(ShippedThrottleConfig),
 }
 
 impl ThrottleConfig {
@@ -99,6 +102,7 @@ impl ThrottleConfig {
                 cooldown: s(cooldown),
                 probes,
             },
+            ThrottleConfig::Shipped(c) => ThrottleConfig::Shipped(c.scaled(k)),
         }
     }
 }
@@ -202,6 +206,7 @@ enum State {
         window: Window,
         consecutive: u64,
     },
+    Shipped(ShippedThrottle),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -236,6 +241,7 @@ impl Throttle {
                 window: Window::new(window),
                 consecutive: 0,
             },
+            ThrottleConfig::Shipped(c) => State::Shipped(ShippedThrottle::new(c)),
         };
         Throttle { config, state }
     }
@@ -245,13 +251,31 @@ impl Throttle {
         &self.config
     }
 
-    /// Asks whether an attempt may go out at `now`.
+    /// Asks whether an attempt may go out at `now` (a retry or not).
     pub fn before_attempt<R: Rng + ?Sized>(
         &mut self,
         is_retry: bool,
         now: Duration,
         rng: &mut R,
     ) -> Decision {
+        let kind = AttemptKind {
+            retry: is_retry,
+            after_timeout: false,
+        };
+        self.before(kind, now, rng)
+    }
+
+    /// Asks whether an attempt of `kind` may go out at `now`.
+    pub fn before<R: Rng + ?Sized>(
+        &mut self,
+        kind: AttemptKind,
+        now: Duration,
+        rng: &mut R,
+    ) -> Decision {
+        let is_retry = kind.retry;
+        if let State::Shipped(t) = &mut self.state {
+            return t.before(kind, now);
+        }
         match (&mut self.state, self.config) {
             (State::TokenBucket { tokens }, ThrottleConfig::TokenBucket { max_tokens, .. }) => {
                 if is_retry && *tokens <= max_tokens / 2.0 {
@@ -316,6 +340,15 @@ impl Throttle {
 
     /// Records how an attempt that went out ended (`ok`: a 2xx answer).
     pub fn after_attempt(&mut self, ok: bool, now: Duration) {
+        self.after(ok, AttemptKind::default(), now);
+    }
+
+    /// Records how an attempt of `kind` that went out ended.
+    pub fn after(&mut self, ok: bool, kind: AttemptKind, now: Duration) {
+        if let State::Shipped(t) = &mut self.state {
+            t.after(ok, kind, now);
+            return;
+        }
         match (&mut self.state, self.config) {
             (
                 State::TokenBucket { tokens },
@@ -391,6 +424,7 @@ impl Throttle {
                 Phase::Open { .. } => "open".to_string(),
                 Phase::HalfOpen { .. } => "half-open".to_string(),
             },
+            State::Shipped(t) => format!("{t:?}"),
         }
     }
 }

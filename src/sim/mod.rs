@@ -251,7 +251,10 @@ impl Engine {
     fn due(&mut self, user: u32, now: Duration) {
         let slot = &mut self.slots[user as usize];
         let decision = match &mut self.throttle {
-            Some(t) => t.before_attempt(slot.user.is_retry(), now, slot.user.rng()),
+            Some(t) => {
+                let kind = slot.user.attempt_kind();
+                t.before(kind, now, slot.user.rng())
+            }
             None => Decision::Allow,
         };
         match slot.user.begin(&self.rules, decision, now) {
@@ -310,10 +313,10 @@ impl Engine {
         now: Duration,
         instant: bool,
     ) {
-        if let Some(t) = &mut self.throttle {
-            t.after_attempt(outcome == Outcome::Ok, now);
-        }
         let slot = &mut self.slots[user as usize];
+        if let Some(t) = &mut self.throttle {
+            t.after(outcome == Outcome::Ok, slot.user.attempt_kind(), now);
+        }
         slot.generation = (slot.generation + 1) & GENERATION_MASK;
         slot.state = State::Idle;
         let finished = slot.user.finish(&self.rules, outcome, retry_after, now);

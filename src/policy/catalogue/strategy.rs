@@ -4,6 +4,7 @@ use std::fmt;
 use std::time::Duration;
 
 use super::not_read::NotRead;
+use super::throttle::ThrottleKind;
 use crate::policy::backoff::Strategy;
 use crate::policy::retry_limits::RetryLimits;
 use crate::policy::shipped::ShippedBackoff;
@@ -215,6 +216,20 @@ impl StrategyKind {
             StrategyKind::AwsStandard => Some(3),
             StrategyKind::Grpc | StrategyKind::PollyV2 => Some(4),
             StrategyKind::Envoy => Some(2),
+            _ => None,
+        }
+    }
+
+    /// The throttle a shipped client brings unless one is given: the AWS
+    /// SDKs' retry quota, gRPC's retry throttling (the proposal's example:
+    /// 10 tokens, 0.1 a success), Envoy's concurrent-retry budget,
+    /// Finagle's RetryBudget.
+    pub fn default_throttle(self) -> Option<ThrottleKind> {
+        match self {
+            StrategyKind::AwsStandard => Some(ThrottleKind::AwsQuota),
+            StrategyKind::Grpc => Some(ThrottleKind::TokenBucket),
+            StrategyKind::Envoy => Some(ThrottleKind::EnvoyBudget),
+            StrategyKind::Finagle => Some(ThrottleKind::FinagleBudget),
             _ => None,
         }
     }

@@ -4,6 +4,7 @@ use std::fmt;
 use std::time::Duration;
 
 use super::not_read::NotRead;
+use crate::policy::shipped::ShippedThrottleConfig;
 use crate::policy::throttle::ThrottleConfig;
 
 /// A retry throttle, by name.
@@ -17,6 +18,16 @@ pub enum ThrottleKind {
     Adaptive,
     /// A circuit breaker.
     CircuitBreaker,
+    /// The AWS SDKs' process-wide retry quota.
+    AwsQuota,
+    /// The AWS quota with the 2026 variant's costs.
+    AwsQuota2026,
+    /// tower's `TpsBudget`.
+    TowerBudget,
+    /// Finagle's `RetryBudget`.
+    FinagleBudget,
+    /// Envoy's concurrent-retry budget.
+    EnvoyBudget,
 }
 
 /// A parameter of the throttles, in the order they are checked.
@@ -141,11 +152,16 @@ impl ThrottleParams {
 
 impl ThrottleKind {
     /// Every throttle, in the catalogue's order.
-    pub const ALL: [ThrottleKind; 4] = [
+    pub const ALL: [ThrottleKind; 9] = [
         ThrottleKind::TokenBucket,
         ThrottleKind::Budget,
         ThrottleKind::Adaptive,
         ThrottleKind::CircuitBreaker,
+        ThrottleKind::AwsQuota,
+        ThrottleKind::AwsQuota2026,
+        ThrottleKind::TowerBudget,
+        ThrottleKind::FinagleBudget,
+        ThrottleKind::EnvoyBudget,
     ];
 
     /// The name on the command line and in every result.
@@ -155,6 +171,11 @@ impl ThrottleKind {
             ThrottleKind::Budget => "budget",
             ThrottleKind::Adaptive => "adaptive",
             ThrottleKind::CircuitBreaker => "circuit-breaker",
+            ThrottleKind::AwsQuota => "aws-quota",
+            ThrottleKind::AwsQuota2026 => "aws-quota-2026",
+            ThrottleKind::TowerBudget => "tower-budget",
+            ThrottleKind::FinagleBudget => "finagle-budget",
+            ThrottleKind::EnvoyBudget => "envoy-budget",
         }
     }
 
@@ -193,6 +214,17 @@ impl ThrottleKind {
                 cooldown: params.breaker_cooldown.unwrap_or(secs(5)),
                 probes: params.breaker_probes.unwrap_or(1),
             },
+            ThrottleKind::AwsQuota => ThrottleConfig::Shipped(ShippedThrottleConfig::AwsQuota {
+                variant_2026: false,
+            }),
+            ThrottleKind::AwsQuota2026 => {
+                ThrottleConfig::Shipped(ShippedThrottleConfig::AwsQuota { variant_2026: true })
+            }
+            ThrottleKind::TowerBudget => ThrottleConfig::Shipped(ShippedThrottleConfig::tower()),
+            ThrottleKind::FinagleBudget => {
+                ThrottleConfig::Shipped(ShippedThrottleConfig::finagle())
+            }
+            ThrottleKind::EnvoyBudget => ThrottleConfig::Shipped(ShippedThrottleConfig::Envoy),
         }))
     }
 }
@@ -205,6 +237,17 @@ impl ThrottleConfig {
             ThrottleConfig::Budget { .. } => ThrottleKind::Budget,
             ThrottleConfig::Adaptive { .. } => ThrottleKind::Adaptive,
             ThrottleConfig::CircuitBreaker { .. } => ThrottleKind::CircuitBreaker,
+            ThrottleConfig::Shipped(c) => match c {
+                ShippedThrottleConfig::AwsQuota {
+                    variant_2026: false,
+                } => ThrottleKind::AwsQuota,
+                ShippedThrottleConfig::AwsQuota { variant_2026: true } => {
+                    ThrottleKind::AwsQuota2026
+                }
+                ShippedThrottleConfig::Tower { .. } => ThrottleKind::TowerBudget,
+                ShippedThrottleConfig::Finagle { .. } => ThrottleKind::FinagleBudget,
+                ShippedThrottleConfig::Envoy => ThrottleKind::EnvoyBudget,
+            },
         }
     }
 

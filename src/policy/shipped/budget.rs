@@ -49,15 +49,20 @@ impl AwsQuota {
     /// allows it (the request remembers it), `None` if the request must
     /// fail instead.
     pub fn acquire(&mut self, after_timeout: bool) -> Option<u32> {
-        let amount = if after_timeout {
-            self.timeout_cost
-        } else {
-            self.cost
-        };
+        let amount = self.cost_of(after_timeout);
         (amount <= self.available).then(|| {
             self.available -= amount;
             amount
         })
+    }
+
+    /// What a retry costs after a timeout or another failure.
+    pub fn cost_of(&self, after_timeout: bool) -> u32 {
+        if after_timeout {
+            self.timeout_cost
+        } else {
+            self.cost
+        }
     }
 
     /// A success: `last_cost` is what the request's last retry took (none

@@ -1,0 +1,285 @@
+//! The shipped clients' budgets as throttles: what each asks before an
+//! attempt goes out and learns when it ends.
+
+use std::time::Duration;
+
+use super::budget::{AwsQuota, EnvoyRetryBudget, FinagleBudget, TpsBudget};
+use crate::model::timescale::compress;
+use crate::policy::Decision;
+
+/// What a throttle is told about an attempt: whether it is a retry, and
+/// whether the failure before it was a timeout (the AWS quota charges
+/// those double).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AttemptKind {
+    /// Not the first attempt of its logical request.
+    pub retry: bool,
+    /// The attempt before it timed out.
+    pub after_timeout: bool,
+}
+
+/// A shipped client's budget, with its source's defaults.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ShippedThrottleConfig {
+    /// The AWS SDKs' process-wide retry quota (500; cost 5, 10 after a
+    /// timeout; the 2026 variant: 14).
+    AwsQuota {
+        /// The 2026 variant's costs.
+        variant_2026: bool,
+    },
+    /// tower's `TpsBudget` (10 s, 10/s, 20 %), deposited by each success
+    /// as tower's documented policy does.
+    Tower {
+        /// ttl.
+        ttl: Duration,
+        /// Retries a second allowed regardless (10; multiplied when time
+        /// is compressed).
+        min_per_sec: u32,
+    },
+    /// Finagle's `RetryBudget` (10 s, 10/s, 20 %), deposited by each
+    /// request.
+    Finagle {
+        /// ttl.
+        ttl: Duration,
+        /// Retries a second allowed regardless.
+        min_per_sec: u32,
+    },
+    /// Envoy's concurrent-retry budget (20 % of active requests, at least
+    /// 3).
+    Envoy,
+}
+
+impl ShippedThrottleConfig {
+    /// tower's defaults.
+    pub fn tower() -> Self {
+        ShippedThrottleConfig::Tower {
+            ttl: Duration::from_secs(10),
+            min_per_sec: 10,
+        }
+    }
+
+    /// Finagle's defaults.
+    pub fn finagle() -> Self {
+        ShippedThrottleConfig::Finagle {
+            ttl: Duration::from_secs(10),
+            min_per_sec: 10,
+        }
+    }
+
+    /// The same budget with time compressed `k` times: shorter windows,
+    /// and as many retries allowed within them.
+    pub fn scaled(self, k: f64) -> Self {
+        let rate = |r: u32| (f64::from(r) * k).round() as u32;
+        match self {
+            ShippedThrottleConfig::Tower { ttl, min_per_sec } => ShippedThrottleConfig::Tower {
+                ttl: compress(ttl, k),
+                min_per_sec: rate(min_per_sec),
+            },
+            ShippedThrottleConfig::Finagle { ttl, min_per_sec } => ShippedThrottleConfig::Finagle {
+                ttl: compress(ttl, k),
+                min_per_sec: rate(min_per_sec),
+            },
+            other => other,
+        }
+    }
+}
+
+/// A shipped client's budget and its state.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ShippedThrottle {
+    /// The AWS retry quota, with the 2026 variant's throttling cost.
+    AwsQuota(AwsQuota),
+    /// tower's budget.
+    Tower(TpsBudget),
+    /// Finagle's budget.
+    Finagle(FinagleBudget),
+    /// Envoy's budget, with the requests and the retries in flight.
+    Envoy {
+        /// The budget.
+        budget: EnvoyRetryBudget,
+        /// Attempts in flight.
+        active: u64,
+        /// Retries in flight.
+        retrying: u64,
+    },
+}
+
+impl ShippedThrottle {
+    /// A fresh budget.
+    pub fn new(config: ShippedThrottleConfig) -> Self {
+        match config {
+            ShippedThrottleConfig::AwsQuota { variant_2026 } => {
+                ShippedThrottle::AwsQuota(if variant_2026 {
+                    AwsQuota::variant_2026()
+                } else {
+                    AwsQuota::standard()
+                })
+            }
+            ShippedThrottleConfig::Tower { ttl, min_per_sec } => {
+                ShippedThrottle::Tower(TpsBudget::new(ttl, min_per_sec, 0.2))
+            }
+            ShippedThrottleConfig::Finagle { ttl, min_per_sec } => {
+                ShippedThrottle::Finagle(FinagleBudget::new(ttl, min_per_sec, 0.2))
+            }
+            ShippedThrottleConfig::Envoy => ShippedThrottle::Envoy {
+                budget: EnvoyRetryBudget::default(),
+                active: 0,
+                retrying: 0,
+            },
+        }
+    }
+
+    /// Whether an attempt of `kind` may go out at `now`: a retry the
+    /// budget refuses is given up, and its request fails.
+    pub fn before(&mut self, kind: AttemptKind, now: Duration) -> Decision {
+        let allowed = match self {
+            ShippedThrottle::AwsQuota(quota) => {
+                !kind.retry || quota.acquire(kind.after_timeout).is_some()
+            }
+            ShippedThrottle::Tower(budget) => !kind.retry || budget.withdraw(now),
+            ShippedThrottle::Finagle(budget) => {
+                if kind.retry {
+                    budget.withdraw(now)
+                } else {
+                    budget.deposit(now);
+                    true
+                }
+            }
+            ShippedThrottle::Envoy {
+                budget,
+                active,
+                retrying,
+            } => {
+                let ok = !kind.retry || budget.allows(*retrying, *active);
+                if ok {
+                    *active += 1;
+                    *retrying += u64::from(kind.retry);
+                }
+                ok
+            }
+        };
+        if allowed {
+            Decision::Allow
+        } else {
+            Decision::GiveUp
+        }
+    }
+
+    /// An attempt of `kind` that went out ended at `now`, `ok` or not.
+    pub fn after(&mut self, ok: bool, kind: AttemptKind, now: Duration) {
+        match self {
+            ShippedThrottle::AwsQuota(quota) => {
+                if ok {
+                    // The success of a retry gives back what that retry
+                    // took: the last cost of its request.
+                    let last = kind.retry.then(|| quota.cost_of(kind.after_timeout));
+                    quota.release(last);
+                }
+            }
+            ShippedThrottle::Tower(budget) => {
+                if ok {
+                    budget.deposit(now);
+                }
+            }
+            ShippedThrottle::Finagle(_) => {}
+            ShippedThrottle::Envoy {
+                active, retrying, ..
+            } => {
+                *active = active.saturating_sub(1);
+                if kind.retry {
+                    *retrying = retrying.saturating_sub(1);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FIRST: AttemptKind = AttemptKind {
+        retry: false,
+        after_timeout: false,
+    };
+    const RETRY: AttemptKind = AttemptKind {
+        retry: true,
+        after_timeout: false,
+    };
+    const RETRY_AFTER_TIMEOUT: AttemptKind = AttemptKind {
+        retry: true,
+        after_timeout: true,
+    };
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn the_aws_quota_charges_retries_and_refunds_successes() {
+        let mut t = ShippedThrottle::new(ShippedThrottleConfig::AwsQuota {
+            variant_2026: false,
+        });
+        // 50 retries after timeouts use up the 500.
+        for _ in 0..50 {
+            assert_eq!(t.before(RETRY_AFTER_TIMEOUT, ms(0)), Decision::Allow);
+        }
+        assert_eq!(t.before(RETRY, ms(0)), Decision::GiveUp);
+        assert_eq!(
+            t.before(FIRST, ms(0)),
+            Decision::Allow,
+            "first attempts are free"
+        );
+        // A clean success gives 1, a retry's success its cost (10 here).
+        t.after(true, FIRST, ms(0));
+        t.after(true, RETRY_AFTER_TIMEOUT, ms(0));
+        t.after(false, RETRY, ms(0));
+        let ShippedThrottle::AwsQuota(q) = &t else {
+            unreachable!()
+        };
+        assert_eq!(q.available(), 11);
+    }
+
+    #[test]
+    fn envoy_counts_retries_in_flight_against_a_fifth_of_all() {
+        let mut t = ShippedThrottle::new(ShippedThrottleConfig::Envoy);
+        for _ in 0..3 {
+            assert_eq!(t.before(RETRY, ms(0)), Decision::Allow);
+        }
+        assert_eq!(t.before(RETRY, ms(0)), Decision::GiveUp, "at least 3");
+        // 17 first attempts in flight: 20 active, a fifth is 4.
+        for _ in 0..17 {
+            t.before(FIRST, ms(0));
+        }
+        assert_eq!(t.before(RETRY, ms(0)), Decision::Allow);
+        assert_eq!(t.before(RETRY, ms(0)), Decision::GiveUp, "4 of 21");
+        t.after(false, RETRY, ms(1));
+        assert_eq!(t.before(RETRY, ms(1)), Decision::Allow);
+    }
+
+    #[test]
+    fn tower_deposits_successes_and_finagle_requests() {
+        // tower: a reserve of 500 at 5 a retry, plus one per five successes.
+        let mut t = ShippedThrottle::new(ShippedThrottleConfig::tower());
+        for _ in 0..100 {
+            assert_eq!(t.before(RETRY, ms(0)), Decision::Allow);
+        }
+        assert_eq!(t.before(RETRY, ms(0)), Decision::GiveUp);
+        for _ in 0..5 {
+            t.before(FIRST, ms(0));
+            t.after(true, FIRST, ms(0));
+        }
+        assert_eq!(t.before(RETRY, ms(0)), Decision::Allow);
+        // Finagle: the reserve, then one retry per five requests, whatever
+        // their outcome.
+        let mut t = ShippedThrottle::new(ShippedThrottleConfig::finagle());
+        for _ in 0..100 {
+            assert_eq!(t.before(RETRY, ms(0)), Decision::Allow);
+        }
+        assert_eq!(t.before(RETRY, ms(0)), Decision::GiveUp);
+        for _ in 0..5 {
+            t.before(FIRST, ms(0));
+        }
+        assert_eq!(t.before(RETRY, ms(0)), Decision::Allow);
+    }
+}

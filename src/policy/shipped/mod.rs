@@ -5,10 +5,12 @@
 //! and random draws are passed in, so golden tests can give fixed draws
 //! and check exact delays and decisions.
 
+mod adaptive;
 mod backoff;
 mod budget;
 mod throttle;
 
+pub use adaptive::{AdaptiveLimiter, Cubic};
 pub use backoff::{
     ShippedBackoff, aws_delay, envoy_bound, finagle_next, grpc_delay, polly_v2_next,
 };

@@ -1,0 +1,276 @@
+//! The AWS SDKs' adaptive retry mode's client-side rate limiter, as
+//! botocore's `adaptive.py`, `throttling.py` and `bucket.py` do it: off
+//! until the first throttling response, then every attempt takes a token
+//! from a bucket whose rate CUBIC sets (C 0.4, beta 0.7).
+//!
+//! - **CUBIC**: on a throttle, `w_max` = the rate in use, `K = cbrt(w_max *
+//!   (1 - beta) / C)`, and the new rate is `w_max * beta`; on any other
+//!   response, `C * (t - t_fail - K)^3 + w_max`.
+//! - **The rate in use** is the measured rate, or once enabled the lower of
+//!   it and the bucket's rate. The measured rate is an exponential average
+//!   (0.8 to the newest) of the count per half-second bucket of
+//!   *responses*: botocore clocks it in the response hook, not when
+//!   sending, though it calls it the send rate.
+//! - **The bucket's rate** becomes `min(new rate, 2 * measured)` after every
+//!   response, at least 0.5 a second; its capacity is that rate (at least
+//!   1), it starts empty, and it refills continuously.
+
+use std::time::Duration;
+
+const C: f64 = 0.4;
+const BETA: f64 = 0.7;
+const MIN_RATE: f64 = 0.5;
+const SMOOTHING: f64 = 0.8;
+const BUCKET_S: f64 = 0.5;
+
+/// botocore's `CubicCalculator`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Cubic {
+    w_max: f64,
+    k: f64,
+    last_fail: f64,
+}
+
+impl Cubic {
+    /// Starting from a maximum rate of 0 at `start` seconds, as botocore.
+    pub fn new(start: f64) -> Self {
+        Cubic {
+            w_max: 0.0,
+            k: 0.0,
+            last_fail: start,
+        }
+    }
+
+    /// The rate after a response that was not a throttle, at `t` seconds.
+    pub fn success(&self, t: f64) -> f64 {
+        C * (t - self.last_fail - self.k).powi(3) + self.w_max
+    }
+
+    /// The rate after a throttle at `t`, `rate` being the rate in use.
+    pub fn throttle(&mut self, rate: f64, t: f64) -> f64 {
+        self.w_max = rate;
+        self.k = (rate * (1.0 - BETA) / C).cbrt();
+        self.last_fail = t;
+        rate * BETA
+    }
+}
+
+/// botocore's `RateClocker`: responses counted per half second, averaged.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct RateClocker {
+    rate: f64,
+    last_bucket: f64,
+    count: u64,
+}
+
+impl RateClocker {
+    fn new(start: f64) -> Self {
+        RateClocker {
+            rate: 0.0,
+            // botocore floors the start to the second, not to the bucket.
+            last_bucket: start.floor(),
+            count: 0,
+        }
+    }
+
+    fn record(&mut self, t: f64) -> f64 {
+        let bucket = (t / BUCKET_S).floor() * BUCKET_S;
+        self.count += 1;
+        if bucket > self.last_bucket {
+            let current = self.count as f64 / (bucket - self.last_bucket);
+            self.rate = current * SMOOTHING + self.rate * (1.0 - SMOOTHING);
+            self.count = 0;
+            self.last_bucket = bucket;
+        }
+        self.rate
+    }
+}
+
+/// botocore's `TokenBucket`, with waiters served in turn: a token is taken
+/// at once and the wait is how long the bucket needs to refill it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct TokenBucket {
+    fill_rate: f64,
+    capacity: f64,
+    max_capacity: f64,
+    last: Option<f64>,
+}
+
+impl TokenBucket {
+    fn new(max_rate: f64) -> Self {
+        let mut b = TokenBucket {
+            fill_rate: MIN_RATE,
+            capacity: 0.0,
+            max_capacity: 1.0,
+            last: None,
+        };
+        b.set_rate(max_rate, None);
+        b
+    }
+
+    fn refill(&mut self, t: f64) {
+        match self.last {
+            None => self.last = Some(t),
+            Some(last) => {
+                let filled = self.capacity + (t - last).max(0.0) * self.fill_rate;
+                self.capacity = filled.min(self.max_capacity);
+                self.last = Some(t);
+            }
+        }
+    }
+
+    fn set_rate(&mut self, rate: f64, t: Option<f64>) {
+        if let Some(t) = t {
+            self.refill(t);
+        }
+        self.fill_rate = rate.max(MIN_RATE);
+        self.max_capacity = if rate >= 1.0 { rate } else { 1.0 };
+        self.capacity = self.capacity.min(self.max_capacity);
+    }
+
+    /// Takes a token at `t`; the wait until it was there.
+    fn acquire(&mut self, t: f64) -> f64 {
+        self.refill(t);
+        self.capacity -= 1.0;
+        if self.capacity >= 0.0 {
+            0.0
+        } else {
+            -self.capacity / self.fill_rate
+        }
+    }
+}
+
+/// The adaptive mode's limiter, shared by a process's requests.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AdaptiveLimiter {
+    cubic: Cubic,
+    clocker: RateClocker,
+    bucket: TokenBucket,
+    enabled: bool,
+}
+
+fn secs(t: Duration) -> f64 {
+    t.as_secs_f64()
+}
+
+impl AdaptiveLimiter {
+    /// A limiter created at `now`, off, with a bucket of rate 1.
+    pub fn new(now: Duration) -> Self {
+        AdaptiveLimiter {
+            cubic: Cubic::new(secs(now)),
+            clocker: RateClocker::new(secs(now)),
+            bucket: TokenBucket::new(1.0),
+            enabled: false,
+        }
+    }
+
+    /// Whether a throttle has switched it on.
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// The bucket's rate, requests a second.
+    pub fn rate(&self) -> f64 {
+        self.bucket.fill_rate
+    }
+
+    /// An attempt is about to be sent at `now`: how long it must wait for
+    /// its token (nothing while the limiter is off).
+    pub fn before_send(&mut self, now: Duration) -> Duration {
+        if !self.enabled {
+            return Duration::ZERO;
+        }
+        Duration::from_secs_f64(self.bucket.acquire(secs(now)))
+    }
+
+    /// A response arrived at `now`; `throttled` if it was a throttling
+    /// error (429 here).
+    pub fn on_response(&mut self, now: Duration, throttled: bool) {
+        let t = secs(now);
+        let measured = self.clocker.record(t);
+        let new_rate = if throttled {
+            let in_use = if self.enabled {
+                measured.min(self.bucket.fill_rate)
+            } else {
+                measured
+            };
+            self.enabled = true;
+            self.cubic.throttle(in_use, t)
+        } else {
+            self.cubic.success(t)
+        };
+        self.bucket.set_rate(new_rate.min(2.0 * measured), Some(t));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-9
+    }
+
+    #[test]
+    fn a_throttle_cuts_the_rate_to_0_7_of_the_rate_in_use_then_cubic_regrows() {
+        let mut c = Cubic::new(0.0);
+        // Measured 10 a second at the throttle, at t = 5 s.
+        let cut = c.throttle(10.0, 5.0);
+        assert!(close(cut, 7.0));
+        // K = cbrt(10 * 0.3 / 0.4) = cbrt(7.5).
+        let k = 7.5f64.cbrt();
+        assert!(close(c.k, k));
+        // Right after the throttle the curve starts at w_max - C K^3 = 7.
+        assert!(close(c.success(5.0), 10.0 - 0.4 * 7.5));
+        // K seconds later it is back at w_max, then grows past it.
+        assert!(close(c.success(5.0 + k), 10.0));
+        assert!(close(c.success(5.0 + k + 1.0), 10.4));
+    }
+
+    #[test]
+    fn the_rate_clocker_averages_responses_per_half_second() {
+        let mut r = RateClocker::new(0.2);
+        assert_eq!(r.last_bucket, 0.0, "floored to the second");
+        // Three responses in the first half second: no new bucket yet.
+        for t in [0.1, 0.2, 0.3] {
+            assert_eq!(r.record(t), 0.0);
+        }
+        // The fourth, at 0.6, closes it: 4 / 0.5 = 8 a second, 0.8 of it.
+        assert!(close(r.record(0.6), 6.4));
+        // Two more by 1.1: 2 / 0.5 = 4; 0.8 * 4 + 0.2 * 6.4 = 4.48.
+        r.record(0.9);
+        assert!(close(r.record(1.1), 4.48));
+    }
+
+    #[test]
+    fn the_bucket_starts_empty_and_waiters_take_turns() {
+        let mut b = TokenBucket::new(2.0);
+        assert!(close(b.acquire(0.0), 0.5), "empty: wait 1 / 2 s");
+        assert!(close(b.acquire(0.0), 1.0), "the next waits its turn");
+        // 1.5 s later the debt of 2 is paid and one token is back.
+        assert!(close(b.acquire(1.5), 0.0));
+        // A rate under 1 keeps a capacity of 1 and a fill of at least 0.5.
+        let mut slow = TokenBucket::new(0.1);
+        assert!(close(slow.fill_rate, 0.5) && close(slow.max_capacity, 1.0));
+        assert!(close(slow.acquire(0.0), 2.0));
+    }
+
+    #[test]
+    fn the_limiter_switches_on_at_the_first_throttle() {
+        let mut l = AdaptiveLimiter::new(Duration::ZERO);
+        assert_eq!(l.before_send(Duration::from_secs(1)), Duration::ZERO);
+        // Twenty responses, one every 50 ms from 0: the half second from 0
+        // closes at 0.5 s with 11 counted, 22 a second, averaged to 17.6;
+        // the next closes at the throttle, 1.0 s, with 10: 20 a second,
+        // averaged to 0.8 * 20 + 0.2 * 17.6 = 19.52.
+        for i in 0..20 {
+            l.on_response(Duration::from_millis(50 * i), false);
+        }
+        assert!(!l.enabled());
+        l.on_response(Duration::from_millis(1000), true);
+        assert!(l.enabled());
+        // The bucket's rate: min(0.7 * 19.52, 2 * 19.52) = 13.664.
+        assert!(close(l.rate(), 13.664), "{}", l.rate());
+        assert!(l.before_send(Duration::from_millis(1000)) > Duration::ZERO);
+    }
+}

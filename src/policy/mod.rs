@@ -8,6 +8,7 @@
 
 mod backoff;
 mod catalogue;
+mod decision;
 pub mod defence;
 mod retry_limits;
 pub mod shipped;

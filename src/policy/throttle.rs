@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use rand::{Rng, RngExt};
 
+pub use super::decision::Decision;
 use super::shipped::{AttemptKind, ShippedThrottle, ShippedThrottleConfig};
 use crate::model::timescale::compress;
 
@@ -105,17 +106,6 @@ impl ThrottleConfig {
             ThrottleConfig::Shipped(c) => ThrottleConfig::Shipped(c.scaled(k)),
         }
     }
-}
-
-/// Whether an attempt may go out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Decision {
-    /// Send it.
-    Allow,
-    /// A retry refused: give the logical request up.
-    GiveUp,
-    /// Refused locally: the attempt fails at once as an error.
-    Reject,
 }
 
 /// Counts of two things over a sliding window, kept in buckets so that

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::budget::{AwsQuota, EnvoyRetryBudget, FinagleBudget, TpsBudget};
 use crate::model::timescale::compress;
-use crate::policy::Decision;
+use crate::policy::decision::Decision;
 
 /// What a throttle is told about an attempt: whether it is a retry, and
 /// whether the failure before it was a timeout (the AWS quota charges

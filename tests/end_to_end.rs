@@ -13,6 +13,7 @@ use retry_storm::model::latency::LatencyModel;
 use retry_storm::model::server::{OnDisconnect, ServerConfig, Shedding};
 use retry_storm::net::client;
 use retry_storm::net::server::{Gauges, Server};
+use retry_storm::policy::shipped::ShippedBackoff;
 use retry_storm::policy::{RetryLimits, Strategy, ThrottleConfig};
 use retry_storm::report::summary::ServerSummary;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -501,6 +502,55 @@ async fn respecting_retry_after_slows_retries_to_the_servers_pace() {
     let impatient = shed_with(false).await;
     // A retry every millisecond or so per user.
     assert!(impatient > 5 * respectful, "{impatient} vs {respectful}");
+}
+
+/// A gRPC client (its backoff, 4 attempts, no throttle) against a server
+/// that sheds everything above one request (held 30 s, past the 5 s
+/// timeout of a 500 ms run) and pushes back with `pushback`; returns the
+/// client's retries.
+async fn grpc_retries_against(pushback: Option<i64>) -> u64 {
+    let shed = Shedding {
+        above: 1,
+        status: 503,
+        retry_after: Duration::from_secs(1),
+    };
+    let server = Running::start_config(ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        model: model(Duration::from_secs(30)),
+        shed: Some(shed),
+        pushback_ms: pushback,
+        quiet: true,
+        ..ServerConfig::default()
+    });
+    let config = ClientConfig {
+        clients: 5,
+        think: ThinkTime::new(ms(1)),
+        strategy: Strategy::Shipped(ShippedBackoff::Grpc {
+            initial: ms(1),
+            multiplier: 2.0,
+            max: ms(4),
+        }),
+        limits: RetryLimits {
+            max_attempts: Some(4),
+            ..RetryLimits::default()
+        },
+        duration: Some(ms(500)),
+        ..client_config(server.url())
+    };
+    let summary = client::run(config, std::future::pending()).await.unwrap();
+    server.stop().await;
+    summary.totals.tally.retries
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grpc_client_stops_retrying_when_the_server_pushes_back() {
+    // Every refusal says "do not retry" (the one request held never ends
+    // within the run): not a single retry.
+    assert_eq!(grpc_retries_against(Some(-1)).await, 0);
+    // Without pushback the same client retries each refusal, up to three
+    // times a request.
+    let retries = grpc_retries_against(None).await;
+    assert!(retries > 50, "{retries}");
 }
 
 /// Sends `bytes`, then reads the answer until the server closes the

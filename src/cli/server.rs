@@ -100,6 +100,12 @@ pub struct ServerArgs {
     /// integer, anything finer as decimal seconds) [default: 1s].
     #[arg(long, value_parser = duration, value_name = "DURATION")]
     pub retry_after: Option<Duration>,
+    /// gRPC's pushback: send `grpc-retry-pushback-ms: N` with every
+    /// refusal (shed, full queue, limiter, admission control, queue
+    /// timeout); a gRPC client (`--strategy grpc`) retries after exactly N
+    /// ms, or not at all when N is negative.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub pushback_ms: Option<i64>,
     /// Status of shed requests [default: 503].
     #[arg(long, value_enum, value_name = "CODE")]
     pub shed_status: Option<ShedStatusArg>,
@@ -186,6 +192,7 @@ impl ServerArgs {
             seed: self.seed.unwrap_or_else(rand::random),
             backlog: self.backlog.unwrap_or_else(default_backlog),
             on_disconnect: self.on_disconnect,
+            pushback_ms: self.pushback_ms,
             shed: self.shed_above.map(|above| Shedding {
                 above,
                 status: match self.shed_status {

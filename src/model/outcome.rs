@@ -14,6 +14,19 @@ pub enum Outcome {
     Timeout,
 }
 
+/// What an answer told the client besides its outcome.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Hints {
+    /// The `Retry-After` header, read.
+    pub retry_after: Option<Duration>,
+    /// gRPC's `grpc-retry-pushback-ms` header: retry after exactly this
+    /// many milliseconds, or, negative, do not retry.
+    pub pushback_ms: Option<i64>,
+}
+
+/// The header a server pushes back with, as gRPC clients read it.
+pub const PUSHBACK_HEADER: &str = "grpc-retry-pushback-ms";
+
 /// How one attempt went.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AttemptRecord {

@@ -162,6 +162,9 @@ pub struct ServerConfig {
     pub on_disconnect: OnDisconnect,
     /// Push-back: with this many requests in flight, refuse new ones at once.
     pub shed: Option<Shedding>,
+    /// gRPC's pushback sent with every refusal (`grpc-retry-pushback-ms`):
+    /// milliseconds, negative meaning "do not retry".
+    pub pushback_ms: Option<i64>,
     /// An adaptive concurrency limit, if on.
     pub limiter: Option<LimiterConfig>,
     /// Envoy's admission control, if on.
@@ -191,6 +194,7 @@ impl Default for ServerConfig {
             backlog: DEFAULT_BACKLOG,
             on_disconnect: OnDisconnect::Continue,
             shed: None,
+            pushback_ms: None,
             limiter: None,
             admission: None,
             seed: 0,
@@ -224,6 +228,14 @@ impl ServerConfig {
             }
         }
         self.limiter = self.limiter.map(|l| l.scaled(k));
+        // A delay is compressed; "do not retry" stays as it is.
+        self.pushback_ms = self.pushback_ms.map(|ms| {
+            if ms > 0 {
+                (ms as f64 / k).round() as i64
+            } else {
+                ms
+            }
+        });
         self.admission = self.admission.map(|a| a.scaled(k));
         self.report_interval = compress(self.report_interval, k);
         self

@@ -11,7 +11,7 @@ use std::time::Duration;
 use rand::Rng;
 
 use super::arrivals::ThinkTime;
-use super::outcome::{AttemptRecord, Outcome, RequestRecord};
+use super::outcome::{AttemptRecord, Hints, Outcome, RequestRecord};
 use crate::policy::{AttemptKind, Backoff, Decision, Next, RetryLimits, Strategy};
 
 /// What every user of a run shares: think times, timeout and policy.
@@ -120,7 +120,9 @@ impl<R: Rng> User<R> {
                         .saturating_add(rules.limits.attempt_end(started, rules.timeout)),
                 }
             }
-            Decision::Reject => Attempt::Rejected(self.end(rules, Outcome::Error, None, now, true)),
+            Decision::Reject => {
+                Attempt::Rejected(self.end(rules, Outcome::Error, Hints::default(), now, true))
+            }
             Decision::GiveUp => {
                 let record = RequestRecord {
                     attempts: self.attempts,
@@ -133,23 +135,23 @@ impl<R: Rng> User<R> {
         }
     }
 
-    /// Ends the attempt that was sent, at `now`, with the server's
-    /// `Retry-After` if it sent one; schedules what comes next.
+    /// Ends the attempt that was sent, at `now`, with what the answer
+    /// told (`Retry-After`, gRPC's pushback); schedules what comes next.
     pub fn finish(
         &mut self,
         rules: &Rules,
         outcome: Outcome,
-        retry_after: Option<Duration>,
+        hints: Hints,
         now: Duration,
     ) -> Finished {
-        self.end(rules, outcome, retry_after, now, false)
+        self.end(rules, outcome, hints, now, false)
     }
 
     fn end(
         &mut self,
         rules: &Rules,
         outcome: Outcome,
-        retry_after: Option<Duration>,
+        hints: Hints,
         now: Duration,
         rejected_locally: bool,
     ) -> Finished {
@@ -171,11 +173,26 @@ impl<R: Rng> User<R> {
         let request = if outcome == Outcome::Ok {
             Some(ended(Some(elapsed)))
         } else {
-            let proposed = self.backoff.next_delay(&rules.strategy, &mut self.rng);
-            match rules
-                .limits
-                .next(self.attempts, elapsed, proposed, retry_after)
-            {
+            // A gRPC client obeys the server's pushback: negative, no
+            // retry; otherwise exactly that delay, the backoff started over.
+            let pushback = hints
+                .pushback_ms
+                .filter(|_| rules.strategy.honours_pushback());
+            let proposed = match pushback {
+                Some(ms) if ms >= 0 => {
+                    self.backoff.restart();
+                    Duration::from_millis(ms.unsigned_abs())
+                }
+                _ => self.backoff.next_delay(&rules.strategy, &mut self.rng),
+            };
+            let next = if pushback.is_some_and(|ms| ms < 0) {
+                Next::GiveUp
+            } else {
+                rules
+                    .limits
+                    .next(self.attempts, elapsed, proposed, hints.retry_after)
+            };
+            match next {
                 Next::Retry(delay) => {
                     self.due = now.saturating_add(delay);
                     None
@@ -242,7 +259,7 @@ mod tests {
             }
         );
         let end = t0 + ms(2000);
-        let f = user.finish(&r, Outcome::Timeout, None, end);
+        let f = user.finish(&r, Outcome::Timeout, Hints::default(), end);
         assert_eq!(f.request, None);
         assert_eq!(f.attempt.latency, ms(2000));
         assert!(!f.attempt.is_retry);
@@ -254,7 +271,7 @@ mod tests {
             user.begin(&r, Decision::Allow, t1),
             Attempt::Send { .. }
         ));
-        let f = user.finish(&r, Outcome::Ok, None, t1 + ms(100));
+        let f = user.finish(&r, Outcome::Ok, Hints::default(), t1 + ms(100));
         assert!(f.attempt.is_retry);
         assert_eq!(
             f.request,
@@ -274,7 +291,7 @@ mod tests {
         let mut user = User::new(&r, user_rng(5, 0), Duration::ZERO);
         let due = user.due();
         user.begin(&r, Decision::Allow, due + ms(3));
-        let f = user.finish(&r, Outcome::Ok, None, due + ms(103));
+        let f = user.finish(&r, Outcome::Ok, Hints::default(), due + ms(103));
         assert_eq!(f.attempt.lateness, ms(3));
         assert_eq!(
             f.attempt.latency,
@@ -296,7 +313,15 @@ mod tests {
         let due = user.due();
         assert_eq!(due, Duration::MAX);
         user.begin(&r, Decision::Allow, due);
-        user.finish(&r, Outcome::Error, Some(Duration::MAX), due);
+        user.finish(
+            &r,
+            Outcome::Error,
+            Hints {
+                retry_after: Some(Duration::MAX),
+                pushback_ms: None,
+            },
+            due,
+        );
         assert_eq!(user.due(), Duration::MAX);
     }
 
@@ -306,7 +331,7 @@ mod tests {
         let mut user = User::new(&r, user_rng(3, 0), Duration::ZERO);
         let t0 = user.due();
         user.begin(&r, Decision::Allow, t0);
-        let f = user.finish(&r, Outcome::Error, None, t0 + ms(5));
+        let f = user.finish(&r, Outcome::Error, Hints::default(), t0 + ms(5));
         assert_eq!(
             f.request,
             Some(RequestRecord {
@@ -340,5 +365,40 @@ mod tests {
         );
         assert!(!user.is_retry());
         assert!(user.due() >= t1);
+    }
+
+    #[test]
+    fn a_grpc_client_obeys_pushback_and_others_ignore_it() {
+        use crate::policy::shipped::ShippedBackoff;
+        let grpc = Rules {
+            strategy: Strategy::Shipped(ShippedBackoff::Grpc {
+                initial: ms(100),
+                multiplier: 2.0,
+                max: ms(1000),
+            }),
+            ..rules(Some(4))
+        };
+        let push = |ms| Hints {
+            retry_after: None,
+            pushback_ms: Some(ms),
+        };
+        let mut user = User::new(&grpc, user_rng(5, 0), Duration::ZERO);
+        let t0 = user.due();
+        user.begin(&grpc, Decision::Allow, t0);
+        // Pushback 700: the retry comes exactly 700 ms later.
+        let f = user.finish(&grpc, Outcome::Error, push(700), t0 + ms(5));
+        assert_eq!(f.request, None);
+        assert_eq!(user.due(), t0 + ms(705));
+        // Negative: the request ends without a retry.
+        user.begin(&grpc, Decision::Allow, user.due());
+        let f = user.finish(&grpc, Outcome::Error, push(-1), t0 + ms(710));
+        assert_eq!(f.request.map(|r| r.attempts), Some(2));
+        // A fixed-delay client ignores it.
+        let r = rules(None);
+        let mut user = User::new(&r, user_rng(5, 0), Duration::ZERO);
+        let t0 = user.due();
+        user.begin(&r, Decision::Allow, t0);
+        user.finish(&r, Outcome::Error, push(-1), t0 + ms(5));
+        assert_eq!(user.due(), t0 + ms(105), "fixed: 100 ms later");
     }
 }

@@ -110,9 +110,9 @@ async fn user(shared: Arc<Shared>, seed: u64, index: u64, start: Duration) {
             Attempt::Rejected(finished) => shared.recorder.finished(finished),
             Attempt::Send { deadline } => {
                 shared.recorder.attempt_started();
-                let (outcome, retry_after) = shared.pool.attempt(shared.at(deadline)).await;
+                let (outcome, hints) = shared.pool.attempt(shared.at(deadline)).await;
                 shared.throttle_record(outcome == Outcome::Ok, kind);
-                let finished = user.finish(rules, outcome, retry_after, shared.now());
+                let finished = user.finish(rules, outcome, hints, shared.now());
                 shared.recorder.finished(finished);
             }
         }

@@ -20,7 +20,7 @@ use tokio::net::TcpStream;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
-use crate::model::outcome::Outcome;
+use crate::model::outcome::{Hints, Outcome, PUSHBACK_HEADER};
 use crate::policy::parse_retry_after;
 
 /// Where attempts go: the resolved address and the request's parts.
@@ -227,7 +227,7 @@ impl Pool {
     /// One GET; returns the status and any `Retry-After` once the whole
     /// body has arrived. If the future is dropped midway (timeout), the
     /// connection is closed.
-    async fn get(&self) -> Result<(StatusCode, Option<Duration>), BoxError> {
+    async fn get(&self) -> Result<(StatusCode, Hints), BoxError> {
         if let Some(conn) = self.checkout() {
             match self.exchange(conn).await {
                 Ok(answer) => return Ok(answer),
@@ -245,7 +245,7 @@ impl Pool {
 
     /// One request and its whole answer on `conn`, which goes back to the
     /// pool if all went well.
-    async fn exchange(&self, mut conn: Conn) -> Result<(StatusCode, Option<Duration>), Failure> {
+    async fn exchange(&self, mut conn: Conn) -> Result<(StatusCode, Hints), Failure> {
         conn.sender.ready().await.map_err(Failure::of)?;
         let request = Request::get(self.target.path.clone())
             .header(header::HOST, &self.target.authority)
@@ -257,28 +257,34 @@ impl Pool {
             .await
             .map_err(Failure::of)?;
         let status = response.status();
-        let retry_after = response
-            .headers()
-            .get(header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| parse_retry_after(v, std::time::SystemTime::now()));
+        let headers = response.headers();
+        let hints = Hints {
+            retry_after: headers
+                .get(header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| parse_retry_after(v, std::time::SystemTime::now())),
+            pushback_ms: headers
+                .get(PUSHBACK_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse().ok()),
+        };
         response
             .into_body()
             .collect()
             .await
             .map_err(|e| Failure::Other(e.into()))?;
         self.checkin(conn);
-        Ok((status, retry_after))
+        Ok((status, hints))
     }
 
-    /// One attempt, classified, with the server's `Retry-After` if it sent
-    /// one. `deadline` bounds connect and response.
-    pub(crate) async fn attempt(&self, deadline: Instant) -> (Outcome, Option<Duration>) {
+    /// One attempt, classified, with what a refusal told (`Retry-After`,
+    /// gRPC's pushback). `deadline` bounds connect and response.
+    pub(crate) async fn attempt(&self, deadline: Instant) -> (Outcome, Hints) {
         match tokio::time::timeout_at(deadline, self.get()).await {
-            Err(_) => (Outcome::Timeout, None),
-            Ok(Ok((status, _))) if status.is_success() => (Outcome::Ok, None),
-            Ok(Ok((_, retry_after))) => (Outcome::Error, retry_after),
-            Ok(Err(_)) => (Outcome::Error, None),
+            Err(_) => (Outcome::Timeout, Hints::default()),
+            Ok(Ok((status, _))) if status.is_success() => (Outcome::Ok, Hints::default()),
+            Ok(Ok((_, hints))) => (Outcome::Error, hints),
+            Ok(Err(_)) => (Outcome::Error, Hints::default()),
         }
     }
 }

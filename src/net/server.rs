@@ -30,6 +30,7 @@ use tokio::time::Instant;
 pub use super::model_actor::Gauges;
 use super::model_actor::{ModelActor, Reply, ToModel};
 use super::timer::Alarm;
+use crate::model::outcome::PUSHBACK_HEADER;
 use crate::model::server::{DEFAULT_BACKLOG, OnDisconnect, ServerConfig, Shape};
 use crate::model::service::Refusal;
 use crate::policy::format_retry_after;
@@ -168,6 +169,7 @@ impl Server {
             to_model: tx,
             next_id: AtomicU64::new(0),
             cancel_on_disconnect: config.on_disconnect == OnDisconnect::Cancel,
+            pushback: config.pushback_ms.map(header::HeaderValue::from),
             shed: config.shed.map(|s| {
                 let value = format_retry_after(s.retry_after);
                 (
@@ -253,6 +255,8 @@ struct Handler {
     cancel_on_disconnect: bool,
     /// Status and `Retry-After` value of a shed request.
     shed: Option<(StatusCode, header::HeaderValue)>,
+    /// gRPC's pushback header value, sent with every refusal.
+    pushback: Option<header::HeaderValue>,
 }
 
 impl Handler {
@@ -266,6 +270,7 @@ impl Handler {
     ) -> impl Future<Output = Result<Response<Full<Bytes>>, Infallible>> + use<> {
         let admission = self.admit(&req);
         let shed = self.shed.clone();
+        let pushback = self.pushback.clone();
         async move {
             let (done, guard) = match admission {
                 Admission::Answer(response) => return Ok(response),
@@ -276,6 +281,7 @@ impl Handler {
             if let Some(mut guard) = guard {
                 guard.armed = false;
             }
+            let refused = matches!(reply, Ok(Reply::Refused(_)));
             Ok(match (reply, &shed) {
                 (Ok(Reply::Done), _) => plain(StatusCode::OK, "OK"),
                 (Ok(Reply::Refused(Refusal::Shed)), Some((status, retry_after))) => {
@@ -288,6 +294,12 @@ impl Handler {
                     plain(StatusCode::SERVICE_UNAVAILABLE, refusal_body(why))
                 }
                 (Err(_), _) => plain(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n"),
+            })
+            .map(|mut resp| {
+                if let (Some(pushback), true) = (&pushback, refused) {
+                    resp.headers_mut().insert(PUSHBACK_HEADER, pushback.clone());
+                }
+                resp
             })
         }
     }

@@ -175,6 +175,12 @@ impl Strategy {
         }
     }
 
+    /// Whether a client with this strategy obeys gRPC's pushback header
+    /// (only gRPC's).
+    pub fn honours_pushback(&self) -> bool {
+        matches!(self, Strategy::Shipped(ShippedBackoff::Grpc { .. }))
+    }
+
     /// True when the schedule involves no random draw (so a single run of
     /// it is the whole story).
     pub fn is_deterministic(&self) -> bool {
@@ -236,6 +242,13 @@ impl Backoff {
             base: None,
             polly_prev: 0.0,
         }
+    }
+
+    /// Starts the schedule over after a server's pushback: the next
+    /// computed delay is the first retry's again.
+    pub fn restart(&mut self) {
+        self.retries = 0;
+        self.base = None;
     }
 
     /// Number of retries scheduled so far.

@@ -34,7 +34,7 @@ use rand::rngs::Xoshiro256PlusPlus;
 
 use crate::model::arrivals::user_rng;
 use crate::model::client::ClientConfig;
-use crate::model::outcome::Outcome;
+use crate::model::outcome::{Hints, Outcome};
 use crate::model::server::ServerConfig;
 use crate::model::service::{Exit, Refusal, Ticket};
 use crate::model::user::{Attempt, Rules, User};
@@ -225,6 +225,8 @@ struct Engine {
     pool: u64,
     /// The server's `Retry-After` as the client reads it.
     retry_after: Option<Duration>,
+    /// The server's gRPC pushback, if it sends one with its refusals.
+    pushback_ms: Option<i64>,
     queue: EventQueue,
     /// Users answered by the departures at hand, and how (kept to reuse
     /// its memory).
@@ -295,8 +297,11 @@ impl Engine {
                 // The refusal comes back on a connection that stays open;
                 // only shedding sends Retry-After.
                 self.pool += 1;
-                let retry_after = self.retry_after.filter(|_| why == Refusal::Shed);
-                self.end(id.user, Outcome::Error, retry_after, now, true);
+                let hints = Hints {
+                    retry_after: self.retry_after.filter(|_| why == Refusal::Shed),
+                    pushback_ms: self.pushback_ms,
+                };
+                self.end(id.user, Outcome::Error, hints, now, true);
                 return;
             }
         };
@@ -305,21 +310,14 @@ impl Engine {
 
     /// Ends a user's sent attempt at `now` (`instant` if it was answered
     /// the moment it was sent) and schedules its next one.
-    fn end(
-        &mut self,
-        user: u32,
-        outcome: Outcome,
-        retry_after: Option<Duration>,
-        now: Duration,
-        instant: bool,
-    ) {
+    fn end(&mut self, user: u32, outcome: Outcome, hints: Hints, now: Duration, instant: bool) {
         let slot = &mut self.slots[user as usize];
         if let Some(t) = &mut self.throttle {
             t.after(outcome == Outcome::Ok, slot.user.attempt_kind(), now);
         }
         slot.generation = (slot.generation + 1) & GENERATION_MASK;
         slot.state = State::Idle;
-        let finished = slot.user.finish(&self.rules, outcome, retry_after, now);
+        let finished = slot.user.finish(&self.rules, outcome, hints, now);
         self.recorder.finished(finished);
         self.next_attempt(user, now, instant);
     }
@@ -340,7 +338,7 @@ impl Engine {
         let Some(state) = self.current(id) else {
             return;
         };
-        self.end(id.user, Outcome::Timeout, None, now, false);
+        self.end(id.user, Outcome::Timeout, Hints::default(), now, false);
         if let State::Admitted(ticket) = state {
             self.host.disconnect(now, ticket);
             // A cancellation lowers the delay: others may be done at once.
@@ -353,7 +351,7 @@ impl Engine {
             return;
         };
         if tries > SYN_RETRIES {
-            self.end(id.user, Outcome::Error, None, now, false);
+            self.end(id.user, Outcome::Error, Hints::default(), now, false);
             return;
         }
         let delivery = self.host.retry_connect(now, id);
@@ -374,11 +372,17 @@ impl Engine {
         });
         for (user, exit) in answered.drain(..) {
             self.pool += 1;
-            let outcome = match exit {
-                Exit::Served => Outcome::Ok,
-                Exit::Dropped | Exit::Cancelled => Outcome::Error,
+            let (outcome, hints) = match exit {
+                Exit::Served => (Outcome::Ok, Hints::default()),
+                Exit::Dropped | Exit::Cancelled => (
+                    Outcome::Error,
+                    Hints {
+                        retry_after: None,
+                        pushback_ms: self.pushback_ms,
+                    },
+                ),
             };
-            self.end(user, outcome, None, now, false);
+            self.end(user, outcome, hints, now, false);
         }
         self.answered = answered;
     }
@@ -432,6 +436,7 @@ pub fn run(config: &SimConfig) -> Result<SimOutcome, SimError> {
             .server
             .shed
             .and_then(|s| parse_retry_after(&format_retry_after(s.retry_after), UNIX_EPOCH)),
+        pushback_ms: config.server.pushback_ms,
         queue: EventQueue::with_capacity(client.clients as usize * 2),
         answered: Vec::new(),
         events: 0,

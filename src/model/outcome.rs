@@ -22,6 +22,8 @@ pub struct Hints {
     /// gRPC's `grpc-retry-pushback-ms` header: retry after exactly this
     /// many milliseconds, or, negative, do not retry.
     pub pushback_ms: Option<i64>,
+    /// A throttling answer (429).
+    pub throttled: bool,
 }
 
 /// The header a server pushes back with, as gRPC clients read it.

@@ -62,8 +62,9 @@ pub struct User<R> {
     due: Duration,
     backoff: Backoff,
     attempts: u32,
-    /// How the previous attempt of the current request ended.
-    last: Option<Outcome>,
+    /// How the previous attempt of the current request ended, and whether
+    /// it was a throttling answer.
+    last: Option<(Outcome, bool)>,
     /// How late the attempt in hand started.
     lateness: Duration,
 }
@@ -98,7 +99,8 @@ impl<R: Rng> User<R> {
     pub fn attempt_kind(&self) -> AttemptKind {
         AttemptKind {
             retry: self.is_retry(),
-            after_timeout: self.last == Some(Outcome::Timeout),
+            after_timeout: self.last.is_some_and(|(o, _)| o == Outcome::Timeout),
+            after_throttle: self.last.is_some_and(|(_, throttled)| throttled),
         }
     }
 
@@ -163,7 +165,7 @@ impl<R: Rng> User<R> {
             lateness: self.lateness,
         };
         self.attempts += 1;
-        self.last = Some(outcome);
+        self.last = Some((outcome, hints.throttled));
         let elapsed = now.saturating_sub(self.first);
         let ended = |latency| RequestRecord {
             attempts: self.attempts,
@@ -318,7 +320,7 @@ mod tests {
             Outcome::Error,
             Hints {
                 retry_after: Some(Duration::MAX),
-                pushback_ms: None,
+                ..Hints::default()
             },
             due,
         );
@@ -379,8 +381,8 @@ mod tests {
             ..rules(Some(4))
         };
         let push = |ms| Hints {
-            retry_after: None,
             pushback_ms: Some(ms),
+            ..Hints::default()
         };
         let mut user = User::new(&grpc, user_rng(5, 0), Duration::ZERO);
         let t0 = user.due();
@@ -400,5 +402,25 @@ mod tests {
         user.begin(&r, Decision::Allow, t0);
         user.finish(&r, Outcome::Error, push(-1), t0 + ms(5));
         assert_eq!(user.due(), t0 + ms(105), "fixed: 100 ms later");
+    }
+
+    #[test]
+    fn the_next_attempt_knows_whether_the_last_timed_out_or_was_throttled() {
+        let r = rules(None);
+        let mut user = User::new(&r, user_rng(6, 0), Duration::ZERO);
+        assert_eq!(user.attempt_kind(), AttemptKind::default());
+        let t0 = user.due();
+        user.begin(&r, Decision::Allow, t0);
+        let throttled = Hints {
+            throttled: true,
+            ..Hints::default()
+        };
+        user.finish(&r, Outcome::Error, throttled, t0 + ms(1));
+        let kind = user.attempt_kind();
+        assert!(kind.retry && kind.after_throttle && !kind.after_timeout);
+        user.begin(&r, Decision::Allow, user.due());
+        user.finish(&r, Outcome::Timeout, Hints::default(), t0 + ms(3000));
+        let kind = user.attempt_kind();
+        assert!(kind.retry && kind.after_timeout && !kind.after_throttle);
     }
 }

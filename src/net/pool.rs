@@ -259,6 +259,7 @@ impl Pool {
         let status = response.status();
         let headers = response.headers();
         let hints = Hints {
+            throttled: status == StatusCode::TOO_MANY_REQUESTS,
             retry_after: headers
                 .get(header::RETRY_AFTER)
                 .and_then(|v| v.to_str().ok())

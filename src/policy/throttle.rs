@@ -250,7 +250,7 @@ impl Throttle {
     ) -> Decision {
         let kind = AttemptKind {
             retry: is_retry,
-            after_timeout: false,
+            ..AttemptKind::default()
         };
         self.before(kind, now, rng)
     }

@@ -227,6 +227,8 @@ struct Engine {
     retry_after: Option<Duration>,
     /// The server's gRPC pushback, if it sends one with its refusals.
     pushback_ms: Option<i64>,
+    /// The status of a shed request (429 is a throttling answer).
+    shed_status: u16,
     queue: EventQueue,
     /// Users answered by the departures at hand, and how (kept to reuse
     /// its memory).
@@ -297,9 +299,11 @@ impl Engine {
                 // The refusal comes back on a connection that stays open;
                 // only shedding sends Retry-After.
                 self.pool += 1;
+                let shed = why == Refusal::Shed;
                 let hints = Hints {
-                    retry_after: self.retry_after.filter(|_| why == Refusal::Shed),
+                    retry_after: self.retry_after.filter(|_| shed),
                     pushback_ms: self.pushback_ms,
+                    throttled: shed && self.shed_status == 429,
                 };
                 self.end(id.user, Outcome::Error, hints, now, true);
                 return;
@@ -377,8 +381,8 @@ impl Engine {
                 Exit::Dropped | Exit::Cancelled => (
                     Outcome::Error,
                     Hints {
-                        retry_after: None,
                         pushback_ms: self.pushback_ms,
+                        ..Hints::default()
                     },
                 ),
             };
@@ -437,6 +441,7 @@ pub fn run(config: &SimConfig) -> Result<SimOutcome, SimError> {
             .shed
             .and_then(|s| parse_retry_after(&format_retry_after(s.retry_after), UNIX_EPOCH)),
         pushback_ms: config.server.pushback_ms,
+        shed_status: config.server.shed.map_or(503, |s| s.status),
         queue: EventQueue::with_capacity(client.clients as usize * 2),
         answered: Vec::new(),
         events: 0,

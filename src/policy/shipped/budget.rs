@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 /// botocore's `RetryQuotaChecker` over a `RetryQuota` of 500: a retry
-/// takes 5 (10 after a timeout) and is refused when the quota holds less; a
+/// takes 5 (10 after a timeout; the 2026 variant: 14 after a transient
+/// error, 5 after throttling) and is refused when the quota holds less; a
 /// success without retries gives 1 back, a success after retries gives back
 /// the cost of the *last* retry only (the request context keeps one
 /// amount, overwritten by every retry: a quirk of the code), never above
@@ -16,27 +17,30 @@ pub struct AwsQuota {
     max: u32,
     cost: u32,
     timeout_cost: u32,
+    throttle_cost: u32,
 }
 
 impl AwsQuota {
     /// The standard mode's quota: 500, cost 5, 10 after a timeout.
     pub fn standard() -> Self {
-        AwsQuota::new(500, 5, 10)
+        AwsQuota::new(500, 5, 10, 5)
     }
 
     /// The 2026 variant: cost 14 for a transient error, 5 for throttling
     /// (timeouts are transient).
     pub fn variant_2026() -> Self {
-        AwsQuota::new(500, 14, 14)
+        AwsQuota::new(500, 14, 14, 5)
     }
 
-    /// A quota of `capacity` with these costs.
-    pub fn new(capacity: u32, cost: u32, timeout_cost: u32) -> Self {
+    /// A quota of `capacity` with these costs: after another failure, a
+    /// timeout, a throttle.
+    pub fn new(capacity: u32, cost: u32, timeout_cost: u32, throttle_cost: u32) -> Self {
         AwsQuota {
             available: capacity,
             max: capacity,
             cost,
             timeout_cost,
+            throttle_cost,
         }
     }
 
@@ -48,17 +52,19 @@ impl AwsQuota {
     /// A retry after a failure (a timeout or not): its cost if the quota
     /// allows it (the request remembers it), `None` if the request must
     /// fail instead.
-    pub fn acquire(&mut self, after_timeout: bool) -> Option<u32> {
-        let amount = self.cost_of(after_timeout);
+    pub fn acquire(&mut self, after_timeout: bool, after_throttle: bool) -> Option<u32> {
+        let amount = self.cost_of(after_timeout, after_throttle);
         (amount <= self.available).then(|| {
             self.available -= amount;
             amount
         })
     }
 
-    /// What a retry costs after a timeout or another failure.
-    pub fn cost_of(&self, after_timeout: bool) -> u32 {
-        if after_timeout {
+    /// What a retry costs after a throttle, a timeout or another failure.
+    pub fn cost_of(&self, after_timeout: bool, after_throttle: bool) -> u32 {
+        if after_throttle {
+            self.throttle_cost
+        } else if after_timeout {
             self.timeout_cost
         } else {
             self.cost
@@ -291,23 +297,23 @@ mod tests {
     fn an_aws_quota_of_500_allows_100_retries_of_5_and_refunds_one_per_clean_success() {
         let mut q = AwsQuota::standard();
         for _ in 0..100 {
-            assert_eq!(q.acquire(false), Some(5));
+            assert_eq!(q.acquire(false, false), Some(5));
         }
-        assert_eq!((q.available(), q.acquire(false)), (0, None));
+        assert_eq!((q.available(), q.acquire(false, false)), (0, None));
         q.release(None);
         assert_eq!(q.available(), 1, "a success without retries gives 1");
         // Five clean successes make one retry possible again.
         for _ in 0..4 {
             q.release(None);
         }
-        assert_eq!(q.acquire(false), Some(5));
+        assert_eq!(q.acquire(false, false), Some(5));
         // A timeout costs 10.
         let mut q = AwsQuota::standard();
-        assert_eq!(q.acquire(true), Some(10));
+        assert_eq!(q.acquire(true, false), Some(10));
         // Two retries (5 then 10) and a success: only the last comes back.
         let mut q = AwsQuota::standard();
-        q.acquire(false);
-        let last = q.acquire(true);
+        q.acquire(false, false);
+        let last = q.acquire(true, false);
         assert_eq!(q.available(), 485);
         q.release(last);
         assert_eq!(q.available(), 495, "refunds 10, not 15");
@@ -315,7 +321,14 @@ mod tests {
         let mut q = AwsQuota::standard();
         q.release(None);
         assert_eq!(q.available(), 500);
-        assert_eq!(AwsQuota::variant_2026().acquire(false), Some(14));
+        assert_eq!(AwsQuota::variant_2026().acquire(false, false), Some(14));
+        assert_eq!(AwsQuota::variant_2026().acquire(true, false), Some(14));
+        assert_eq!(
+            AwsQuota::variant_2026().acquire(false, true),
+            Some(5),
+            "a 429"
+        );
+        assert_eq!(AwsQuota::standard().acquire(false, true), Some(5));
     }
 
     #[test]

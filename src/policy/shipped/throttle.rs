@@ -16,6 +16,8 @@ pub struct AttemptKind {
     pub retry: bool,
     /// The attempt before it timed out.
     pub after_timeout: bool,
+    /// The attempt before it was throttled (a 429).
+    pub after_throttle: bool,
 }
 
 /// A shipped client's budget, with its source's defaults.
@@ -134,7 +136,10 @@ impl ShippedThrottle {
     pub fn before(&mut self, kind: AttemptKind, now: Duration) -> Decision {
         let allowed = match self {
             ShippedThrottle::AwsQuota(quota) => {
-                !kind.retry || quota.acquire(kind.after_timeout).is_some()
+                !kind.retry
+                    || quota
+                        .acquire(kind.after_timeout, kind.after_throttle)
+                        .is_some()
             }
             ShippedThrottle::Tower(budget) => !kind.retry || budget.withdraw(now),
             ShippedThrottle::Finagle(budget) => {
@@ -172,7 +177,9 @@ impl ShippedThrottle {
                 if ok {
                     // The success of a retry gives back what that retry
                     // took: the last cost of its request.
-                    let last = kind.retry.then(|| quota.cost_of(kind.after_timeout));
+                    let last = kind
+                        .retry
+                        .then(|| quota.cost_of(kind.after_timeout, kind.after_throttle));
                     quota.release(last);
                 }
             }
@@ -201,14 +208,17 @@ mod tests {
     const FIRST: AttemptKind = AttemptKind {
         retry: false,
         after_timeout: false,
+        after_throttle: false,
     };
     const RETRY: AttemptKind = AttemptKind {
         retry: true,
         after_timeout: false,
+        after_throttle: false,
     };
     const RETRY_AFTER_TIMEOUT: AttemptKind = AttemptKind {
         retry: true,
         after_timeout: true,
+        after_throttle: false,
     };
 
     fn ms(n: u64) -> Duration {

@@ -187,12 +187,15 @@ impl<R: Rng> User<R> {
                 }
                 _ => self.backoff.next_delay(&rules.strategy, &mut self.rng),
             };
+            // With a pushback the delay is exact: Retry-After does not
+            // stretch it.
+            let retry_after = hints.retry_after.filter(|_| pushback.is_none());
             let next = if pushback.is_some_and(|ms| ms < 0) {
                 Next::GiveUp
             } else {
                 rules
                     .limits
-                    .next(self.attempts, elapsed, proposed, hints.retry_after)
+                    .next(self.attempts, elapsed, proposed, retry_after)
             };
             match next {
                 Next::Retry(delay) => {

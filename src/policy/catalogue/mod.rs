@@ -133,7 +133,25 @@ mod tests {
                 max: Duration::MAX
             })
         );
-        // Envoy's maximum follows its base unless given.
+        // gRPC treats more than 5 attempts as 5.
+        let ten = RetryLimits {
+            max_attempts: Some(10),
+            ..RetryLimits::default()
+        };
+        assert_eq!(StrategyKind::Grpc.limits(ten).max_attempts, Some(5));
+        assert_eq!(StrategyKind::Fixed.limits(ten).max_attempts, Some(10));
+        // Envoy's maximum follows its base unless given, even past 250 ms.
+        let slow = StrategyParams {
+            min_delay: Some(ms(300)),
+            ..StrategyParams::default()
+        };
+        assert_eq!(
+            StrategyKind::Envoy.build(&slow).unwrap(),
+            Strategy::Shipped(ShippedBackoff::Envoy {
+                base: ms(300),
+                max: secs(3)
+            })
+        );
         let base = StrategyParams {
             min_delay: Some(ms(100)),
             ..StrategyParams::default()

@@ -237,8 +237,13 @@ impl StrategyKind {
     /// The retry limits of this strategy: `given` with the strategy's
     /// attempt limit where none is given.
     pub fn limits(self, given: RetryLimits) -> RetryLimits {
+        let mut max_attempts = given.max_attempts.or(self.default_max_attempts());
+        if self == StrategyKind::Grpc {
+            // gRPC treats a maxAttempts above 5 as 5.
+            max_attempts = max_attempts.map(|n| n.min(5));
+        }
         RetryLimits {
-            max_attempts: given.max_attempts.or(self.default_max_attempts()),
+            max_attempts,
             ..given
         }
     }
@@ -266,7 +271,11 @@ impl StrategyKind {
             _ => (ms(100), Duration::from_secs(300), 2.0),
         };
         let min = params.min_delay.unwrap_or(min_default);
-        let max = params.max_delay.unwrap_or(max_default);
+        let max = match self {
+            // Envoy's maximum is ten times its base unless given.
+            StrategyKind::Envoy => params.max_delay.unwrap_or(min * 10),
+            _ => params.max_delay.unwrap_or(max_default),
+        };
         let factor = params.factor.unwrap_or(factor_default);
         if (self.grows() || self.shipped()) && min > max {
             return Err(StrategyError::MinOverMax);
@@ -314,11 +323,7 @@ impl StrategyKind {
                 multiplier: factor,
                 max,
             }),
-            StrategyKind::Envoy => Strategy::Shipped(ShippedBackoff::Envoy {
-                base: min,
-                // Envoy's maximum is ten times the base unless given.
-                max: params.max_delay.unwrap_or(min * 10),
-            }),
+            StrategyKind::Envoy => Strategy::Shipped(ShippedBackoff::Envoy { base: min, max }),
             StrategyKind::Finagle => Strategy::Shipped(ShippedBackoff::Finagle { start: min, max }),
             StrategyKind::PollyV2 => Strategy::Shipped(ShippedBackoff::PollyV2 { base: min, max }),
         })

@@ -97,14 +97,15 @@ struct TokenBucket {
 }
 
 impl TokenBucket {
-    fn new(max_rate: f64) -> Self {
+    /// Created at `t` (botocore's rate setter starts the refill clock).
+    fn new(max_rate: f64, t: f64) -> Self {
         let mut b = TokenBucket {
             fill_rate: MIN_RATE,
             capacity: 0.0,
             max_capacity: 1.0,
             last: None,
         };
-        b.set_rate(max_rate, None);
+        b.set_rate(max_rate, Some(t));
         b
     }
 
@@ -159,7 +160,7 @@ impl AdaptiveLimiter {
         AdaptiveLimiter {
             cubic: Cubic::new(secs(now)),
             clocker: RateClocker::new(secs(now)),
-            bucket: TokenBucket::new(1.0),
+            bucket: TokenBucket::new(1.0, secs(now)),
             enabled: false,
         }
     }
@@ -244,13 +245,13 @@ mod tests {
 
     #[test]
     fn the_bucket_starts_empty_and_waiters_take_turns() {
-        let mut b = TokenBucket::new(2.0);
+        let mut b = TokenBucket::new(2.0, 0.0);
         assert!(close(b.acquire(0.0), 0.5), "empty: wait 1 / 2 s");
         assert!(close(b.acquire(0.0), 1.0), "the next waits its turn");
         // 1.5 s later the debt of 2 is paid and one token is back.
         assert!(close(b.acquire(1.5), 0.0));
         // A rate under 1 keeps a capacity of 1 and a fill of at least 0.5.
-        let mut slow = TokenBucket::new(0.1);
+        let mut slow = TokenBucket::new(0.1, 0.0);
         assert!(close(slow.fill_rate, 0.5) && close(slow.max_capacity, 1.0));
         assert!(close(slow.acquire(0.0), 2.0));
     }

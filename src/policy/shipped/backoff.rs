@@ -158,10 +158,19 @@ impl ShippedBackoff {
                 max,
             } => grpc_delay(n, rng.random_range(0.8..1.2), initial, multiplier, max),
             ShippedBackoff::Envoy { base, max } => {
-                let (base_ms, max_ms) = (base.as_millis() as u64, max.as_millis() as u64);
-                let bound = envoy_bound(n, base_ms, max_ms);
+                // Envoy counts in whole milliseconds; a schedule compressed
+                // below them (--time-scale) counts in microseconds instead.
+                let whole_ms = |d: Duration| d.subsec_nanos().is_multiple_of(1_000_000);
+                let unit = if whole_ms(base) && whole_ms(max) {
+                    Duration::from_millis(1)
+                } else {
+                    Duration::from_micros(1)
+                };
+                let units = |d: Duration| (d.as_nanos() / unit.as_nanos()) as u64;
+                let (base_u, max_u) = (units(base), units(max));
+                let bound = envoy_bound(n, base_u, max_u);
                 let r: u64 = rng.random();
-                Duration::from_millis((r % bound).min(max_ms))
+                unit * u32::try_from((r % bound).min(max_u)).unwrap_or(u32::MAX)
             }
             ShippedBackoff::Finagle { start, max } => {
                 finagle_next(previous.filter(|_| n > 1), rng.random(), start, max)
@@ -257,6 +266,28 @@ mod tests {
         // A base of 100 and max of 1000: 100, 200, 400, 800, 1000.
         let bounds: Vec<u64> = (1..=5).map(|n| envoy_bound(n, 100, 1000)).collect();
         assert_eq!(bounds, [100, 200, 400, 800, 1000]);
+    }
+
+    #[test]
+    fn envoy_keeps_its_bounds_when_time_is_compressed() {
+        use rand::SeedableRng;
+        let mut rng = rand::rngs::Xoshiro256PlusPlus::seed_from_u64(3);
+        let full = ShippedBackoff::Envoy {
+            base: ms(25),
+            max: ms(250),
+        };
+        let tenth = full.scaled(10.0);
+        let mut prev = 0.0;
+        for n in 1..=6 {
+            let (mut a, mut b) = (0.0, 0.0);
+            for _ in 0..2000 {
+                a += full.delay(n, None, &mut prev, &mut rng).as_secs_f64();
+                b += tenth.delay(n, None, &mut prev, &mut rng).as_secs_f64();
+            }
+            // Means of U{0..b-1} ms against a tenth of them, within 5 %.
+            let ratio = a / b / 10.0;
+            assert!((ratio - 1.0).abs() < 0.05, "retry {n}: {ratio}");
+        }
     }
 
     #[test]

@@ -79,6 +79,14 @@ impl AwsQuota {
     }
 }
 
+/// `min_per_sec * ttl * withdraw`, the reserve of tower's and Finagle's
+/// budgets. Both count the ttl in whole seconds; the ttl here is 10 s, or
+/// that compressed by `--time-scale` (which multiplies `min_per_sec` as
+/// much), so it is taken exactly, keeping the same product.
+fn reserve(min_per_sec: u32, ttl: Duration, withdraw: i64) -> i64 {
+    ((f64::from(min_per_sec) * ttl.as_secs_f64()).round() as i64).saturating_mul(withdraw)
+}
+
 /// tower's `TpsBudget`, modelled on its code: a request deposits 1; a
 /// retry withdraws `trunc(1 / percent)` (so 0.3 behaves as one retry in
 /// three, and anything above 0.5 as one in one) against the sum of ten
@@ -114,9 +122,7 @@ impl TpsBudget {
         } else {
             (1000, (1000.0 / percent) as i64)
         };
-        let reserve = i64::from(min_per_sec)
-            .saturating_mul(ttl.as_secs() as i64)
-            .saturating_mul(withdraw);
+        let reserve = reserve(min_per_sec, ttl, withdraw);
         TpsBudget {
             slots: vec![0; 10],
             index: 0,
@@ -199,9 +205,7 @@ impl FinagleBudget {
             slices: std::collections::VecDeque::new(),
             slice: (ttl / 10).max(Duration::from_nanos(1)),
             sum: 0,
-            reserve: i64::from(min_per_sec)
-                .saturating_mul(ttl.as_secs() as i64)
-                .saturating_mul(withdraw),
+            reserve: reserve(min_per_sec, ttl, withdraw),
             withdraw,
         }
     }
@@ -353,6 +357,20 @@ mod tests {
             assert!(b.withdraw(ms(0)));
         }
         assert!(!b.withdraw(ms(0)));
+    }
+
+    #[test]
+    fn the_reserve_survives_time_compression() {
+        // Ten times faster: 100 a second over 1 s, as much as 10 over 10 s;
+        // three times: 30 over 3.333 s, the same 100 retries.
+        for (ttl, rate) in [(ms(10_000), 10), (ms(1000), 100), (ms(3333), 30)] {
+            let mut t = TpsBudget::new(ttl, rate, 0.2);
+            let mut f = FinagleBudget::new(ttl, rate, 0.2);
+            assert_eq!(t.balance(ms(0)), 500, "{ttl:?}");
+            assert_eq!(f.balance(ms(0)), 500_000, "{ttl:?}");
+        }
+        // Under a second of ttl (k = 20) the product holds too.
+        assert_eq!(TpsBudget::new(ms(500), 200, 0.2).balance(ms(0)), 500);
     }
 
     #[test]

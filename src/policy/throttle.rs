@@ -241,8 +241,10 @@ impl Throttle {
         &self.config
     }
 
-    /// Asks whether an attempt may go out at `now` (a retry or not).
-    pub fn before_attempt<R: Rng + ?Sized>(
+    /// Asks whether an attempt may go out at `now` (a retry or not), for
+    /// the tests of throttles that look no further.
+    #[cfg(test)]
+    fn before_attempt<R: Rng + ?Sized>(
         &mut self,
         is_retry: bool,
         now: Duration,
@@ -328,8 +330,10 @@ impl Throttle {
         }
     }
 
-    /// Records how an attempt that went out ended (`ok`: a 2xx answer).
-    pub fn after_attempt(&mut self, ok: bool, now: Duration) {
+    /// Records how an attempt that went out ended (`ok`: a 2xx answer),
+    /// for the tests of throttles that look no further.
+    #[cfg(test)]
+    fn after_attempt(&mut self, ok: bool, now: Duration) {
         self.after(ok, AttemptKind::default(), now);
     }
 

@@ -13,22 +13,8 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use super::ticket::Ticket;
+use super::ticket::{Departure, Exit, Ticket};
 use crate::model::latency::Curve;
-
-/// A request whose modelled delay has elapsed.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Completion<T> {
-    /// What the caller attached at admission.
-    pub payload: T,
-    /// Its ticket.
-    pub ticket: Ticket,
-    /// When the request was admitted.
-    pub start: Duration,
-    /// The exact modelled completion instant (at or before the `now` that
-    /// revealed it).
-    pub at: Duration,
-}
 
 struct Entry<T> {
     ticket: Ticket,
@@ -48,7 +34,9 @@ pub struct CompletionScheduler<T> {
     next_ticket: u64,
     /// Instant of the last event seen: admissions, cancellations, completions.
     clock: Duration,
-    done: Vec<Completion<T>>,
+    /// Completions found so far, each at its exact modelled instant (at
+    /// or before the `now` that revealed it).
+    done: Vec<Departure<T>>,
 }
 
 impl<T> CompletionScheduler<T> {
@@ -100,11 +88,12 @@ impl<T> CompletionScheduler<T> {
             let payload = entry.payload.expect("the front entry is live");
             self.set_live(self.live - 1);
             self.clock = due;
-            self.done.push(Completion {
+            self.done.push(Departure {
                 payload,
                 ticket: entry.ticket,
                 start: entry.start,
                 at: due,
+                exit: Exit::Served,
             });
             self.drop_cancelled_front();
         }
@@ -160,7 +149,7 @@ impl<T> CompletionScheduler<T> {
     }
 
     /// Takes the completions found so far, oldest first.
-    pub fn drain_completed(&mut self) -> std::vec::Drain<'_, Completion<T>> {
+    pub fn drain_completed(&mut self) -> std::vec::Drain<'_, Departure<T>> {
         self.done.drain(..)
     }
 

@@ -299,17 +299,9 @@ impl<T> Service<T> {
             out,
             ..
         } = self;
-        let mut take = |d| sample(limiter, let_in, out, d);
+        let take = |d| sample(limiter, let_in, out, d);
         match shape {
-            Work::Curve(c) => c.drain_completed().for_each(|d| {
-                take(Departure {
-                    payload: d.payload,
-                    ticket: d.ticket,
-                    start: d.start,
-                    at: d.at,
-                    exit: Exit::Served,
-                })
-            }),
+            Work::Curve(c) => c.drain_completed().for_each(take),
             Work::Pool(p) => p.drain().for_each(take),
         }
     }

@@ -2,125 +2,22 @@
 //! time compressed to milliseconds. Lower bounds on latency hold however
 //! loaded the machine is; upper bounds are generous.
 
+mod common;
+
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use common::running::{Running, client_config, model, ms};
 use retry_storm::model::arrivals::ThinkTime;
 use retry_storm::model::client::ClientConfig;
 use retry_storm::model::latency::LatencyModel;
 use retry_storm::model::server::{OnDisconnect, ServerConfig, Shedding};
 use retry_storm::net::client;
-use retry_storm::net::server::{Gauges, Server};
 use retry_storm::policy::shipped::ShippedBackoff;
 use retry_storm::policy::{RetryLimits, Strategy, ThrottleConfig};
-use retry_storm::report::summary::ServerSummary;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
-
-/// A server running in the background on an ephemeral loopback port.
-struct Running {
-    addr: SocketAddr,
-    gauges: Arc<Gauges>,
-    stop: oneshot::Sender<()>,
-    task: JoinHandle<ServerSummary>,
-}
-
-impl Running {
-    fn start(model: LatencyModel, on_disconnect: OnDisconnect) -> Running {
-        Running::start_with(model, on_disconnect, None)
-    }
-
-    fn start_with(
-        model: LatencyModel,
-        on_disconnect: OnDisconnect,
-        shed: Option<Shedding>,
-    ) -> Running {
-        Running::start_config(ServerConfig {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            model,
-            backlog: 1024,
-            on_disconnect,
-            shed,
-            report_interval: ms(50),
-            header_read_timeout: Duration::from_secs(10),
-            timer_resolution: Duration::ZERO,
-            csv: None,
-            quiet: true,
-            ..ServerConfig::default()
-        })
-    }
-
-    /// A server with a 5 ms base delay and this header-read timeout.
-    fn with_header_read_timeout(timeout: Duration) -> Running {
-        Running::start_config(ServerConfig {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            model: model(ms(5)),
-            header_read_timeout: timeout,
-            quiet: true,
-            ..ServerConfig::default()
-        })
-    }
-
-    fn start_config(config: ServerConfig) -> Running {
-        let server = Server::bind(config).expect("bind an ephemeral port");
-        let addr = server.local_addr();
-        let gauges = server.gauges();
-        let (stop, stopped) = oneshot::channel();
-        let task = tokio::spawn(server.run(async {
-            let _ = stopped.await;
-        }));
-        Running {
-            addr,
-            gauges,
-            stop,
-            task,
-        }
-    }
-
-    async fn stop(self) -> ServerSummary {
-        let _ = self.stop.send(());
-        self.task.await.unwrap()
-    }
-
-    fn url(&self) -> String {
-        format!("http://{}/api", self.addr)
-    }
-}
-
-fn model(base: Duration) -> LatencyModel {
-    LatencyModel {
-        base,
-        max_delay: Duration::from_secs(60),
-        ..LatencyModel::default()
-    }
-}
-
-fn client_config(url: String) -> ClientConfig {
-    ClientConfig {
-        url,
-        clients: 20,
-        think: ThinkTime::new(ms(20)),
-        timeout: Duration::from_secs(5),
-        strategy: Strategy::Fixed { delay: ms(10) },
-        limits: RetryLimits::default(),
-        throttle: None,
-        report_interval: ms(100),
-        duration: Some(ms(800)),
-        ramp_up: Duration::ZERO,
-        timer_resolution: Duration::ZERO,
-        seed: 7,
-        csv: None,
-        quiet: true,
-    }
-}
 
 /// Waits (bounded) until `cond` holds, checking every few milliseconds.
 async fn eventually(what: &str, within: Duration, cond: impl Fn() -> bool) {

@@ -323,3 +323,73 @@ fn back_to_back_pauses_stop_the_server_for_both() {
     assert!(inside.is_empty(), "rows while stopped: {inside:?}");
     assert!(out.server_rows.iter().any(|r| r.elapsed_s == 3.0));
 }
+
+#[test]
+fn hedges_that_lose_are_cancelled_and_the_server_drops_them() {
+    // One user alone against the 2014 curve: copies go at 0, 10 and 20 ms;
+    // the oldest is answered first (when its time reaches the delay for
+    // concurrency 3) and the two others are cancelled, so three go per
+    // request, exactly, and a cancel-mode server drops two per request.
+    let c = config(
+        &["--on-disconnect", "cancel"],
+        &[
+            "--clients",
+            "1",
+            "--lambda",
+            "1",
+            "--duration",
+            "60s",
+            "--seed",
+            "7",
+            "--hedge-delay",
+            "10ms",
+            "--hedge-max-attempts",
+            "3",
+        ],
+        vec![],
+    );
+    let out = sim::run(&c).unwrap();
+    let t = out.client.totals.tally;
+    assert!(t.started > 30, "{t:?}");
+    assert_eq!(t.ok, t.started);
+    assert_eq!(t.cancelled, 2 * t.started);
+    assert_eq!(t.retries, 2 * t.started);
+    assert_eq!(t.amplification(), Some(3.0));
+    assert_eq!(out.server.completed, t.ok);
+    assert_eq!(out.server.abandoned, t.cancelled);
+    // Each answer took the curve's delay at concurrency 3.
+    let delay = c.server.model.delay(3);
+    let latency = &out.client.totals.attempt_latency;
+    for q in [0.0, 1.0] {
+        let at = Duration::from_micros(latency.value_at_quantile(q));
+        assert!(at.abs_diff(delay) < ms(1), "{at:?} against {delay:?}");
+    }
+    assert_eq!(out.client.strategy, "hedging");
+}
+
+#[test]
+fn hedging_is_the_same_twice_in_virtual_time() {
+    let run = || {
+        let c = config(
+            &["--model", "pool", "--seed", "3"],
+            &[
+                "--clients",
+                "200",
+                "--duration",
+                "60s",
+                "--seed",
+                "9",
+                "--hedge-delay",
+                "50ms",
+            ],
+            vec![Pause {
+                at: Duration::from_secs(10),
+                length: Duration::from_secs(5),
+            }],
+        );
+        sim::run(&c).unwrap().client.totals.tally
+    };
+    let (a, b) = (run(), run());
+    assert_eq!(a, b);
+    assert!(a.cancelled > 0 && a.retries > a.cancelled / 2, "{a:?}");
+}

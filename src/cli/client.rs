@@ -8,7 +8,7 @@ use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
 use super::generate::GenerateArgs;
 use super::report::ReportArgs;
-use super::retry::{LimitArgs, StrategyArgs, ThrottleArgs};
+use super::retry::{HedgingArgs, LimitArgs, StrategyArgs, ThrottleArgs};
 use super::runtime::RuntimeArgs;
 use super::values::{
     duration, http_url, positive, positive_duration, seconds_or_duration, time_scale,
@@ -107,6 +107,9 @@ pub struct ClientArgs {
     /// Retry limits.
     #[command(flatten)]
     pub limits: LimitArgs,
+    /// Hedging instead of retries.
+    #[command(flatten)]
+    pub hedging: HedgingArgs,
     /// Retry throttle.
     #[command(flatten)]
     pub throttle: ThrottleArgs,
@@ -120,9 +123,13 @@ impl ClientArgs {
     /// Checks the flags together and builds the client's configuration.
     pub fn config(&self) -> Result<ClientConfig, clap::Error> {
         let strategy = self.retry.strategy().map_err(conflict)?;
+        let hedging = self
+            .hedging
+            .hedging(&self.retry, &self.limits)
+            .map_err(conflict)?;
         let throttle = self
             .throttle
-            .throttle(self.retry.kind())
+            .throttle(self.hedging.throttle_of(&self.retry))
             .map_err(conflict)?;
         let config = ClientConfig {
             url: self.url.clone(),
@@ -131,6 +138,7 @@ impl ClientArgs {
             timeout: self.timeout,
             strategy,
             limits: self.limits.limits(self.retry.kind()),
+            hedging,
             throttle,
             report_interval: self.report_interval,
             duration: self.duration,

@@ -22,7 +22,7 @@ pub use client::{ClientArgs, ClientCli, ClientCommand, PlanArgs, PlanFormat};
 pub use generate::{Generate, GenerateArgs};
 pub use protocol::{OutputArgs, ProtocolArgs};
 pub use report::ReportArgs;
-pub use retry::{LimitArgs, StrategyArgs, ThrottleArgs};
+pub use retry::{HedgingArgs, LimitArgs, StrategyArgs, ThrottleArgs};
 pub use runtime::RuntimeArgs;
 pub use server::{ServerArgs, ShedStatusArg};
 pub use storm::{ExecArgs, RunArgs, StormArgs, StormCli, StormCommand};

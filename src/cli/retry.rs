@@ -11,8 +11,8 @@ use clap::{Args, ValueEnum};
 use super::refusal::stray;
 use super::values::{backoff_factor, duration, non_negative, positive, positive_duration, ratio};
 use crate::policy::{
-    NotRead, RetryLimits, Strategy, StrategyError, StrategyKind, StrategyParam, StrategyParams,
-    ThrottleConfig, ThrottleKind, ThrottleParam, ThrottleParams,
+    Hedging, NotRead, RetryLimits, Strategy, StrategyError, StrategyKind, StrategyParam,
+    StrategyParams, ThrottleConfig, ThrottleKind, ThrottleParam, ThrottleParams,
 };
 
 impl ValueEnum for StrategyKind {
@@ -188,6 +188,25 @@ impl StrategyArgs {
         }
     }
 
+    /// The strategy flags given, by name.
+    fn given(&self) -> Vec<&'static str> {
+        [
+            ("--strategy", self.strategy.is_some()),
+            ("--exponential-backoff", self.exponential_backoff),
+            ("--fixed-delay", self.fixed_delay.is_some()),
+            ("--min-delay", self.min_delay.is_some()),
+            ("--max-delay", self.max_delay.is_some()),
+            ("--factor", self.factor.is_some()),
+            ("--jitter", self.jitter.is_some()),
+            ("--slot-time", self.slot_time.is_some()),
+            ("--ceiling", self.ceiling.is_some()),
+            ("--stay-at-ceiling", self.stay_at_ceiling),
+        ]
+        .into_iter()
+        .filter_map(|(flag, given)| given.then_some(flag))
+        .collect()
+    }
+
     /// Builds the strategy, or says which flags are wrong for it.
     pub fn strategy(&self) -> Result<Strategy, String> {
         let params = StrategyParams {
@@ -210,6 +229,71 @@ impl StrategyArgs {
             }
             StrategyError::MinOverMax => "--min-delay must not exceed --max-delay".to_string(),
         })
+    }
+}
+
+/// gRPC's hedging policy, instead of retries.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Hedging")]
+pub struct HedgingArgs {
+    /// Hedge instead of retrying (gRPC's hedging policy): send the request
+    /// again this long after the last copy went while no answer has come;
+    /// a failure sends the next copy at once; the first success wins and
+    /// the others are cancelled; nothing is retried. 0: all copies at once.
+    #[arg(long, value_parser = duration, value_name = "DURATION")]
+    pub hedge_delay: Option<Duration>,
+    /// Copies of a request at most, the first included; more than 5 count
+    /// as 5, as gRPC clients cap it [default: 4, gRFC A6's example].
+    #[arg(long, requires = "hedge_delay", value_parser = clap::value_parser!(u32).range(2..), value_name = "N")]
+    pub hedge_max_attempts: Option<u32>,
+}
+
+impl HedgingArgs {
+    /// gRFC A6's example policy has 4 attempts.
+    const DEFAULT_MAX_ATTEMPTS: u32 = 4;
+
+    /// The hedging policy, if one is asked for, or says which retry flag
+    /// does not belong with it.
+    pub fn hedging(
+        &self,
+        retry: &StrategyArgs,
+        limits: &LimitArgs,
+    ) -> Result<Option<Hedging>, String> {
+        let Some(delay) = self.hedge_delay else {
+            return Ok(None);
+        };
+        if let Some(flag) = retry.given().first() {
+            return Err(format!(
+                "{flag} does not apply with --hedge-delay (a hedged request is never retried)"
+            ));
+        }
+        if limits.max_attempts.is_some() {
+            return Err(
+                "--max-attempts does not apply with --hedge-delay (use --hedge-max-attempts)"
+                    .to_string(),
+            );
+        }
+        if limits.respect_retry_after {
+            return Err(
+                "--respect-retry-after does not apply with --hedge-delay (a gRPC \
+                 client reads grpc-retry-pushback-ms, not Retry-After)"
+                    .to_string(),
+            );
+        }
+        Ok(Some(Hedging::new(
+            delay,
+            self.hedge_max_attempts
+                .unwrap_or(Self::DEFAULT_MAX_ATTEMPTS),
+        )))
+    }
+
+    /// The strategy whose throttle a client gets by default: hedging is
+    /// gRPC's, and brings gRPC's.
+    pub fn throttle_of(&self, retry: &StrategyArgs) -> StrategyKind {
+        match self.hedge_delay {
+            Some(_) => StrategyKind::Grpc,
+            None => retry.kind(),
+        }
     }
 }
 
@@ -247,8 +331,8 @@ impl LimitArgs {
 #[command(next_help_heading = "Retry throttle")]
 pub struct ThrottleArgs {
     /// Retry throttle shared by all clients [default: none; aws-standard:
-    /// aws-quota; grpc: token-bucket; envoy: envoy-budget; finagle:
-    /// finagle-budget].
+    /// aws-quota; grpc and hedging: token-bucket; envoy: envoy-budget;
+    /// finagle: finagle-budget].
     #[arg(long, value_enum, value_name = "NAME")]
     pub throttle: Option<ThrottleKind>,
     /// No throttle, not even the one a shipped client's strategy brings.
@@ -329,5 +413,82 @@ impl ThrottleArgs {
                 [param.of().name()],
             )
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::super::client::ClientCli;
+    use crate::model::client::ClientConfig;
+    use crate::policy::{Hedging, ThrottleConfig};
+
+    fn client(args: &[&str]) -> Result<ClientConfig, String> {
+        let mut argv = vec!["client"];
+        argv.extend_from_slice(args);
+        ClientCli::try_parse_from(argv)
+            .map_err(|e| e.to_string())?
+            .run
+            .config()
+            .map_err(|e| e.to_string())
+    }
+
+    fn ms(n: u64) -> std::time::Duration {
+        std::time::Duration::from_millis(n)
+    }
+
+    #[test]
+    fn hedging_takes_a6s_example_and_grpcs_throttle_by_default() {
+        let c = client(&["--hedge-delay", "50ms"]).unwrap();
+        assert_eq!(c.hedging, Some(Hedging::new(ms(50), 4)));
+        assert_eq!(
+            c.throttle,
+            Some(ThrottleConfig::TokenBucket {
+                max_tokens: 10.0,
+                token_ratio: 0.1
+            })
+        );
+        assert_eq!(c.policy_name(), "hedging");
+        let c = client(&[
+            "--hedge-delay",
+            "0s",
+            "--hedge-max-attempts",
+            "9",
+            "--no-throttle",
+        ])
+        .unwrap();
+        assert_eq!(c.hedging, Some(Hedging::new(ms(0), 5)), "capped at 5");
+        assert_eq!(c.throttle, None);
+        let c = client(&["--hedge-delay", "1s", "--time-scale", "10"]).unwrap();
+        assert_eq!(c.hedging.map(|h| h.delay), Some(ms(100)));
+        assert_eq!(client(&[]).unwrap().hedging, None);
+    }
+
+    #[test]
+    fn retry_flags_do_not_belong_with_hedging() {
+        let refused = |args: &[&str], flag: &str| {
+            let e = client(args).unwrap_err();
+            assert!(e.contains(flag), "{e}");
+        };
+        refused(
+            &["--hedge-delay", "5ms", "--strategy", "grpc"],
+            "--strategy",
+        );
+        refused(
+            &["--hedge-delay", "5ms", "--fixed-delay", "1s"],
+            "--fixed-delay",
+        );
+        refused(
+            &["--hedge-delay", "5ms", "--max-attempts", "3"],
+            "--max-attempts",
+        );
+        refused(
+            &["--hedge-delay", "5ms", "--respect-retry-after"],
+            "--respect-retry-after",
+        );
+        refused(&["--hedge-max-attempts", "3"], "--hedge-delay");
+        refused(&["--hedge-delay", "5ms", "--hedge-max-attempts", "1"], "1");
+        assert!(client(&["--hedge-delay", "5ms", "--deadline", "1s"]).is_ok());
     }
 }

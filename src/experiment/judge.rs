@@ -32,7 +32,7 @@ pub(super) fn write(
             case: run.case.name.clone(),
             run: run.rep + 1,
             seed: storm.seed(run.rep),
-            strategy: client.strategy.name(),
+            strategy: client.policy_name(),
             figures: figures(&run.client, &run.server, &run.timeline),
             timeline: run.timeline,
             client_csv: format!("{name}.client.csv"),

@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::arrivals::ThinkTime;
 use super::timescale::compress;
 use super::user::Rules;
-use crate::policy::{RetryLimits, Strategy, ThrottleConfig};
+use crate::policy::{Hedging, RetryLimits, Strategy, ThrottleConfig};
 
 /// Everything the client needs to run.
 #[derive(Debug, Clone)]
@@ -26,6 +26,8 @@ pub struct ClientConfig {
     pub strategy: Strategy,
     /// Attempt limit, deadline and `Retry-After` handling.
     pub limits: RetryLimits,
+    /// gRPC's hedging instead of retries, if chosen.
+    pub hedging: Option<Hedging>,
     /// Throttle shared by all users, if any.
     pub throttle: Option<ThrottleConfig>,
     /// How often to report.
@@ -58,11 +60,21 @@ impl ClientConfig {
             timeout: self.timeout,
             strategy: self.strategy,
             limits: self.limits,
+            hedging: self.hedging,
+        }
+    }
+
+    /// The retry policy's name, for summaries: the strategy's, or
+    /// `hedging`.
+    pub fn policy_name(&self) -> &'static str {
+        match self.hedging {
+            Some(_) => "hedging",
+            None => self.strategy.name(),
         }
     }
 
     /// The same client with time compressed `k` times: think time, timeout,
-    /// the strategy's delays, the throttle's windows, the deadline, the
+    /// the strategy's delays, the hedging delay, the throttle's windows, the deadline, the
     /// report interval, the run's length and the ramp-up divided by `k`
     /// (rates multiplied by it). The timer's step, a cost of the machine,
     /// stays as given.
@@ -70,6 +82,7 @@ impl ClientConfig {
         self.think = ThinkTime::new(compress(self.think.mean(), k));
         self.timeout = compress(self.timeout, k);
         self.strategy = self.strategy.scaled(k);
+        self.hedging = self.hedging.map(|h| h.scaled(k));
         self.throttle = self.throttle.map(|t| t.scaled(k));
         self.limits.deadline = self.limits.deadline.map(|d| compress(d, k));
         self.report_interval = compress(self.report_interval, k);

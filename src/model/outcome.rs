@@ -12,6 +12,9 @@ pub enum Outcome {
     Error,
     /// No full response within the timeout.
     Timeout,
+    /// Cancelled in flight because another attempt of the same request
+    /// succeeded first (a hedge lost): its connection is closed.
+    Cancelled,
 }
 
 /// What an answer told the client besides its outcome.

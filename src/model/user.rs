@@ -12,7 +12,7 @@ use rand::Rng;
 
 use super::arrivals::ThinkTime;
 use super::outcome::{AttemptRecord, Hints, Outcome, RequestRecord};
-use crate::policy::{AttemptKind, Backoff, Decision, Next, RetryLimits, Strategy};
+use crate::policy::{AttemptKind, Backoff, Decision, Hedges, Hedging, Next, RetryLimits, Strategy};
 
 /// What every user of a run shares: think times, timeout and policy.
 #[derive(Debug, Clone, Copy)]
@@ -25,21 +25,55 @@ pub struct Rules {
     pub strategy: Strategy,
     /// Attempt limit, deadline and `Retry-After` handling.
     pub limits: RetryLimits,
+    /// gRPC's hedging instead of retries: several attempts of a request in
+    /// flight, the first success wins.
+    pub hedging: Option<Hedging>,
+}
+
+/// An attempt that went out, as its engine holds it until it ends.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sent {
+    /// What the throttle was told of it (and is told again at its end).
+    pub kind: AttemptKind,
+    /// Its intended start.
+    due: Duration,
+    /// How late it started.
+    lateness: Duration,
+}
+
+impl Sent {
+    /// The record of this attempt cancelled at `now`, because another
+    /// attempt of its request succeeded first.
+    pub fn cancelled(&self, now: Duration) -> AttemptRecord {
+        AttemptRecord {
+            outcome: Outcome::Cancelled,
+            is_retry: self.kind.retry,
+            rejected_locally: false,
+            latency: now.saturating_sub(self.due),
+            lateness: self.lateness,
+        }
+    }
 }
 
 /// What to do with the attempt that is due, once the throttle has spoken.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Attempt {
-    /// Send it; it times out at `deadline` (since the epoch).
+    /// Send it; it times out at `deadline` (since the epoch). Hand `sent`
+    /// back when it ends.
     Send {
         /// The instant the attempt is given up as timed out.
         deadline: Duration,
+        /// The attempt, for [`User::finish`].
+        sent: Sent,
     },
     /// Rejected locally by the throttle: an error that never left the
     /// process; record it.
     Rejected(Finished),
     /// The throttle refused a retry: the logical request is given up.
     Refused(RequestRecord),
+    /// The throttle refused a hedge: nothing goes, and no more hedges;
+    /// the attempts in flight may still win.
+    Held,
 }
 
 /// The records an ended attempt produces.
@@ -47,7 +81,8 @@ pub enum Attempt {
 pub struct Finished {
     /// How the attempt went.
     pub attempt: AttemptRecord,
-    /// How the logical request ended, if this attempt ended it.
+    /// How the logical request ended, if this attempt ended it. Attempts
+    /// of it still in flight (hedges that lost) are then to be cancelled.
     pub request: Option<RequestRecord>,
 }
 
@@ -58,44 +93,51 @@ pub struct User<R> {
     rng: R,
     /// Intended start of the current logical request's first attempt.
     first: Duration,
-    /// Intended start of the attempt that is due next.
-    due: Duration,
+    /// Intended start of the attempt due next; `None` while the one sent
+    /// is in flight. Hedging keeps its own schedule instead.
+    next: Option<Duration>,
+    /// The current request's hedges, when hedging.
+    hedges: Option<Hedges>,
     backoff: Backoff,
+    /// Attempts of the current request so far, local rejections included.
     attempts: u32,
     /// How the previous attempt of the current request ended, and whether
     /// it was a throttling answer.
     last: Option<(Outcome, bool)>,
-    /// How late the attempt in hand started.
-    lateness: Duration,
 }
 
 impl<R: Rng> User<R> {
     /// A user that starts thinking at `now`, drawing from `rng`.
-    pub fn new(rules: &Rules, mut rng: R, now: Duration) -> Self {
-        let think = rules.think.sample(&mut rng);
-        User {
+    pub fn new(rules: &Rules, rng: R, now: Duration) -> Self {
+        let mut user = User {
             rng,
-            first: now.saturating_add(think),
-            due: now.saturating_add(think),
-            backoff: Backoff::new(think),
+            first: now,
+            next: None,
+            hedges: None,
+            backoff: Backoff::new(Duration::ZERO),
             attempts: 0,
             last: None,
-            lateness: Duration::ZERO,
+        };
+        user.next_request(rules, now);
+        user
+    }
+
+    /// The intended start of the next attempt, or `None` while the user
+    /// waits for the attempts in flight.
+    pub fn due(&self) -> Option<Duration> {
+        match &self.hedges {
+            Some(h) => h.next(),
+            None => self.next,
         }
     }
 
-    /// The intended start of the next attempt.
-    pub fn due(&self) -> Duration {
-        self.due
-    }
-
-    /// Whether the next attempt is a retry.
+    /// Whether the next attempt is a retry (or a hedge).
     pub fn is_retry(&self) -> bool {
         self.attempts > 0
     }
 
-    /// What a throttle is told of the attempt that is due (or in flight):
-    /// whether it is a retry, and whether the attempt before it timed out.
+    /// What a throttle is told of the attempt that is due: whether it is
+    /// a retry, and whether the attempt before it timed out.
     pub fn attempt_kind(&self) -> AttemptKind {
         AttemptKind {
             retry: self.is_retry(),
@@ -111,47 +153,75 @@ impl<R: Rng> User<R> {
 
     /// Starts the due attempt at `now`, given the throttle's `decision`
     /// (`Allow` without a throttle).
+    ///
+    /// # Panics
+    /// If no attempt is due.
     pub fn begin(&mut self, rules: &Rules, decision: Decision, now: Duration) -> Attempt {
-        self.lateness = now.saturating_sub(self.due);
+        let due = self.due().expect("an attempt is due");
+        let sent = Sent {
+            kind: self.attempt_kind(),
+            due,
+            lateness: now.saturating_sub(due),
+        };
+        if decision == Decision::GiveUp {
+            if let Some(h) = &mut self.hedges
+                && h.in_flight() > 0
+            {
+                h.refused();
+                return Attempt::Held;
+            }
+            let record = RequestRecord {
+                attempts: self.attempts,
+                latency: None,
+                throttled: true,
+            };
+            self.next_request(rules, now);
+            return Attempt::Refused(record);
+        }
+        self.attempts += 1;
+        self.next = None;
+        if let (Some(h), Some(policy)) = (&mut self.hedges, &rules.hedging) {
+            h.sent(policy, due);
+        }
+        self.limit_hedges(rules);
         match decision {
-            Decision::Allow => {
-                let started = self.due.saturating_sub(self.first);
+            Decision::Reject => Attempt::Rejected(self.end(
+                rules,
+                sent,
+                Outcome::Error,
+                Hints::default(),
+                now,
+                true,
+            )),
+            _ => {
+                let started = due.saturating_sub(self.first);
                 Attempt::Send {
                     deadline: self
                         .first
                         .saturating_add(rules.limits.attempt_end(started, rules.timeout)),
+                    sent,
                 }
-            }
-            Decision::Reject => {
-                Attempt::Rejected(self.end(rules, Outcome::Error, Hints::default(), now, true))
-            }
-            Decision::GiveUp => {
-                let record = RequestRecord {
-                    attempts: self.attempts,
-                    latency: None,
-                    throttled: true,
-                };
-                self.next_request(rules, now);
-                Attempt::Refused(record)
             }
         }
     }
 
-    /// Ends the attempt that was sent, at `now`, with what the answer
-    /// told (`Retry-After`, gRPC's pushback); schedules what comes next.
+    /// Ends attempt `sent` at `now`, with what the answer told
+    /// (`Retry-After`, gRPC's pushback); schedules what comes next.
     pub fn finish(
         &mut self,
         rules: &Rules,
+        sent: Sent,
         outcome: Outcome,
         hints: Hints,
         now: Duration,
     ) -> Finished {
-        self.end(rules, outcome, hints, now, false)
+        self.end(rules, sent, outcome, hints, now, false)
     }
 
     fn end(
         &mut self,
         rules: &Rules,
+        sent: Sent,
         outcome: Outcome,
         hints: Hints,
         now: Duration,
@@ -159,51 +229,30 @@ impl<R: Rng> User<R> {
     ) -> Finished {
         let attempt = AttemptRecord {
             outcome,
-            is_retry: self.is_retry(),
+            is_retry: sent.kind.retry,
             rejected_locally,
-            latency: now.saturating_sub(self.due),
-            lateness: self.lateness,
+            latency: now.saturating_sub(sent.due),
+            lateness: sent.lateness,
         };
-        self.attempts += 1;
         self.last = Some((outcome, hints.throttled));
         let elapsed = now.saturating_sub(self.first);
+        let attempts = self.attempts;
         let ended = |latency| RequestRecord {
-            attempts: self.attempts,
+            attempts,
             latency,
             throttled: false,
         };
         let request = if outcome == Outcome::Ok {
             Some(ended(Some(elapsed)))
+        } else if let Some(h) = &mut self.hedges {
+            // Hedging is gRPC's: it always reads the pushback.
+            h.failed(hints.pushback_ms, now);
+            self.limit_hedges(rules);
+            self.hedges
+                .is_some_and(|h| h.in_flight() == 0 && h.next().is_none())
+                .then(|| ended(None))
         } else {
-            // A gRPC client obeys the server's pushback: negative, no
-            // retry; otherwise exactly that delay, the backoff started over.
-            let pushback = hints
-                .pushback_ms
-                .filter(|_| rules.strategy.honours_pushback());
-            let proposed = match pushback {
-                Some(ms) if ms >= 0 => {
-                    self.backoff.restart();
-                    Duration::from_millis(ms.unsigned_abs())
-                }
-                _ => self.backoff.next_delay(&rules.strategy, &mut self.rng),
-            };
-            // With a pushback the delay is exact: Retry-After does not
-            // stretch it.
-            let retry_after = hints.retry_after.filter(|_| pushback.is_none());
-            let next = if pushback.is_some_and(|ms| ms < 0) {
-                Next::GiveUp
-            } else {
-                rules
-                    .limits
-                    .next(self.attempts, elapsed, proposed, retry_after)
-            };
-            match next {
-                Next::Retry(delay) => {
-                    self.due = now.saturating_add(delay);
-                    None
-                }
-                Next::GiveUp => Some(ended(None)),
-            }
+            (!self.retry_after_failure(rules, hints, now, elapsed)).then(|| ended(None))
         };
         if request.is_some() {
             self.next_request(rules, now);
@@ -211,11 +260,58 @@ impl<R: Rng> User<R> {
         Finished { attempt, request }
     }
 
+    /// Schedules the retry of a failed attempt; false if the request is
+    /// given up instead.
+    fn retry_after_failure(
+        &mut self,
+        rules: &Rules,
+        hints: Hints,
+        now: Duration,
+        elapsed: Duration,
+    ) -> bool {
+        // A gRPC client obeys the server's pushback: negative, no retry;
+        // otherwise exactly that delay, the backoff started over.
+        let pushback = hints
+            .pushback_ms
+            .filter(|_| rules.strategy.honours_pushback());
+        let proposed = match pushback {
+            Some(ms) if ms >= 0 => {
+                self.backoff.restart();
+                Duration::from_millis(ms.unsigned_abs())
+            }
+            _ => self.backoff.next_delay(&rules.strategy, &mut self.rng),
+        };
+        // With a pushback the delay is exact: Retry-After does not
+        // stretch it.
+        let retry_after = hints.retry_after.filter(|_| pushback.is_none());
+        if pushback.is_some_and(|ms| ms < 0) {
+            return false;
+        }
+        match rules
+            .limits
+            .next(self.attempts, elapsed, proposed, retry_after)
+        {
+            Next::Retry(delay) => {
+                self.next = Some(now.saturating_add(delay));
+                true
+            }
+            Next::GiveUp => false,
+        }
+    }
+
+    /// No hedge goes once the request's deadline has passed.
+    fn limit_hedges(&mut self, rules: &Rules) {
+        if let (Some(h), Some(deadline)) = (&mut self.hedges, rules.limits.deadline) {
+            h.not_after(self.first.saturating_add(deadline));
+        }
+    }
+
     /// Thinks from `now` before the next logical request.
     fn next_request(&mut self, rules: &Rules, now: Duration) {
         let think = rules.think.sample(&mut self.rng);
         self.first = now.saturating_add(think);
-        self.due = self.first;
+        self.next = Some(self.first);
+        self.hedges = rules.hedging.map(|_| Hedges::new(self.first));
         self.backoff = Backoff::new(think);
         self.attempts = 0;
         self.last = None;
@@ -223,207 +319,4 @@ impl<R: Rng> User<R> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::arrivals::user_rng;
-
-    fn ms(n: u64) -> Duration {
-        Duration::from_millis(n)
-    }
-
-    fn rules(max_attempts: Option<u32>) -> Rules {
-        Rules {
-            think: ThinkTime::new(Duration::from_secs(1)),
-            timeout: ms(2000),
-            strategy: Strategy::Fixed { delay: ms(100) },
-            limits: RetryLimits {
-                max_attempts,
-                ..RetryLimits::default()
-            },
-        }
-    }
-
-    #[test]
-    fn first_attempt_is_due_after_one_think_time() {
-        let r = rules(None);
-        let user = User::new(&r, user_rng(1, 0), ms(500));
-        let think = r.think.sample(&mut user_rng(1, 0));
-        assert_eq!(user.due(), ms(500) + think);
-        assert!(!user.is_retry());
-    }
-
-    #[test]
-    fn failures_retry_on_schedule_and_success_ends_the_request() {
-        let r = rules(None);
-        let mut user = User::new(&r, user_rng(2, 0), Duration::ZERO);
-        let t0 = user.due();
-        assert_eq!(
-            user.begin(&r, Decision::Allow, t0),
-            Attempt::Send {
-                deadline: t0 + ms(2000)
-            }
-        );
-        let end = t0 + ms(2000);
-        let f = user.finish(&r, Outcome::Timeout, Hints::default(), end);
-        assert_eq!(f.request, None);
-        assert_eq!(f.attempt.latency, ms(2000));
-        assert!(!f.attempt.is_retry);
-        assert_eq!(user.due(), end + ms(100));
-        assert!(user.is_retry());
-
-        let t1 = user.due();
-        assert!(matches!(
-            user.begin(&r, Decision::Allow, t1),
-            Attempt::Send { .. }
-        ));
-        let f = user.finish(&r, Outcome::Ok, Hints::default(), t1 + ms(100));
-        assert!(f.attempt.is_retry);
-        assert_eq!(
-            f.request,
-            Some(RequestRecord {
-                attempts: 2,
-                latency: Some(t1 + ms(100) - t0),
-                throttled: false,
-            })
-        );
-        assert!(!user.is_retry());
-        assert!(user.due() >= t1 + ms(100));
-    }
-
-    #[test]
-    fn an_attempt_started_late_records_how_late() {
-        let r = rules(None);
-        let mut user = User::new(&r, user_rng(5, 0), Duration::ZERO);
-        let due = user.due();
-        user.begin(&r, Decision::Allow, due + ms(3));
-        let f = user.finish(&r, Outcome::Ok, Hints::default(), due + ms(103));
-        assert_eq!(f.attempt.lateness, ms(3));
-        assert_eq!(
-            f.attempt.latency,
-            ms(103),
-            "latency counts from the intended start"
-        );
-    }
-
-    #[test]
-    fn an_absurd_wait_saturates_instead_of_overflowing() {
-        let r = Rules {
-            limits: RetryLimits {
-                respect_retry_after: true,
-                ..RetryLimits::default()
-            },
-            ..rules(None)
-        };
-        let mut user = User::new(&r, user_rng(6, 0), Duration::MAX - ms(1));
-        let due = user.due();
-        assert_eq!(due, Duration::MAX);
-        user.begin(&r, Decision::Allow, due);
-        user.finish(
-            &r,
-            Outcome::Error,
-            Hints {
-                retry_after: Some(Duration::MAX),
-                ..Hints::default()
-            },
-            due,
-        );
-        assert_eq!(user.due(), Duration::MAX);
-    }
-
-    #[test]
-    fn attempt_limit_gives_up() {
-        let r = rules(Some(1));
-        let mut user = User::new(&r, user_rng(3, 0), Duration::ZERO);
-        let t0 = user.due();
-        user.begin(&r, Decision::Allow, t0);
-        let f = user.finish(&r, Outcome::Error, Hints::default(), t0 + ms(5));
-        assert_eq!(
-            f.request,
-            Some(RequestRecord {
-                attempts: 1,
-                latency: None,
-                throttled: false,
-            })
-        );
-        assert!(!user.is_retry());
-    }
-
-    #[test]
-    fn throttle_decisions() {
-        let r = rules(None);
-        let mut user = User::new(&r, user_rng(4, 0), Duration::ZERO);
-        let t0 = user.due();
-        let Attempt::Rejected(f) = user.begin(&r, Decision::Reject, t0) else {
-            panic!("a rejection is recorded as an attempt");
-        };
-        assert!(f.attempt.rejected_locally);
-        assert_eq!(f.attempt.outcome, Outcome::Error);
-        assert_eq!(user.due(), t0 + ms(100));
-        let t1 = user.due();
-        assert_eq!(
-            user.begin(&r, Decision::GiveUp, t1),
-            Attempt::Refused(RequestRecord {
-                attempts: 1,
-                latency: None,
-                throttled: true,
-            })
-        );
-        assert!(!user.is_retry());
-        assert!(user.due() >= t1);
-    }
-
-    #[test]
-    fn a_grpc_client_obeys_pushback_and_others_ignore_it() {
-        use crate::policy::shipped::ShippedBackoff;
-        let grpc = Rules {
-            strategy: Strategy::Shipped(ShippedBackoff::Grpc {
-                initial: ms(100),
-                multiplier: 2.0,
-                max: ms(1000),
-            }),
-            ..rules(Some(4))
-        };
-        let push = |ms| Hints {
-            pushback_ms: Some(ms),
-            ..Hints::default()
-        };
-        let mut user = User::new(&grpc, user_rng(5, 0), Duration::ZERO);
-        let t0 = user.due();
-        user.begin(&grpc, Decision::Allow, t0);
-        // Pushback 700: the retry comes exactly 700 ms later.
-        let f = user.finish(&grpc, Outcome::Error, push(700), t0 + ms(5));
-        assert_eq!(f.request, None);
-        assert_eq!(user.due(), t0 + ms(705));
-        // Negative: the request ends without a retry.
-        user.begin(&grpc, Decision::Allow, user.due());
-        let f = user.finish(&grpc, Outcome::Error, push(-1), t0 + ms(710));
-        assert_eq!(f.request.map(|r| r.attempts), Some(2));
-        // A fixed-delay client ignores it.
-        let r = rules(None);
-        let mut user = User::new(&r, user_rng(5, 0), Duration::ZERO);
-        let t0 = user.due();
-        user.begin(&r, Decision::Allow, t0);
-        user.finish(&r, Outcome::Error, push(-1), t0 + ms(5));
-        assert_eq!(user.due(), t0 + ms(105), "fixed: 100 ms later");
-    }
-
-    #[test]
-    fn the_next_attempt_knows_whether_the_last_timed_out_or_was_throttled() {
-        let r = rules(None);
-        let mut user = User::new(&r, user_rng(6, 0), Duration::ZERO);
-        assert_eq!(user.attempt_kind(), AttemptKind::default());
-        let t0 = user.due();
-        user.begin(&r, Decision::Allow, t0);
-        let throttled = Hints {
-            throttled: true,
-            ..Hints::default()
-        };
-        user.finish(&r, Outcome::Error, throttled, t0 + ms(1));
-        let kind = user.attempt_kind();
-        assert!(kind.retry && kind.after_throttle && !kind.after_timeout);
-        user.begin(&r, Decision::Allow, user.due());
-        user.finish(&r, Outcome::Timeout, Hints::default(), t0 + ms(3000));
-        let kind = user.attempt_kind();
-        assert!(kind.retry && kind.after_timeout && !kind.after_throttle);
-    }
-}
+mod tests;

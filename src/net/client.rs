@@ -1,10 +1,10 @@
 //! The load generator: N simulated users sending Poisson traffic and
 //! retrying failures under a chosen policy.
 //!
-//! Each user is a sequential actor with at most one attempt in flight: think,
-//! attempt, retry per strategy until OK, think again. Connections are pooled
-//! and reused; a user holds one only while its attempt is in flight, and a
-//! timed-out attempt closes its connection.
+//! Each user is an actor: think, attempt, retry per strategy until OK, think
+//! again; one attempt in flight at a time, unless it hedges. Connections are
+//! pooled and reused; an attempt holds one only while it is in flight, and a
+//! timed-out attempt or a hedge that lost closes its connection.
 
 use std::fmt;
 use std::future::Future;
@@ -19,8 +19,8 @@ use super::pool::{Pool, Target};
 use super::timer::Timer;
 use crate::model::arrivals::user_rng;
 use crate::model::client::ClientConfig;
-use crate::model::outcome::Outcome;
-use crate::model::user::{Attempt, Rules, User};
+use crate::model::outcome::{Hints, Outcome};
+use crate::model::user::{Attempt, Rules, Sent, User};
 use crate::policy::{AttemptKind, Decision, Throttle};
 use crate::report::counts::ClientRecorder;
 use crate::report::output::CsvError;
@@ -94,26 +94,64 @@ impl Shared {
                 .after(ok, kind, self.now());
         }
     }
+
+    fn throttle_cancelled(&self, kind: AttemptKind) {
+        if let Some(t) = &self.throttle {
+            t.lock()
+                .expect("throttle lock poisoned")
+                .cancelled(kind, self.now());
+        }
+    }
+}
+
+/// One attempt on the network: what it was, and how it ended.
+async fn attempt(shared: Arc<Shared>, sent: Sent, deadline: Duration) -> (Sent, Outcome, Hints) {
+    let (outcome, hints) = shared.pool.attempt(shared.at(deadline)).await;
+    (sent, outcome, hints)
 }
 
 /// One simulated user, forever: think, attempt until OK or given up, think
-/// again.
+/// again. Its attempts run as tasks of their own, one at a time unless it
+/// hedges; a hedge that loses is aborted, which drops its connection.
 async fn user(shared: Arc<Shared>, seed: u64, index: u64, start: Duration) {
     let rules = &shared.rules;
     let mut user = User::new(rules, user_rng(seed, index), start);
+    let mut flights: JoinSet<(Sent, Outcome, Hints)> = JoinSet::new();
+    let mut in_flight: Vec<(tokio::task::Id, Sent)> = Vec::new();
     loop {
-        shared.timer.sleep_until(shared.at(user.due())).await;
-        let kind = user.attempt_kind();
-        let decision = shared.throttle_decision(kind, user.rng());
-        match user.begin(rules, decision, shared.now()) {
-            Attempt::Refused(request) => shared.recorder.request_finished(request),
-            Attempt::Rejected(finished) => shared.recorder.finished(finished),
-            Attempt::Send { deadline } => {
-                shared.recorder.attempt_started();
-                let (outcome, hints) = shared.pool.attempt(shared.at(deadline)).await;
-                shared.throttle_record(outcome == Outcome::Ok, kind);
-                let finished = user.finish(rules, outcome, hints, shared.now());
+        // Nothing due while the user only waits for its attempts.
+        let due = user.due().map(|at| shared.at(at));
+        tokio::select! {
+            biased;
+            Some(Ok((id, (sent, outcome, hints)))) = flights.join_next_with_id() => {
+                in_flight.retain(|(i, _)| *i != id);
+                shared.throttle_record(outcome == Outcome::Ok, sent.kind);
+                let finished = user.finish(rules, sent, outcome, hints, shared.now());
                 shared.recorder.finished(finished);
+                if finished.request.is_some() {
+                    // The others lost: cancelled, their connections closed.
+                    flights.abort_all();
+                    let now = shared.now();
+                    for (_, sent) in in_flight.drain(..) {
+                        shared.throttle_cancelled(sent.kind);
+                        shared.recorder.attempt_finished(sent.cancelled(now));
+                    }
+                    flights = JoinSet::new();
+                }
+            }
+            () = shared.timer.sleep_until(due.unwrap_or(shared.at(Duration::MAX))), if due.is_some() => {
+                let kind = user.attempt_kind();
+                let decision = shared.throttle_decision(kind, user.rng());
+                match user.begin(rules, decision, shared.now()) {
+                    Attempt::Refused(request) => shared.recorder.request_finished(request),
+                    Attempt::Rejected(finished) => shared.recorder.finished(finished),
+                    Attempt::Held => {}
+                    Attempt::Send { deadline, sent } => {
+                        shared.recorder.attempt_started();
+                        let handle = flights.spawn(attempt(shared.clone(), sent, deadline));
+                        in_flight.push((handle.id(), sent));
+                    }
+                }
             }
         }
     }
@@ -191,7 +229,7 @@ pub async fn run_with_status(
         totals: reporter.totals,
         rows: reporter.rows,
         seed: config.seed,
-        strategy: config.strategy.name(),
+        strategy: config.policy_name(),
         clients: config.clients,
     })
 }
@@ -199,14 +237,21 @@ pub async fn run_with_status(
 /// Human-readable description of a run, for the client's start-up line.
 pub fn describe(config: &ClientConfig) -> String {
     let demand = f64::from(config.clients) / config.think.mean().as_secs_f64();
+    let policy = match &config.hedging {
+        Some(h) => format!(
+            "hedging every {}, at most {} copies",
+            humantime::format_duration(h.delay),
+            h.max_attempts
+        ),
+        None => format!("strategy {}", config.strategy.name()),
+    };
     format!(
         "{} clients -> {}, mean think {} (about {demand:.1} req/s), timeout {}, \
-         strategy {}{}, seed {}",
+         {policy}{}, seed {}",
         config.clients,
         config.url,
         humantime::format_duration(config.think.mean()),
         humantime::format_duration(config.timeout),
-        config.strategy.name(),
         config
             .throttle
             .map_or(String::new(), |t| format!(", throttle {}", t.name())),

@@ -405,6 +405,15 @@ impl Throttle {
         }
     }
 
+    /// An attempt of `kind` that went out was cancelled at `now` before
+    /// it was answered (a hedge that lost). It neither succeeded nor
+    /// failed: only a budget counting attempts in flight notices.
+    pub fn cancelled(&mut self, kind: AttemptKind, now: Duration) {
+        if let State::Shipped(t) = &mut self.state {
+            t.cancelled(kind, now);
+        }
+    }
+
     /// A short description of the state, for reports.
     pub fn describe(&self) -> String {
         match &self.state {

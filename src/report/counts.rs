@@ -35,6 +35,9 @@ pub struct Tally {
     pub errors: u64,
     /// Attempts that timed out.
     pub timeouts: u64,
+    /// Attempts cancelled in flight because another attempt of their
+    /// request won (hedges that lost).
+    pub cancelled: u64,
     /// Attempts that were retries (not the first of a logical request).
     pub retries: u64,
     /// Logical requests started (first attempts).
@@ -52,9 +55,9 @@ pub struct Tally {
 }
 
 impl Tally {
-    /// Total attempts.
+    /// Total attempts (cancelled hedges included).
     pub fn attempts(&self) -> u64 {
-        self.ok + self.errors + self.timeouts
+        self.ok + self.errors + self.timeouts + self.cancelled
     }
 
     /// Attempts sent over the network (local rejections excluded).
@@ -73,6 +76,7 @@ impl Tally {
         self.ok += other.ok;
         self.errors += other.errors;
         self.timeouts += other.timeouts;
+        self.cancelled += other.cancelled;
         self.retries += other.retries;
         self.started += other.started;
         self.gave_up += other.gave_up;
@@ -160,6 +164,7 @@ impl ClientRecorder {
             Outcome::Ok => t.ok += 1,
             Outcome::Error => t.errors += 1,
             Outcome::Timeout => t.timeouts += 1,
+            Outcome::Cancelled => t.cancelled += 1,
         }
         if record.is_retry {
             t.retries += 1;

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::rows::{ClientRow, ServerRow};
+use crate::model::client::ClientConfig;
 use crate::model::server::ServerConfig;
 
 /// Prints a line on stdout. A closed stdout (`client | head`) is not worth
@@ -59,6 +60,25 @@ impl CsvRow for ServerRow {
         "abandoned_held_s",
         "abandoned_time_per_s",
     ];
+}
+
+/// The header of `config`'s client CSV: a hedging client's adds the
+/// cancelled hedges.
+pub fn client_header(config: &ClientConfig) -> Vec<&'static str> {
+    let mut header = ClientRow::HEADER.to_vec();
+    if config.hedging.is_some() {
+        header.push("cancelled_per_s");
+    }
+    header
+}
+
+/// The client's CSV file, if `config` names one, with its header.
+pub fn client_csv(config: &ClientConfig) -> Result<Option<CsvSink<ClientRow>>, CsvError> {
+    config
+        .csv
+        .as_deref()
+        .map(|path| CsvSink::with_header(path, &client_header(config)))
+        .transpose()
 }
 
 /// The columns a pool or a server with defences adds to [`ServerRow`]'s,
@@ -212,6 +232,39 @@ mod tests {
             Duration::ZERO,
         );
         assert_eq!(serde_header(&row), ClientRow::HEADER);
+        // A hedging client's rows carry the cancelled hedges, last.
+        let mut counts = ClientCounts::default();
+        counts.tally.cancelled = 3;
+        let row = row.with_cancelled(&counts, Duration::from_secs(2));
+        assert_eq!(row.cancelled_per_s, Some(1.5));
+        let hedging = ClientConfig {
+            url: String::new(),
+            clients: 1,
+            think: crate::model::arrivals::ThinkTime::new(Duration::from_secs(1)),
+            timeout: Duration::from_secs(1),
+            strategy: crate::policy::Strategy::Fixed {
+                delay: Duration::ZERO,
+            },
+            limits: crate::policy::RetryLimits::default(),
+            hedging: Some(crate::policy::Hedging::new(Duration::ZERO, 2)),
+            throttle: None,
+            report_interval: Duration::from_secs(1),
+            duration: None,
+            ramp_up: Duration::ZERO,
+            timer_resolution: Duration::ZERO,
+            seed: 0,
+            csv: None,
+            quiet: true,
+        };
+        assert_eq!(
+            client_header(&ClientConfig {
+                hedging: None,
+                ..hedging.clone()
+            }),
+            ClientRow::HEADER
+        );
+        assert_eq!(serde_header(&row), client_header(&hedging));
+        assert!(row.to_string().ends_with(", cancelled: 1.50 req/sec"));
     }
 
     #[test]

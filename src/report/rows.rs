@@ -51,6 +51,10 @@ pub struct ClientRow {
     /// Attempts sent over the network per second (local rejections are
     /// not sent): the load the server sees.
     pub sent_per_s: f64,
+    /// Hedges cancelled per second because another copy won; there only
+    /// for a hedging client.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancelled_per_s: Option<f64>,
 }
 
 impl ClientRow {
@@ -81,6 +85,18 @@ impl ClientRow {
             attempts_per_request: t.amplification().map(round2),
             requests_per_s: round2(per_sec(t.started, secs)),
             sent_per_s: round2(per_sec(t.sent(), secs)),
+            cancelled_per_s: None,
+        }
+    }
+
+    /// The row with its hedging column: the interval's cancelled hedges.
+    pub fn with_cancelled(self, counts: &ClientCounts, interval: Duration) -> Self {
+        ClientRow {
+            cancelled_per_s: Some(round2(per_sec(
+                counts.tally.cancelled,
+                interval.as_secs_f64(),
+            ))),
+            ..self
         }
     }
 }
@@ -116,8 +132,12 @@ impl fmt::Display for ClientRow {
             self.gave_up_per_s, self.throttled_per_s
         )?;
         match self.attempts_per_request {
-            Some(a) => write!(f, ", attempts/request: {a:.2}"),
-            None => write!(f, ", attempts/request: -"),
+            Some(a) => write!(f, ", attempts/request: {a:.2}")?,
+            None => write!(f, ", attempts/request: -")?,
+        }
+        match self.cancelled_per_s {
+            Some(c) => write!(f, ", cancelled: {c:.2} req/sec"),
+            None => Ok(()),
         }
     }
 }

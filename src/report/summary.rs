@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::counts::{ATTEMPT_BUCKETS, ClientCounts, ClientRecorder};
 use super::histogram::Percentiles;
-use super::output::{CsvError, CsvSink, say, write_row};
+use super::output::{CsvError, CsvSink, client_csv, say, write_row};
 use super::rows::ClientRow;
 use super::status::{Status, StatusSink};
 use crate::model::client::ClientConfig;
@@ -45,12 +45,18 @@ impl fmt::Display for ClientSummary {
         )?;
         writeln!(
             f,
-            "  attempts: {} (OK {}, errors {}, timed out {}; retries {}, throttled {}, \
+            "  attempts: {} (OK {}, errors {}, timed out {}{}; retries {}, throttled {}, \
              rejected locally {})",
             t.attempts(),
             t.ok,
             t.errors,
             t.timeouts,
+            // Only hedges are ever cancelled.
+            if t.cancelled > 0 {
+                format!(", cancelled {}", t.cancelled)
+            } else {
+                String::new()
+            },
             t.retries,
             t.throttled,
             t.rejected
@@ -147,6 +153,8 @@ impl fmt::Display for ServerSummary {
 /// CSV row, the status line and the run's totals. Shared by both engines.
 pub(crate) struct Reporter {
     csv: Option<CsvSink<ClientRow>>,
+    /// Rows carry the cancelled hedges.
+    hedging: bool,
     status: Option<StatusSink>,
     quiet: bool,
     /// Intervals shorter than this only add to the totals.
@@ -163,7 +171,8 @@ impl Reporter {
     /// lines go to `status`, if given.
     pub fn new(config: &ClientConfig, status: Option<StatusSink>) -> Result<Self, CsvError> {
         Ok(Reporter {
-            csv: CsvSink::create_if(config.csv.as_deref())?,
+            csv: client_csv(config)?,
+            hedging: config.hedging.is_some(),
             status,
             quiet: config.quiet,
             sliver: config.report_interval / 20,
@@ -188,13 +197,16 @@ impl Reporter {
         if measured < self.sliver {
             return;
         }
-        let row = ClientRow::new(
+        let mut row = ClientRow::new(
             &self.interval,
             measured,
             recorder.in_flight(),
             unix_ms,
             elapsed,
         );
+        if self.hedging {
+            row = row.with_cancelled(&self.interval, measured);
+        }
         if !self.quiet {
             say(&row);
         }

@@ -334,6 +334,7 @@ mod tests {
                 attempts_per_request: Some(1.0),
                 requests_per_s: 100.0,
                 sent_per_s: 100.0,
+                cancelled_per_s: None,
             })
             .collect()
     }

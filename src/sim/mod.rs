@@ -37,16 +37,18 @@ use crate::model::client::ClientConfig;
 use crate::model::outcome::{Hints, Outcome};
 use crate::model::server::ServerConfig;
 use crate::model::service::{Exit, Refusal, Ticket};
-use crate::model::user::{Attempt, Rules, User};
+use crate::model::user::{Attempt, Rules, Sent, User};
 use crate::policy::{Decision, Throttle, format_retry_after, parse_retry_after};
 use crate::report::counts::ClientRecorder;
 use crate::report::output::{CsvError, server_csv, write_row};
 use crate::report::rows::ServerRow;
 use crate::report::summary::{ClientSummary, Reporter, ServerSummary};
 
+mod event;
 mod host;
 mod queue;
 
+use event::{AttemptId, Event, GENERATION_MASK};
 use host::{Delivery, Host, virtual_unix_ms};
 use queue::{EventQueue, Key};
 
@@ -131,18 +133,9 @@ impl fmt::Display for SimError {
 
 impl std::error::Error for SimError {}
 
-/// Identifies one attempt: its user and that user's attempt number.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct AttemptId {
-    user: u32,
-    generation: u32,
-}
-
-/// Where one user's current attempt is.
+/// Where one attempt in flight is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
-    /// Thinking or backing off: nothing in flight.
-    Idle,
     /// The SYN was dropped; retransmission number `tries` is pending.
     Connecting { tries: u32 },
     /// Written, waiting for the stopped server to read it.
@@ -151,66 +144,32 @@ enum State {
     Admitted(Ticket),
 }
 
-struct Slot {
-    user: User<Xoshiro256PlusPlus>,
+/// One attempt in flight.
+#[derive(Debug, Clone, Copy)]
+struct Flight {
     generation: u32,
     state: State,
+    sent: Sent,
 }
 
-/// What the event queue holds. Completions are not in it: the server's
-/// scheduler always knows its next one, and a completion comes before any
-/// event at the same instant (an answer due when the timeout falls is in
-/// time). At one instant, events come in the order of this list (a resume
-/// before a stop, so that back-to-back pauses stay two pauses), then by
-/// attempt number, then by user.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Event {
-    ClientTick,
-    ServerTick,
-    Resume,
-    /// The server is stopped for pause number `.0`.
-    Stop(u32),
-    /// A user's next attempt is due.
-    Due(u32),
-    /// An attempt's timeout (stale if the attempt has ended).
-    Deadline(AttemptId),
-    /// A retransmitted SYN (stale if the attempt has ended).
-    Syn(AttemptId),
+struct Slot {
+    user: User<Xoshiro256PlusPlus>,
+    /// The number the user's next attempt sent will carry.
+    generation: u32,
+    /// Attempts in flight: at most one, unless the user hedges.
+    flights: Vec<Flight>,
+    /// When the user's live `Due` event falls; others are stale (a hedge
+    /// brought forward by a failure, or made moot by a success).
+    due_at: Option<Duration>,
 }
 
-/// Attempt numbers wrap at this mask, to fit in a packed event.
-const GENERATION_MASK: u32 = (1 << 28) - 1;
-
-impl Event {
-    /// Packs the event into one word: kind, attempt number, user.
-    fn pack(self) -> u64 {
-        let (kind, generation, user) = match self {
-            Event::ClientTick => (0, 0, 0),
-            Event::ServerTick => (1, 0, 0),
-            Event::Resume => (2, 0, 0),
-            Event::Stop(i) => (3, 0, i),
-            Event::Due(user) => (4, 0, user),
-            Event::Deadline(id) => (5, id.generation, id.user),
-            Event::Syn(id) => (6, id.generation, id.user),
-        };
-        (kind << 60) | (u64::from(generation) << 32) | u64::from(user)
+impl Slot {
+    fn flight(&mut self, generation: u32) -> Option<&mut Flight> {
+        self.flights.iter_mut().find(|f| f.generation == generation)
     }
 
-    fn unpack(word: u64) -> Event {
-        let user = word as u32;
-        let id = AttemptId {
-            user,
-            generation: (word >> 32) as u32 & GENERATION_MASK,
-        };
-        match word >> 60 {
-            0 => Event::ClientTick,
-            1 => Event::ServerTick,
-            2 => Event::Resume,
-            3 => Event::Stop(user),
-            4 => Event::Due(user),
-            5 => Event::Deadline(id),
-            _ => Event::Syn(id),
-        }
+    fn is_live(&self, id: AttemptId) -> bool {
+        self.flights.iter().any(|f| f.generation == id.generation)
     }
 }
 
@@ -230,9 +189,12 @@ struct Engine {
     /// The status of a shed request (429 is a throttling answer).
     shed_status: u16,
     queue: EventQueue,
-    /// Users answered by the departures at hand, and how (kept to reuse
-    /// its memory).
-    answered: Vec<(u32, Exit)>,
+    /// Attempts answered by the departures at hand, and how (kept to
+    /// reuse its memory).
+    answered: Vec<(AttemptId, Exit)>,
+    /// A hedge cancelled while answers were handed out: its disconnect may
+    /// have made others due at once.
+    recomplete: bool,
     events: u64,
 }
 
@@ -248,12 +210,19 @@ impl Engine {
 
     fn current(&self, id: AttemptId) -> Option<State> {
         let slot = &self.slots[id.user as usize];
-        (slot.generation == id.generation).then_some(slot.state)
+        slot.flights
+            .iter()
+            .find(|f| f.generation == id.generation)
+            .map(|f| f.state)
     }
 
-    /// A user's attempt falls due at `now`.
+    /// A user's attempt falls due at `now` (unless the event is stale).
     fn due(&mut self, user: u32, now: Duration) {
         let slot = &mut self.slots[user as usize];
+        if slot.due_at != Some(now) {
+            return;
+        }
+        slot.due_at = None;
         let decision = match &mut self.throttle {
             Some(t) => {
                 let kind = slot.user.attempt_kind();
@@ -264,23 +233,35 @@ impl Engine {
         match slot.user.begin(&self.rules, decision, now) {
             Attempt::Refused(request) => {
                 self.recorder.request_finished(request);
-                self.next_attempt(user, now, true);
+                self.schedule(user, now, true);
             }
             Attempt::Rejected(finished) => {
                 self.recorder.finished(finished);
-                self.next_attempt(user, now, true);
+                self.schedule(user, now, true);
             }
-            Attempt::Send { deadline } => {
+            Attempt::Held => {}
+            Attempt::Send { deadline, sent } => {
                 self.recorder.attempt_started();
                 let id = AttemptId {
                     user,
                     generation: slot.generation,
                 };
+                slot.generation = (slot.generation + 1) & GENERATION_MASK;
+                slot.flights.push(Flight {
+                    generation: id.generation,
+                    state: State::Waiting,
+                    sent,
+                });
                 self.push(deadline.max(now), Event::Deadline(id));
                 let pooled = self.pool > 0;
                 self.pool -= u64::from(pooled);
                 let delivery = self.host.send(now, id, pooled);
                 self.delivered(id, delivery, now, 0);
+                // A hedging user's next hedge (an instant refusal has
+                // scheduled what follows it already).
+                if self.slots[user as usize].is_live(id) {
+                    self.schedule(user, now, false);
+                }
             }
         }
     }
@@ -305,36 +286,75 @@ impl Engine {
                     pushback_ms: self.pushback_ms,
                     throttled: shed && self.shed_status == 429,
                 };
-                self.end(id.user, Outcome::Error, hints, now, true);
+                self.end(id, Outcome::Error, hints, now, true);
                 return;
             }
         };
-        self.slots[id.user as usize].state = state;
-    }
-
-    /// Ends a user's sent attempt at `now` (`instant` if it was answered
-    /// the moment it was sent) and schedules its next one.
-    fn end(&mut self, user: u32, outcome: Outcome, hints: Hints, now: Duration, instant: bool) {
-        let slot = &mut self.slots[user as usize];
-        if let Some(t) = &mut self.throttle {
-            t.after(outcome == Outcome::Ok, slot.user.attempt_kind(), now);
+        if let Some(flight) = self.slots[id.user as usize].flight(id.generation) {
+            flight.state = state;
         }
-        slot.generation = (slot.generation + 1) & GENERATION_MASK;
-        slot.state = State::Idle;
-        let finished = slot.user.finish(&self.rules, outcome, hints, now);
-        self.recorder.finished(finished);
-        self.next_attempt(user, now, instant);
     }
 
-    /// Queues a user's next attempt; after an instant answer, no sooner
-    /// than a round trip later.
-    fn next_attempt(&mut self, user: u32, now: Duration, instant: bool) {
-        let due = self.slots[user as usize].user.due();
+    /// Ends attempt `id` at `now` (`instant` if it was answered the moment
+    /// it was sent) and schedules what comes next; if it ended its request,
+    /// the request's other attempts (hedges that lost) are cancelled.
+    fn end(&mut self, id: AttemptId, outcome: Outcome, hints: Hints, now: Duration, instant: bool) {
+        let slot = &mut self.slots[id.user as usize];
+        let Some(at) = slot
+            .flights
+            .iter()
+            .position(|f| f.generation == id.generation)
+        else {
+            return;
+        };
+        let sent = slot.flights.swap_remove(at).sent;
+        if let Some(t) = &mut self.throttle {
+            t.after(outcome == Outcome::Ok, sent.kind, now);
+        }
+        let finished = slot.user.finish(&self.rules, sent, outcome, hints, now);
+        self.recorder.finished(finished);
+        if finished.request.is_some() {
+            self.cancel_flights(id.user, now);
+        }
+        self.schedule(id.user, now, instant);
+    }
+
+    /// Cancels a user's attempts still in flight: their connections close.
+    fn cancel_flights(&mut self, user: u32, now: Duration) {
+        let flights = std::mem::take(&mut self.slots[user as usize].flights);
+        for flight in &flights {
+            if let Some(t) = &mut self.throttle {
+                t.cancelled(flight.sent.kind, now);
+            }
+            self.recorder.attempt_finished(flight.sent.cancelled(now));
+            if let State::Admitted(ticket) = flight.state {
+                self.host.disconnect(now, ticket);
+                self.recomplete = true;
+            }
+        }
+        // Keep the vector's memory.
+        let mut flights = flights;
+        flights.clear();
+        self.slots[user as usize].flights = flights;
+    }
+
+    /// Queues a user's next attempt, if one is due; after an instant
+    /// answer, no sooner than a round trip later.
+    fn schedule(&mut self, user: u32, now: Duration, instant: bool) {
+        let slot = &mut self.slots[user as usize];
+        let Some(due) = slot.user.due() else {
+            slot.due_at = None;
+            return;
+        };
         let due = if instant {
             due.max(now + INSTANT_ANSWER)
         } else {
             due
         };
+        if slot.due_at == Some(due) {
+            return;
+        }
+        slot.due_at = Some(due);
         self.push(due, Event::Due(user));
     }
 
@@ -342,7 +362,7 @@ impl Engine {
         let Some(state) = self.current(id) else {
             return;
         };
-        self.end(id.user, Outcome::Timeout, Hints::default(), now, false);
+        self.end(id, Outcome::Timeout, Hints::default(), now, false);
         if let State::Admitted(ticket) = state {
             self.host.disconnect(now, ticket);
             // A cancellation lowers the delay: others may be done at once.
@@ -355,7 +375,7 @@ impl Engine {
             return;
         };
         if tries > SYN_RETRIES {
-            self.end(id.user, Outcome::Error, Hints::default(), now, false);
+            self.end(id, Outcome::Error, Hints::default(), now, false);
             return;
         }
         let delivery = self.host.retry_connect(now, id);
@@ -365,16 +385,30 @@ impl Engine {
     /// Answers requests that left the server (served, or dropped from its
     /// queue with a 503) whose clients still wait.
     fn complete(&mut self, now: Duration) {
+        loop {
+            self.complete_once(now);
+            if !std::mem::take(&mut self.recomplete) {
+                break;
+            }
+        }
+    }
+
+    fn complete_once(&mut self, now: Duration) {
         let mut answered = std::mem::take(&mut self.answered);
         let slots = &self.slots;
         self.host.advance(now, |id, exit| {
-            let waiting = slots[id.user as usize].generation == id.generation;
+            let waiting = slots[id.user as usize].is_live(id);
             if waiting {
-                answered.push((id.user, exit));
+                answered.push((id, exit));
             }
             waiting
         });
-        for (user, exit) in answered.drain(..) {
+        for (id, exit) in answered.drain(..) {
+            // A hedge answered at the same instant as the winner: it was
+            // cancelled just now.
+            if !self.slots[id.user as usize].is_live(id) {
+                continue;
+            }
             self.pool += 1;
             let (outcome, hints) = match exit {
                 Exit::Served => (Outcome::Ok, Hints::default()),
@@ -386,7 +420,7 @@ impl Engine {
                     },
                 ),
             };
-            self.end(user, outcome, hints, now, false);
+            self.end(id, outcome, hints, now, false);
         }
         self.answered = answered;
     }
@@ -396,7 +430,7 @@ impl Engine {
         let slots = &self.slots;
         self.host.resume(
             now,
-            |id| slots[id.user as usize].generation != id.generation,
+            |id| !slots[id.user as usize].is_live(*id),
             |id, fate| reads.push((id, fate)),
         );
         // Requests whose client is gone stay in the model as wasted work.
@@ -429,7 +463,8 @@ pub fn run(config: &SimConfig) -> Result<SimOutcome, SimError> {
                     client.start_of(i),
                 ),
                 generation: 0,
-                state: State::Idle,
+                flights: Vec::new(),
+                due_at: None,
             })
             .collect(),
         host: Host::new(&config.server),
@@ -444,11 +479,11 @@ pub fn run(config: &SimConfig) -> Result<SimOutcome, SimError> {
         shed_status: config.server.shed.map_or(503, |s| s.status),
         queue: EventQueue::with_capacity(client.clients as usize * 2),
         answered: Vec::new(),
+        recomplete: false,
         events: 0,
     };
     for user in 0..client.clients {
-        let due = engine.slots[user as usize].user.due();
-        engine.push(due, Event::Due(user));
+        engine.schedule(user, Duration::ZERO, false);
     }
     engine.push(client.report_interval, Event::ClientTick);
     engine.push(config.server.report_interval, Event::ServerTick);
@@ -538,7 +573,7 @@ pub fn run(config: &SimConfig) -> Result<SimOutcome, SimError> {
             totals: reporter.totals,
             rows: reporter.rows,
             seed: client.seed,
-            strategy: client.strategy.name(),
+            strategy: client.policy_name(),
             clients: client.clients,
         },
         server: engine.host.summary(),

@@ -1,6 +1,9 @@
-//! Helpers for tests that run the binaries as child processes.
+//! Helpers for tests that run the binaries as child processes, and
+//! ([`running`]) for tests that run the server in their own process.
 
 #![allow(dead_code)]
+
+pub mod running;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, ChildStdout, Command, Stdio};

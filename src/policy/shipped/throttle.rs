@@ -201,6 +201,17 @@ impl ShippedThrottle {
     }
 }
 
+impl ShippedThrottle {
+    /// An attempt of `kind` that went out was cancelled at `now`, unanswered
+    /// (a hedge that lost): Envoy's budget stops counting it in flight;
+    /// the others saw neither a success nor a failure.
+    pub fn cancelled(&mut self, kind: AttemptKind, now: Duration) {
+        if let ShippedThrottle::Envoy { .. } = self {
+            self.after(false, kind, now);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

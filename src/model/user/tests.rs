@@ -1,0 +1,334 @@
+//! The user's state machine, retries and hedges, worked by hand.
+
+use super::*;
+use crate::model::arrivals::user_rng;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn rules(max_attempts: Option<u32>) -> Rules {
+    Rules {
+        think: ThinkTime::new(Duration::from_secs(1)),
+        timeout: ms(2000),
+        strategy: Strategy::Fixed { delay: ms(100) },
+        limits: RetryLimits {
+            max_attempts,
+            ..RetryLimits::default()
+        },
+        hedging: None,
+    }
+}
+
+type TestUser = User<rand::rngs::Xoshiro256PlusPlus>;
+
+/// Sends the due attempt at `now`, allowed.
+fn send(user: &mut TestUser, r: &Rules, now: Duration) -> (Duration, Sent) {
+    match user.begin(r, Decision::Allow, now) {
+        Attempt::Send { deadline, sent } => (deadline, sent),
+        other => panic!("expected a send, got {other:?}"),
+    }
+}
+
+fn due(user: &TestUser) -> Duration {
+    user.due().expect("an attempt is due")
+}
+
+#[test]
+fn first_attempt_is_due_after_one_think_time() {
+    let r = rules(None);
+    let user = User::new(&r, user_rng(1, 0), ms(500));
+    let think = r.think.sample(&mut user_rng(1, 0));
+    assert_eq!(user.due(), Some(ms(500) + think));
+    assert!(!user.is_retry());
+}
+
+#[test]
+fn failures_retry_on_schedule_and_success_ends_the_request() {
+    let r = rules(None);
+    let mut user = User::new(&r, user_rng(2, 0), Duration::ZERO);
+    let t0 = due(&user);
+    let (deadline, sent) = send(&mut user, &r, t0);
+    assert_eq!(deadline, t0 + ms(2000));
+    assert_eq!(user.due(), None, "nothing is due while it is in flight");
+    let end = t0 + ms(2000);
+    let f = user.finish(&r, sent, Outcome::Timeout, Hints::default(), end);
+    assert_eq!(f.request, None);
+    assert_eq!(f.attempt.latency, ms(2000));
+    assert!(!f.attempt.is_retry);
+    assert_eq!(user.due(), Some(end + ms(100)));
+    assert!(user.is_retry());
+
+    let t1 = due(&user);
+    let (_, sent) = send(&mut user, &r, t1);
+    let f = user.finish(&r, sent, Outcome::Ok, Hints::default(), t1 + ms(100));
+    assert!(f.attempt.is_retry);
+    assert_eq!(
+        f.request,
+        Some(RequestRecord {
+            attempts: 2,
+            latency: Some(t1 + ms(100) - t0),
+            throttled: false,
+        })
+    );
+    assert!(!user.is_retry());
+    assert!(due(&user) >= t1 + ms(100));
+}
+
+#[test]
+fn an_attempt_started_late_records_how_late() {
+    let r = rules(None);
+    let mut user = User::new(&r, user_rng(5, 0), Duration::ZERO);
+    let t0 = due(&user);
+    let (_, sent) = send(&mut user, &r, t0 + ms(3));
+    let f = user.finish(&r, sent, Outcome::Ok, Hints::default(), t0 + ms(103));
+    assert_eq!(f.attempt.lateness, ms(3));
+    assert_eq!(
+        f.attempt.latency,
+        ms(103),
+        "latency counts from the intended start"
+    );
+}
+
+#[test]
+fn an_absurd_wait_saturates_instead_of_overflowing() {
+    let r = Rules {
+        limits: RetryLimits {
+            respect_retry_after: true,
+            ..RetryLimits::default()
+        },
+        ..rules(None)
+    };
+    let mut user = User::new(&r, user_rng(6, 0), Duration::MAX - ms(1));
+    let t0 = due(&user);
+    assert_eq!(t0, Duration::MAX);
+    let (_, sent) = send(&mut user, &r, t0);
+    user.finish(
+        &r,
+        sent,
+        Outcome::Error,
+        Hints {
+            retry_after: Some(Duration::MAX),
+            ..Hints::default()
+        },
+        t0,
+    );
+    assert_eq!(user.due(), Some(Duration::MAX));
+}
+
+#[test]
+fn attempt_limit_gives_up() {
+    let r = rules(Some(1));
+    let mut user = User::new(&r, user_rng(3, 0), Duration::ZERO);
+    let t0 = due(&user);
+    let (_, sent) = send(&mut user, &r, t0);
+    let f = user.finish(&r, sent, Outcome::Error, Hints::default(), t0 + ms(5));
+    assert_eq!(
+        f.request,
+        Some(RequestRecord {
+            attempts: 1,
+            latency: None,
+            throttled: false,
+        })
+    );
+    assert!(!user.is_retry());
+}
+
+#[test]
+fn throttle_decisions() {
+    let r = rules(None);
+    let mut user = User::new(&r, user_rng(4, 0), Duration::ZERO);
+    let t0 = due(&user);
+    let Attempt::Rejected(f) = user.begin(&r, Decision::Reject, t0) else {
+        panic!("a rejection is recorded as an attempt");
+    };
+    assert!(f.attempt.rejected_locally);
+    assert_eq!(f.attempt.outcome, Outcome::Error);
+    assert_eq!(user.due(), Some(t0 + ms(100)));
+    let t1 = due(&user);
+    assert_eq!(
+        user.begin(&r, Decision::GiveUp, t1),
+        Attempt::Refused(RequestRecord {
+            attempts: 1,
+            latency: None,
+            throttled: true,
+        })
+    );
+    assert!(!user.is_retry());
+    assert!(due(&user) >= t1);
+}
+
+#[test]
+fn a_grpc_client_obeys_pushback_and_others_ignore_it() {
+    use crate::policy::shipped::ShippedBackoff;
+    let grpc = Rules {
+        strategy: Strategy::Shipped(ShippedBackoff::Grpc {
+            initial: ms(100),
+            multiplier: 2.0,
+            max: ms(1000),
+        }),
+        ..rules(Some(4))
+    };
+    let push = |ms| Hints {
+        pushback_ms: Some(ms),
+        ..Hints::default()
+    };
+    let mut user = User::new(&grpc, user_rng(5, 0), Duration::ZERO);
+    let t0 = due(&user);
+    let (_, sent) = send(&mut user, &grpc, t0);
+    // Pushback 700: the retry comes exactly 700 ms later.
+    let f = user.finish(&grpc, sent, Outcome::Error, push(700), t0 + ms(5));
+    assert_eq!(f.request, None);
+    assert_eq!(user.due(), Some(t0 + ms(705)));
+    // Negative: the request ends without a retry.
+    let t1 = due(&user);
+    let (_, sent) = send(&mut user, &grpc, t1);
+    let f = user.finish(&grpc, sent, Outcome::Error, push(-1), t0 + ms(710));
+    assert_eq!(f.request.map(|r| r.attempts), Some(2));
+    // A fixed-delay client ignores it.
+    let r = rules(None);
+    let mut user = User::new(&r, user_rng(5, 0), Duration::ZERO);
+    let t0 = due(&user);
+    let (_, sent) = send(&mut user, &r, t0);
+    user.finish(&r, sent, Outcome::Error, push(-1), t0 + ms(5));
+    assert_eq!(user.due(), Some(t0 + ms(105)), "fixed: 100 ms later");
+}
+
+#[test]
+fn the_next_attempt_knows_whether_the_last_timed_out_or_was_throttled() {
+    let r = rules(None);
+    let mut user = User::new(&r, user_rng(6, 0), Duration::ZERO);
+    assert_eq!(user.attempt_kind(), AttemptKind::default());
+    let t0 = due(&user);
+    let (_, sent) = send(&mut user, &r, t0);
+    let throttled = Hints {
+        throttled: true,
+        ..Hints::default()
+    };
+    user.finish(&r, sent, Outcome::Error, throttled, t0 + ms(1));
+    let kind = user.attempt_kind();
+    assert!(kind.retry && kind.after_throttle && !kind.after_timeout);
+    let t1 = due(&user);
+    let (_, sent) = send(&mut user, &r, t1);
+    assert_eq!(sent.kind, kind, "the attempt carries what it was");
+    user.finish(&r, sent, Outcome::Timeout, Hints::default(), t0 + ms(3000));
+    let kind = user.attempt_kind();
+    assert!(kind.retry && kind.after_timeout && !kind.after_throttle);
+}
+
+fn hedging(delay: u64, max_attempts: u32) -> Rules {
+    Rules {
+        hedging: Some(Hedging::new(ms(delay), max_attempts)),
+        ..rules(None)
+    }
+}
+
+#[test]
+fn a_hedge_that_answers_first_wins_and_the_first_is_cancelled() {
+    let r = hedging(50, 3);
+    let mut user = User::new(&r, user_rng(7, 0), Duration::ZERO);
+    let t0 = due(&user);
+    let (_, first) = send(&mut user, &r, t0);
+    assert!(!first.kind.retry);
+    assert_eq!(user.due(), Some(t0 + ms(50)), "the hedge, 50 ms later");
+    let (deadline, hedge) = send(&mut user, &r, t0 + ms(50));
+    assert!(hedge.kind.retry, "a hedge counts as a retry");
+    assert_eq!(deadline, t0 + ms(2050), "its own timeout");
+    assert_eq!(user.due(), Some(t0 + ms(100)));
+    let f = user.finish(&r, hedge, Outcome::Ok, Hints::default(), t0 + ms(60));
+    assert_eq!(
+        f.request,
+        Some(RequestRecord {
+            attempts: 2,
+            latency: Some(ms(60)),
+            throttled: false,
+        })
+    );
+    assert_eq!(f.attempt.latency, ms(10));
+    let lost = first.cancelled(t0 + ms(60));
+    assert_eq!(lost.outcome, Outcome::Cancelled);
+    assert_eq!(lost.latency, ms(60));
+    assert!(!lost.is_retry);
+    assert!(due(&user) >= t0 + ms(60), "the next request");
+    assert!(!user.is_retry());
+}
+
+#[test]
+fn a_failed_hedge_sends_the_next_at_once_and_the_last_failure_ends_the_request() {
+    let r = hedging(500, 2);
+    let mut user = User::new(&r, user_rng(8, 0), Duration::ZERO);
+    let t0 = due(&user);
+    let (_, first) = send(&mut user, &r, t0);
+    let f = user.finish(&r, first, Outcome::Error, Hints::default(), t0 + ms(5));
+    assert_eq!(f.request, None);
+    assert_eq!(user.due(), Some(t0 + ms(5)), "no waiting for the delay");
+    let (_, second) = send(&mut user, &r, t0 + ms(5));
+    assert_eq!(user.due(), None, "two of two sent");
+    let f = user.finish(
+        &r,
+        second,
+        Outcome::Timeout,
+        Hints::default(),
+        t0 + ms(2005),
+    );
+    assert_eq!(
+        f.request,
+        Some(RequestRecord {
+            attempts: 2,
+            latency: None,
+            throttled: false,
+        }),
+        "never retried"
+    );
+}
+
+#[test]
+fn a_refused_hedge_stops_hedging_but_the_first_may_still_win() {
+    let r = hedging(50, 4);
+    let mut user = User::new(&r, user_rng(9, 0), Duration::ZERO);
+    let t0 = due(&user);
+    let (_, first) = send(&mut user, &r, t0);
+    assert_eq!(user.begin(&r, Decision::GiveUp, t0 + ms(50)), Attempt::Held);
+    assert_eq!(user.due(), None);
+    let f = user.finish(&r, first, Outcome::Ok, Hints::default(), t0 + ms(80));
+    assert_eq!(f.request.map(|q| q.attempts), Some(1));
+    // With nothing in flight, a refused hedge ends the request.
+    let t1 = due(&user);
+    let (_, first) = send(&mut user, &r, t1);
+    user.finish(&r, first, Outcome::Error, Hints::default(), t1 + ms(1));
+    assert_eq!(
+        user.begin(&r, Decision::GiveUp, t1 + ms(1)),
+        Attempt::Refused(RequestRecord {
+            attempts: 1,
+            latency: None,
+            throttled: true,
+        })
+    );
+}
+
+#[test]
+fn hedging_obeys_pushback_and_the_deadline() {
+    let r = hedging(100, 5);
+    let mut user = User::new(&r, user_rng(10, 0), Duration::ZERO);
+    let t0 = due(&user);
+    let (_, first) = send(&mut user, &r, t0);
+    let push = Hints {
+        pushback_ms: Some(300),
+        ..Hints::default()
+    };
+    user.finish(&r, first, Outcome::Error, push, t0 + ms(10));
+    assert_eq!(user.due(), Some(t0 + ms(310)));
+    let r = Rules {
+        limits: RetryLimits {
+            deadline: Some(ms(150)),
+            ..RetryLimits::default()
+        },
+        ..hedging(100, 5)
+    };
+    let mut user = User::new(&r, user_rng(10, 0), Duration::ZERO);
+    let t0 = due(&user);
+    send(&mut user, &r, t0);
+    let (deadline, _) = send(&mut user, &r, t0 + ms(100));
+    assert_eq!(deadline, t0 + ms(150), "no attempt runs past it");
+    assert_eq!(user.due(), None, "a third would start at 200 ms");
+}

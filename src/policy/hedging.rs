@@ -1,0 +1,232 @@
+//! gRPC's hedging policy (gRFC A6): instead of retrying after a failure, a
+//! client sends the same request again every `hedgingDelay` while no answer
+//! has come, up to `maxAttempts` copies; the first success wins and the
+//! others are cancelled.
+//!
+//! The rules, from the proposal's "Summary of Retry and Hedging Logic":
+//! - the first attempt goes at once, then one more every delay, counted
+//!   from when the previous one went;
+//! - a non-fatal failure sends the next hedge at once; later hedges resume
+//!   the delay from there;
+//! - pushback `n >= 0` sends the next hedge after exactly `n` ms instead;
+//!   negative pushback sends no more hedges;
+//! - a hedge the throttle refuses is not sent, and no more are;
+//! - all attempts failed and none left to send: the request fails (a
+//!   hedged request is never retried).
+//!
+//! This module is the schedule alone: what is in flight and when the next
+//! hedge is due. The user's state machine records attempts around it.
+
+use std::time::Duration;
+
+use crate::model::timescale::compress;
+
+/// gRPC's client-side cap on `maxAttempts`: more is treated as this many,
+/// without error.
+pub const MAX_HEDGED_ATTEMPTS: u32 = 5;
+
+/// A hedging policy: its delay and its attempts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hedging {
+    /// Time between one attempt's start and the next hedge's.
+    pub delay: Duration,
+    /// Copies of a request at most, the first included (2 to 5).
+    pub max_attempts: u32,
+}
+
+impl Hedging {
+    /// A policy; `max_attempts` above 5 is treated as 5, as gRPC clients
+    /// do.
+    pub fn new(delay: Duration, max_attempts: u32) -> Hedging {
+        Hedging {
+            delay,
+            max_attempts: max_attempts.min(MAX_HEDGED_ATTEMPTS),
+        }
+    }
+
+    /// The same policy with time compressed `k` times.
+    pub fn scaled(self, k: f64) -> Hedging {
+        Hedging {
+            delay: compress(self.delay, k),
+            ..self
+        }
+    }
+
+    /// `hedge-DELAY-xN`, for reports.
+    pub fn name(&self) -> String {
+        format!(
+            "hedge-{}-x{}",
+            humantime::format_duration(self.delay),
+            self.max_attempts
+        )
+    }
+}
+
+/// One logical request's hedges: how many went, how many are in flight,
+/// and when the next is due.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hedges {
+    sent: u32,
+    in_flight: u32,
+    next: Option<Duration>,
+}
+
+impl Hedges {
+    /// A request whose first attempt is due at `first`.
+    pub fn new(first: Duration) -> Hedges {
+        Hedges {
+            sent: 0,
+            in_flight: 0,
+            next: Some(first),
+        }
+    }
+
+    /// When the next attempt is due, if another is to go.
+    pub fn next(&self) -> Option<Duration> {
+        self.next
+    }
+
+    /// Attempts in flight.
+    pub fn in_flight(&self) -> u32 {
+        self.in_flight
+    }
+
+    /// The attempt due at `due` went out (or was rejected locally, which
+    /// [`Hedges::failed`] then ends): the next is due a delay later, if
+    /// any is left.
+    pub fn sent(&mut self, policy: &Hedging, due: Duration) {
+        self.sent += 1;
+        self.in_flight += 1;
+        self.next = (self.sent < policy.max_attempts).then(|| due.saturating_add(policy.delay));
+    }
+
+    /// The throttle refused the hedge that was due: no more go.
+    pub fn refused(&mut self) {
+        self.next = None;
+    }
+
+    /// An attempt failed at `now` (an error or a timeout) with the
+    /// server's pushback, if any. Returns whether the request has failed:
+    /// nothing in flight and nothing left to send.
+    pub fn failed(&mut self, pushback_ms: Option<i64>, now: Duration) -> bool {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        if self.next.is_some() {
+            self.next = match pushback_ms {
+                Some(ms) if ms < 0 => None,
+                Some(ms) => Some(now.saturating_add(Duration::from_millis(ms.unsigned_abs()))),
+                None => Some(now),
+            };
+        }
+        self.in_flight == 0 && self.next.is_none()
+    }
+
+    /// No hedge goes after `limit` (the request's deadline).
+    pub fn not_after(&mut self, limit: Duration) {
+        self.next = self.next.filter(|&at| at < limit);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    /// A6's example: maxAttempts 4, hedgingDelay 500 ms.
+    fn a6() -> Hedging {
+        Hedging::new(ms(500), 4)
+    }
+
+    #[test]
+    fn hedges_go_every_delay_until_max_attempts() {
+        // A6: "after 1ms there would be one outstanding RPC, after 501ms
+        // two, after 1001ms three, and after 1501ms four".
+        let p = a6();
+        let mut h = Hedges::new(ms(0));
+        let mut starts = Vec::new();
+        while let Some(at) = h.next() {
+            starts.push(at);
+            h.sent(&p, at);
+        }
+        assert_eq!(starts, [ms(0), ms(500), ms(1000), ms(1500)]);
+        assert_eq!(h.in_flight(), 4);
+    }
+
+    #[test]
+    fn more_than_five_attempts_are_five() {
+        assert_eq!(Hedging::new(ms(10), 9).max_attempts, 5);
+        assert_eq!(Hedging::new(ms(10), 3).max_attempts, 3);
+    }
+
+    #[test]
+    fn a_failure_sends_the_next_hedge_at_once_and_the_delay_resumes_from_it() {
+        let p = a6();
+        let mut h = Hedges::new(ms(0));
+        h.sent(&p, ms(0));
+        assert!(!h.failed(None, ms(120)));
+        assert_eq!(h.next(), Some(ms(120)), "shortcut: at once");
+        h.sent(&p, ms(120));
+        assert_eq!(h.next(), Some(ms(620)), "then the delay again");
+    }
+
+    #[test]
+    fn pushback_delays_the_next_hedge_or_stops_them() {
+        let p = a6();
+        let mut h = Hedges::new(ms(0));
+        h.sent(&p, ms(0));
+        h.sent(&p, ms(500));
+        assert!(!h.failed(Some(300), ms(600)));
+        assert_eq!(h.next(), Some(ms(900)), "exactly n ms later");
+        h.sent(&p, ms(900));
+        assert_eq!(h.next(), Some(ms(1400)), "then n + hedgingDelay");
+        // Three went, one failed. Negative pushback: no more, but the
+        // one left in flight may still win.
+        assert!(!h.failed(Some(-1), ms(950)));
+        assert_eq!(h.next(), None);
+        assert_eq!(h.in_flight(), 1);
+        assert!(h.failed(None, ms(1100)), "the last one failed: over");
+    }
+
+    #[test]
+    fn a_refused_hedge_stops_the_rest_and_the_request_ends_with_the_last_failure() {
+        let p = a6();
+        let mut h = Hedges::new(ms(0));
+        h.sent(&p, ms(0));
+        h.refused();
+        assert_eq!(h.next(), None);
+        assert!(h.failed(None, ms(2000)));
+    }
+
+    #[test]
+    fn when_all_were_sent_only_the_last_failure_ends_the_request() {
+        let p = Hedging::new(ms(100), 2);
+        let mut h = Hedges::new(ms(0));
+        h.sent(&p, ms(0));
+        h.sent(&p, ms(100));
+        assert_eq!(h.next(), None);
+        assert!(!h.failed(None, ms(150)), "a failure does not send a third");
+        assert_eq!(h.next(), None);
+        assert!(h.failed(None, ms(2100)));
+    }
+
+    #[test]
+    fn no_hedge_goes_past_the_deadline() {
+        let p = a6();
+        let mut h = Hedges::new(ms(0));
+        h.sent(&p, ms(0));
+        h.not_after(ms(500));
+        assert_eq!(h.next(), None, "due at the deadline: too late");
+        let mut h = Hedges::new(ms(0));
+        h.sent(&p, ms(0));
+        h.not_after(ms(501));
+        assert_eq!(h.next(), Some(ms(500)));
+    }
+
+    #[test]
+    fn time_compression_scales_the_delay_only() {
+        assert_eq!(a6().scaled(10.0), Hedging::new(ms(50), 4));
+        assert_eq!(a6().name(), "hedge-500ms-x4");
+    }
+}

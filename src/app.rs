@@ -20,7 +20,7 @@ use crate::cli::{
 };
 use crate::experiment::scenario::Engine;
 use crate::experiment::{self, Storm, StormError, sweep};
-use crate::model::planner;
+use crate::model::{burst, planner};
 use crate::net::runtime::block_on;
 use crate::net::{client, rlimit, server, signals};
 use crate::report::output::say;
@@ -119,9 +119,18 @@ pub fn client(cli: ClientCli) -> ExitCode {
             }
             let request = args.request().unwrap_or_else(|e| e.exit());
             let plan = planner::plan(&request);
-            match args.format {
-                PlanFormat::Table => say(plan.table().trim_end()),
-                PlanFormat::Csv => say(plan.csv().trim_end()),
+            let burst_rows = request.burst.as_ref().map(burst::burst);
+            match (args.format, burst_rows) {
+                (PlanFormat::Table, None) => say(plan.table().trim_end()),
+                (PlanFormat::Table, Some(rows)) => {
+                    say(plan.table().trim_end());
+                    say("");
+                    say(burst::describe(request.burst.as_ref().expect("asked for")));
+                    say(burst::table(&rows).trim_end());
+                }
+                // One CSV table: the burst's, when it is asked for.
+                (PlanFormat::Csv, None) => say(plan.csv().trim_end()),
+                (PlanFormat::Csv, Some(rows)) => say(burst::csv(&rows).trim_end()),
             }
             ExitCode::SUCCESS
         }

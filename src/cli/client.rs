@@ -6,6 +6,7 @@ use std::time::Duration;
 use clap::error::ErrorKind;
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
+use super::burst::BurstArgs;
 use super::generate::GenerateArgs;
 use super::report::ReportArgs;
 use super::retry::{HedgingArgs, LimitArgs, StrategyArgs, ThrottleArgs};
@@ -190,6 +191,12 @@ pub struct PlanArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = PlanFormat::Table)]
     pub format: PlanFormat,
+    /// The throttle a burst of failures is put through.
+    #[command(flatten)]
+    pub throttle: ThrottleArgs,
+    /// A burst of failures for the throttle.
+    #[command(flatten)]
+    pub burst: BurstArgs,
     /// Print a man page or shell completions instead of a plan.
     #[command(flatten)]
     pub generate: GenerateArgs,
@@ -222,15 +229,24 @@ impl PlanArgs {
             retry.jitter.get_or_insert(0.0);
         }
         let strategy = retry.strategy().map_err(plan_conflict)?;
-        let limit = LimitArgs {
+        let max_attempts = LimitArgs {
             max_attempts: self.max_attempts,
             deadline: None,
             respect_retry_after: false,
         }
         .limits(retry.kind())
-        .max_attempts
-        .map(|attempts| attempts.saturating_sub(1));
+        .max_attempts;
+        let limit = max_attempts.map(|attempts| attempts.saturating_sub(1));
+        let throttle = self
+            .throttle
+            .throttle(self.retry.kind())
+            .map_err(plan_conflict)?;
+        let burst = self
+            .burst
+            .request(throttle, max_attempts, self.seed)
+            .map_err(plan_conflict)?;
         Ok(PlanRequest {
+            burst,
             strategy,
             think: ThinkTime::new(self.lambda),
             retries: limit.map_or(self.attempts, |l| l.min(self.attempts)),

@@ -3,6 +3,7 @@
 //! for the layers below. A bad value gets a message naming the flag and
 //! exit code 2 (clap's usage-error code).
 
+mod burst;
 mod client;
 mod generate;
 mod protocol;

@@ -4,6 +4,7 @@
 //! types. No clock, no I/O and no runtime: both engines drive this code.
 
 pub mod arrivals;
+pub mod burst;
 pub mod client;
 pub mod latency;
 pub mod outcome;

@@ -13,11 +13,14 @@ use rand::SeedableRng;
 use rand::rngs::Xoshiro256PlusPlus;
 
 use super::arrivals::ThinkTime;
+use super::burst::BurstRequest;
 use crate::policy::{Backoff, Strategy};
 
 /// What to plan.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlanRequest {
+    /// A burst of failures to put the throttle through, if asked for.
+    pub burst: Option<BurstRequest>,
     /// The strategy.
     pub strategy: Strategy,
     /// Think times (the 2014 strategy starts from the think time).
@@ -276,6 +279,7 @@ mod tests {
 
     fn geometric(r: f64) -> PlanRequest {
         PlanRequest {
+            burst: None,
             strategy: Strategy::Exponential {
                 min: Duration::from_secs(1),
                 max: Duration::from_secs(1 << 40),
@@ -351,6 +355,7 @@ mod tests {
     #[test]
     fn capped_rows_are_marked() {
         let req = PlanRequest {
+            burst: None,
             strategy: Strategy::Exponential {
                 min: Duration::from_secs(1),
                 max: Duration::from_secs(300),
@@ -371,6 +376,7 @@ mod tests {
     #[test]
     fn fixed_is_exact_without_a_ratio_column() {
         let req = PlanRequest {
+            burst: None,
             strategy: Strategy::Fixed {
                 delay: Duration::from_millis(100),
             },
@@ -389,6 +395,7 @@ mod tests {
     #[test]
     fn random_strategies_show_spreads_within_their_bounds() {
         let req = PlanRequest {
+            burst: None,
             strategy: Strategy::FullJitter {
                 base: Duration::from_millis(100),
                 cap: Duration::from_secs(300),
@@ -416,6 +423,7 @@ mod tests {
     #[test]
     fn the_2014_schedule_starts_from_the_think_time() {
         let req = PlanRequest {
+            burst: None,
             strategy: Strategy::exponential_2014(),
             retries: 1,
             samples: 20_000,
@@ -432,6 +440,7 @@ mod tests {
     #[test]
     fn same_seed_same_plan() {
         let req = PlanRequest {
+            burst: None,
             strategy: Strategy::DecorrelatedJitter {
                 base: Duration::from_millis(100),
                 cap: Duration::from_secs(10),
@@ -445,6 +454,7 @@ mod tests {
         assert_ne!(
             plan(&req),
             plan(&PlanRequest {
+                burst: None,
                 seed: 2,
                 ..req.clone()
             })

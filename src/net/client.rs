@@ -8,7 +8,7 @@
 
 use std::fmt;
 use std::future::Future;
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -16,7 +16,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::pool::{Pool, Target};
-use super::timer::Timer;
+use super::timer::{Sleep, Timer};
 use crate::model::arrivals::user_rng;
 use crate::model::client::ClientConfig;
 use crate::model::outcome::{Hints, Outcome};
@@ -104,10 +104,14 @@ impl Shared {
     }
 }
 
-/// One attempt on the network: what it was, and how it ended.
-async fn attempt(shared: Arc<Shared>, sent: Sent, deadline: Duration) -> (Sent, Outcome, Hints) {
+/// How an attempt on the network ended, and when (read in its own task,
+/// before the hop back to its user).
+type Landed = (Outcome, Hints, Duration);
+
+/// One attempt on the network.
+async fn attempt(shared: Arc<Shared>, deadline: Duration) -> Landed {
     let (outcome, hints) = shared.pool.attempt(shared.at(deadline)).await;
-    (sent, outcome, hints)
+    (outcome, hints, shared.now())
 }
 
 /// One simulated user, forever: think, attempt until OK or given up, think
@@ -116,17 +120,31 @@ async fn attempt(shared: Arc<Shared>, sent: Sent, deadline: Duration) -> (Sent, 
 async fn user(shared: Arc<Shared>, seed: u64, index: u64, start: Duration) {
     let rules = &shared.rules;
     let mut user = User::new(rules, user_rng(seed, index), start);
-    let mut flights: JoinSet<(Sent, Outcome, Hints)> = JoinSet::new();
+    let mut flights: JoinSet<Landed> = JoinSet::new();
     let mut in_flight: Vec<(tokio::task::Id, Sent)> = Vec::new();
+    // The sleep until the next attempt, kept while its instant holds: a
+    // dropped sleep stays in the timer's heap until its deadline.
+    let mut sleep: Option<(Duration, Pin<Box<Sleep>>)> = None;
     loop {
         // Nothing due while the user only waits for its attempts.
-        let due = user.due().map(|at| shared.at(at));
+        let due = user.due();
+        if due != sleep.as_ref().map(|(at, _)| *at) {
+            sleep = due.map(|at| (at, Box::pin(shared.timer.sleep_until(shared.at(at)))));
+        }
         tokio::select! {
             biased;
-            Some(Ok((id, (sent, outcome, hints)))) = flights.join_next_with_id() => {
-                in_flight.retain(|(i, _)| *i != id);
+            Some(landed) = flights.join_next_with_id() => {
+                let (id, (outcome, hints, now)) = match landed {
+                    Ok(done) => done,
+                    // A task that died: an error the user can go on from.
+                    Err(e) => (e.id(), (Outcome::Error, Hints::default(), shared.now())),
+                };
+                let Some(at) = in_flight.iter().position(|(i, _)| *i == id) else {
+                    continue;
+                };
+                let (_, sent) = in_flight.swap_remove(at);
                 shared.throttle_record(outcome == Outcome::Ok, sent.kind);
-                let finished = user.finish(rules, sent, outcome, hints, shared.now());
+                let finished = user.finish(rules, sent, outcome, hints, now);
                 shared.recorder.finished(finished);
                 if finished.request.is_some() {
                     // The others lost: cancelled, their connections closed.
@@ -139,7 +157,8 @@ async fn user(shared: Arc<Shared>, seed: u64, index: u64, start: Duration) {
                     flights = JoinSet::new();
                 }
             }
-            () = shared.timer.sleep_until(due.unwrap_or(shared.at(Duration::MAX))), if due.is_some() => {
+            () = async { sleep.as_mut().expect("a sleep while due").1.as_mut().await }, if sleep.is_some() => {
+                sleep = None;
                 let kind = user.attempt_kind();
                 let decision = shared.throttle_decision(kind, user.rng());
                 match user.begin(rules, decision, shared.now()) {
@@ -148,7 +167,7 @@ async fn user(shared: Arc<Shared>, seed: u64, index: u64, start: Duration) {
                     Attempt::Held => {}
                     Attempt::Send { deadline, sent } => {
                         shared.recorder.attempt_started();
-                        let handle = flights.spawn(attempt(shared.clone(), sent, deadline));
+                        let handle = flights.spawn(attempt(shared.clone(), deadline));
                         in_flight.push((handle.id(), sent));
                     }
                 }

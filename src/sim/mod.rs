@@ -346,10 +346,12 @@ impl Engine {
             slot.due_at = None;
             return;
         };
+        // A hedge due a delay after a copy that went late is due now, not
+        // in the past.
         let due = if instant {
             due.max(now + INSTANT_ANSWER)
         } else {
-            due
+            due.max(now)
         };
         if slot.due_at == Some(due) {
             return;

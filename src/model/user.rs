@@ -249,7 +249,7 @@ impl<R: Rng> User<R> {
             h.failed(hints.pushback_ms, now);
             self.limit_hedges(rules);
             self.hedges
-                .is_some_and(|h| h.in_flight() == 0 && h.next().is_none())
+                .is_some_and(|h| h.is_over())
                 .then(|| ended(None))
         } else {
             (!self.retry_after_failure(rules, hints, now, elapsed)).then(|| ended(None))

@@ -117,6 +117,12 @@ impl Hedges {
                 None => Some(now),
             };
         }
+        self.is_over()
+    }
+
+    /// Whether the request has failed: nothing in flight, nothing left to
+    /// send.
+    pub fn is_over(&self) -> bool {
         self.in_flight == 0 && self.next.is_none()
     }
 

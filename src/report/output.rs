@@ -74,11 +74,7 @@ pub fn client_header(config: &ClientConfig) -> Vec<&'static str> {
 
 /// The client's CSV file, if `config` names one, with its header.
 pub fn client_csv(config: &ClientConfig) -> Result<Option<CsvSink<ClientRow>>, CsvError> {
-    config
-        .csv
-        .as_deref()
-        .map(|path| CsvSink::with_header(path, &client_header(config)))
-        .transpose()
+    CsvSink::with_header_if(config.csv.as_deref(), &client_header(config))
 }
 
 /// The columns a pool or a server with defences adds to [`ServerRow`]'s,
@@ -109,11 +105,7 @@ pub fn server_header(config: &ServerConfig) -> Vec<&'static str> {
 
 /// The server's CSV file, if `config` names one, with its header.
 pub fn server_csv(config: &ServerConfig) -> Result<Option<CsvSink<ServerRow>>, CsvError> {
-    config
-        .csv
-        .as_deref()
-        .map(|path| CsvSink::with_header(path, &server_header(config)))
-        .transpose()
+    CsvSink::with_header_if(config.csv.as_deref(), &server_header(config))
 }
 
 /// A CSV file that could not be created.
@@ -151,9 +143,9 @@ impl<T: CsvRow> CsvSink<T> {
         Self::with_header(path, T::HEADER)
     }
 
-    /// Creates the file if a path is given.
-    pub fn create_if(path: Option<&Path>) -> Result<Option<Self>, CsvError> {
-        path.map(Self::create).transpose()
+    /// Creates the file with `header` if a path is given.
+    pub fn with_header_if(path: Option<&Path>, header: &[&str]) -> Result<Option<Self>, CsvError> {
+        path.map(|path| Self::with_header(path, header)).transpose()
     }
 }
 

@@ -164,12 +164,15 @@ struct Slot {
 }
 
 impl Slot {
-    fn flight(&mut self, generation: u32) -> Option<&mut Flight> {
-        self.flights.iter_mut().find(|f| f.generation == generation)
+    /// Where attempt `id` is in the user's flights, if still in flight.
+    fn position(&self, id: AttemptId) -> Option<usize> {
+        self.flights
+            .iter()
+            .position(|f| f.generation == id.generation)
     }
 
     fn is_live(&self, id: AttemptId) -> bool {
-        self.flights.iter().any(|f| f.generation == id.generation)
+        self.position(id).is_some()
     }
 }
 
@@ -210,10 +213,7 @@ impl Engine {
 
     fn current(&self, id: AttemptId) -> Option<State> {
         let slot = &self.slots[id.user as usize];
-        slot.flights
-            .iter()
-            .find(|f| f.generation == id.generation)
-            .map(|f| f.state)
+        slot.position(id).map(|at| slot.flights[at].state)
     }
 
     /// A user's attempt falls due at `now` (unless the event is stale).
@@ -290,8 +290,9 @@ impl Engine {
                 return;
             }
         };
-        if let Some(flight) = self.slots[id.user as usize].flight(id.generation) {
-            flight.state = state;
+        let slot = &mut self.slots[id.user as usize];
+        if let Some(at) = slot.position(id) {
+            slot.flights[at].state = state;
         }
     }
 
@@ -300,11 +301,7 @@ impl Engine {
     /// the request's other attempts (hedges that lost) are cancelled.
     fn end(&mut self, id: AttemptId, outcome: Outcome, hints: Hints, now: Duration, instant: bool) {
         let slot = &mut self.slots[id.user as usize];
-        let Some(at) = slot
-            .flights
-            .iter()
-            .position(|f| f.generation == id.generation)
-        else {
+        let Some(at) = slot.position(id) else {
             return;
         };
         let sent = slot.flights.swap_remove(at).sent;

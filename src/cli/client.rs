@@ -130,7 +130,7 @@ impl ClientArgs {
             .map_err(conflict)?;
         let throttle = self
             .throttle
-            .throttle(self.hedging.throttle_of(&self.retry))
+            .throttle(self.hedging.default_throttle(&strategy))
             .map_err(conflict)?;
         let config = ClientConfig {
             url: self.url.clone(),
@@ -239,7 +239,7 @@ impl PlanArgs {
         let limit = max_attempts.map(|attempts| attempts.saturating_sub(1));
         let throttle = self
             .throttle
-            .throttle(self.retry.kind())
+            .throttle(strategy.default_throttle())
             .map_err(plan_conflict)?;
         let burst = self
             .burst

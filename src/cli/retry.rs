@@ -44,7 +44,12 @@ impl ValueEnum for StrategyKind {
             }
             StrategyKind::AwsStandard => {
                 "AWS SDKs' standard mode (botocore): U[0,1) * min(min * 2^(n-1), max), \
-                 min 1 s, max 20 s, 3 attempts"
+                 min 1 s, max 20 s, 3 attempts, with the aws-quota throttle"
+            }
+            StrategyKind::AwsAdaptive => {
+                "AWS SDKs' adaptive mode (botocore): the standard mode's backoff and quota, \
+                 and a CUBIC rate limiter, on from the first 429, that makes every attempt \
+                 wait for a token (the aws-adaptive throttle)"
             }
             StrategyKind::Grpc => {
                 "gRPC retry policy (A6): min(min * factor^(n-1), max) * U(0.8, 1.2), the \
@@ -87,7 +92,15 @@ impl ValueEnum for ThrottleKind {
                 "AWS SDKs' retry quota: 500, a retry takes 5 (10 after a timeout), a success \
                  gives 1 back (after retries: the last cost); no quota, no retry"
             }
-            ThrottleKind::AwsQuota2026 => "The AWS quota with the 2026 variant's cost of 14",
+            ThrottleKind::AwsQuota2026 => {
+                "The AWS quota with the 2026 variant's costs: 14, 5 after a 429"
+            }
+            ThrottleKind::AwsAdaptive => {
+                "AWS adaptive mode: aws-quota, and a token bucket whose rate CUBIC sets \
+                 (C 0.4, beta 0.7), switched on by the first 429: every attempt waits for \
+                 a token"
+            }
+            ThrottleKind::AwsAdaptive2026 => "aws-adaptive with the 2026 variant's quota costs",
             ThrottleKind::TowerBudget => {
                 "tower TpsBudget: 10 s, 10/s, 20 %; a success deposits 1, a retry withdraws \
                  trunc(1/0.2) = 5"
@@ -115,6 +128,7 @@ fn strategy_flag(param: StrategyParam) -> &'static str {
         StrategyParam::SlotTime => "--slot-time",
         StrategyParam::Ceiling => "--ceiling",
         StrategyParam::StayAtCeiling => "--stay-at-ceiling",
+        StrategyParam::Aws2026 => "--aws-new-retries-2026",
     }
 }
 
@@ -151,12 +165,15 @@ pub struct StrategyArgs {
     /// fixed: delay before every retry [default: 100ms].
     #[arg(long, alias = "simple-backoff-delay", value_parser = duration, value_name = "DURATION")]
     pub fixed_delay: Option<Duration>,
-    /// First delay or base [default: 100ms; google, aws-standard: 1s; grpc:
-    /// 100ms; envoy: 25ms; finagle: 5ms; polly-v2: 2s].
+    /// First delay or base [default: 100ms; google, aws-standard,
+    /// aws-adaptive: 1s (with --aws-new-retries-2026: 50ms, the scale of a
+    /// transient error's backoff); grpc: 100ms; envoy: 25ms; finagle: 5ms;
+    /// polly-v2: 2s].
     #[arg(long, value_parser = positive_duration, value_name = "DURATION")]
     pub min_delay: Option<Duration>,
-    /// Cap on a delay [default: 5m; google: 32s; aws-standard: 20s; grpc:
-    /// 1s; envoy: 10 x --min-delay; finagle: 200ms; polly-v2: none].
+    /// Cap on a delay [default: 5m; google: 32s; aws-standard, aws-adaptive:
+    /// 20s; grpc: 1s; envoy: 10 x --min-delay; finagle: 200ms; polly-v2:
+    /// none].
     #[arg(long, value_parser = positive_duration, value_name = "DURATION")]
     pub max_delay: Option<Duration>,
     /// Growth factor, greater than 1 [default: exponential 2.7;
@@ -176,6 +193,12 @@ pub struct StrategyArgs {
     /// truncated-binary: stay at the ceiling instead of starting again at 1.
     #[arg(long)]
     pub stay_at_ceiling: bool,
+    /// aws-standard, aws-adaptive: the SDKs' 2026 retry behaviour
+    /// (AWS_NEW_RETRIES_2026): a 0.05 s scale after a transient error, 1 s
+    /// after a 429, at least the server's Retry-After but at most 5 s more
+    /// than the backoff, and the 2026 quota costs (14, 5 after a 429).
+    #[arg(long)]
+    pub aws_new_retries_2026: bool,
 }
 
 impl StrategyArgs {
@@ -201,6 +224,7 @@ impl StrategyArgs {
             ("--slot-time", self.slot_time.is_some()),
             ("--ceiling", self.ceiling.is_some()),
             ("--stay-at-ceiling", self.stay_at_ceiling),
+            ("--aws-new-retries-2026", self.aws_new_retries_2026),
         ]
         .into_iter()
         .filter_map(|(flag, given)| given.then_some(flag))
@@ -218,6 +242,7 @@ impl StrategyArgs {
             slot_time: self.slot_time,
             ceiling: self.ceiling,
             stay_at_ceiling: self.stay_at_ceiling,
+            aws_2026: self.aws_new_retries_2026,
         };
         self.kind().build(&params).map_err(|e| match e {
             StrategyError::NotRead(NotRead { param, kind }) => {
@@ -287,12 +312,12 @@ impl HedgingArgs {
         )))
     }
 
-    /// The strategy whose throttle a client gets by default: hedging is
-    /// gRPC's, and brings gRPC's.
-    pub fn throttle_of(&self, retry: &StrategyArgs) -> StrategyKind {
+    /// The throttle a client gets by default: hedging is gRPC's, and
+    /// brings gRPC's; otherwise the strategy's.
+    pub fn default_throttle(&self, strategy: &Strategy) -> Option<ThrottleKind> {
         match self.hedge_delay {
-            Some(_) => StrategyKind::Grpc,
-            None => retry.kind(),
+            Some(_) => StrategyKind::Grpc.default_throttle(),
+            None => strategy.default_throttle(),
         }
     }
 }
@@ -331,8 +356,9 @@ impl LimitArgs {
 #[command(next_help_heading = "Retry throttle")]
 pub struct ThrottleArgs {
     /// Retry throttle shared by all clients [default: none; aws-standard:
-    /// aws-quota; grpc and hedging: token-bucket; envoy: envoy-budget;
-    /// finagle: finagle-budget].
+    /// aws-quota; aws-adaptive: aws-adaptive (with --aws-new-retries-2026:
+    /// their -2026 variants); grpc and hedging: token-bucket; envoy:
+    /// envoy-budget; finagle: finagle-budget].
     #[arg(long, value_enum, value_name = "NAME")]
     pub throttle: Option<ThrottleKind>,
     /// No throttle, not even the one a shipped client's strategy brings.
@@ -381,14 +407,17 @@ pub struct ThrottleArgs {
 }
 
 impl ThrottleArgs {
-    /// Builds the throttle, or says which flags are wrong for it.
-    /// The strategy's own throttle applies unless another (or none) is
-    /// chosen.
-    pub fn throttle(&self, strategy: StrategyKind) -> Result<Option<ThrottleConfig>, String> {
+    /// Builds the throttle, or says which flags are wrong for it. The
+    /// throttle the strategy brings (`default`) applies unless another (or
+    /// none) is chosen.
+    pub fn throttle(
+        &self,
+        default: Option<ThrottleKind>,
+    ) -> Result<Option<ThrottleConfig>, String> {
         let kind = if self.no_throttle {
             None
         } else {
-            self.throttle.or(strategy.default_throttle())
+            self.throttle.or(default)
         };
         let params = ThrottleParams {
             max_tokens: self.max_tokens,

@@ -18,7 +18,7 @@ use std::time::Duration;
 use rand::SeedableRng;
 use rand::rngs::Xoshiro256PlusPlus;
 
-use crate::policy::{AttemptKind, Decision, Throttle, ThrottleConfig};
+use crate::policy::{Answer, AttemptKind, Decision, Throttle, ThrottleConfig};
 
 /// The burst to put a throttle through.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -97,15 +97,29 @@ impl Run {
             retry: attempts > 1,
             ..self.retry
         };
-        self.throttle.after(false, kind, at);
+        self.throttle.after(Answer::Failed, kind, at);
         if self.max_attempts.is_some_and(|max| attempts >= max) {
             return;
         }
-        if self.throttle.before(self.retry, at, &mut self.rng) == Decision::Allow {
+        if !self.throttle.allows_retry(self.retry, at) {
+            self.row(at).refused += 1;
+            return;
+        }
+        if let Some(start) = self.go(self.retry, at) {
             self.row(at).retries += 1;
-            self.send(at, attempts + 1);
+            self.send(start, attempts + 1);
         } else {
             self.row(at).refused += 1;
+        }
+    }
+
+    /// When an attempt of `kind` due at `at` goes out, if the throttle
+    /// does not reject it: then, or once a rate limiter's token is there.
+    fn go(&mut self, kind: AttemptKind, at: Duration) -> Option<Duration> {
+        match self.throttle.before(kind, at, &mut self.rng) {
+            Decision::Allow => Some(at),
+            Decision::Wait(wait) => Some(at.saturating_add(wait)),
+            Decision::Reject => None,
         }
     }
 
@@ -141,12 +155,8 @@ pub fn burst(req: &BurstRequest) -> Vec<BurstRow> {
         // A first attempt counts as a request even if a throttle that
         // rejects locally keeps it in.
         run.row(at).requests += 1;
-        if run
-            .throttle
-            .before(AttemptKind::default(), at, &mut run.rng)
-            == Decision::Allow
-        {
-            run.send(at, 1);
+        if let Some(start) = run.go(AttemptKind::default(), at) {
+            run.send(start, 1);
         }
     }
     while run.next_end().is_some() {

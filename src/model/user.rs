@@ -12,7 +12,10 @@ use rand::Rng;
 
 use super::arrivals::ThinkTime;
 use super::outcome::{AttemptRecord, Hints, Outcome, RequestRecord};
-use crate::policy::{AttemptKind, Backoff, Decision, Hedges, Hedging, Next, RetryLimits, Strategy};
+use crate::policy::{
+    Answer, AttemptKind, Backoff, Decision, Failure, Hedges, Hedging, Next, RetryLimits, Strategy,
+    Throttle,
+};
 
 /// What every user of a run shares: think times, timeout and policy.
 #[derive(Debug, Clone, Copy)]
@@ -42,9 +45,12 @@ pub struct Sent {
 }
 
 impl Sent {
-    /// The record of this attempt cancelled at `now`, because another
-    /// attempt of its request succeeded first.
-    pub fn cancelled(&self, now: Duration) -> AttemptRecord {
+    /// Cancels this attempt at `now`, because another attempt of its
+    /// request succeeded first; tells the throttle, and returns its record.
+    pub fn cancel(&self, throttle: Option<&mut Throttle>, now: Duration) -> AttemptRecord {
+        if let Some(t) = throttle {
+            t.cancelled(self.kind, now);
+        }
         AttemptRecord {
             outcome: Outcome::Cancelled,
             is_retry: self.kind.retry,
@@ -58,6 +64,9 @@ impl Sent {
 /// What to do with the attempt that is due, once the throttle has spoken.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Attempt {
+    /// Not yet: a rate limiter owes it a token, and [`User::due`] now says
+    /// when it will have one.
+    Wait,
     /// Send it; it times out at `deadline` (since the epoch). Hand `sent`
     /// back when it ends.
     Send {
@@ -69,7 +78,8 @@ pub enum Attempt {
     /// Rejected locally by the throttle: an error that never left the
     /// process; record it.
     Rejected(Finished),
-    /// The throttle refused a retry: the logical request is given up.
+    /// The throttle refused a hedge with none in flight: the logical
+    /// request is given up.
     Refused(RequestRecord),
     /// The throttle refused a hedge: nothing goes, and no more hedges;
     /// the attempts in flight may still win.
@@ -104,6 +114,9 @@ pub struct User<R> {
     /// How the previous attempt of the current request ended, and whether
     /// it was a throttling answer.
     last: Option<(Outcome, bool)>,
+    /// When the due attempt's token will be there, once a rate limiter
+    /// has made it wait: it goes then without asking again.
+    token_at: Option<Duration>,
 }
 
 impl<R: Rng> User<R> {
@@ -117,6 +130,7 @@ impl<R: Rng> User<R> {
             backoff: Backoff::new(Duration::ZERO),
             attempts: 0,
             last: None,
+            token_at: None,
         };
         user.next_request(rules, now);
         user
@@ -125,6 +139,9 @@ impl<R: Rng> User<R> {
     /// The intended start of the next attempt, or `None` while the user
     /// waits for the attempts in flight.
     pub fn due(&self) -> Option<Duration> {
+        if self.token_at.is_some() {
+            return self.token_at;
+        }
         match &self.hedges {
             Some(h) => h.next(),
             None => self.next,
@@ -151,33 +168,40 @@ impl<R: Rng> User<R> {
         &mut self.rng
     }
 
-    /// Starts the due attempt at `now`, given the throttle's `decision`
-    /// (`Allow` without a throttle).
+    /// Starts the due attempt at `now`, asking `throttle` (shared by the
+    /// process's users) whether it may go: a hedge may be refused, any
+    /// attempt rejected locally or made to wait for a token.
     ///
     /// # Panics
     /// If no attempt is due.
-    pub fn begin(&mut self, rules: &Rules, decision: Decision, now: Duration) -> Attempt {
+    pub fn begin(
+        &mut self,
+        rules: &Rules,
+        throttle: Option<&mut Throttle>,
+        now: Duration,
+    ) -> Attempt {
         let due = self.due().expect("an attempt is due");
+        let kind = self.attempt_kind();
+        let decision = match (self.token_at.take(), throttle) {
+            // Its token is there: it goes.
+            (Some(_), _) | (None, None) => Decision::Allow,
+            (None, Some(t)) => {
+                // gRPC asks its throttle for a hedge when the hedge is due.
+                if self.hedges.is_some() && kind.retry && !t.allows_retry(kind, now) {
+                    return self.hedge_refused(rules, now);
+                }
+                t.before(kind, now, &mut self.rng)
+            }
+        };
+        if let Decision::Wait(wait) = decision {
+            self.token_at = Some(now.saturating_add(wait));
+            return Attempt::Wait;
+        }
         let sent = Sent {
-            kind: self.attempt_kind(),
+            kind,
             due,
             lateness: now.saturating_sub(due),
         };
-        if decision == Decision::GiveUp {
-            if let Some(h) = &mut self.hedges
-                && h.in_flight() > 0
-            {
-                h.refused();
-                return Attempt::Held;
-            }
-            let record = RequestRecord {
-                attempts: self.attempts,
-                latency: None,
-                throttled: true,
-            };
-            self.next_request(rules, now);
-            return Attempt::Refused(record);
-        }
         self.attempts += 1;
         self.next = None;
         if let (Some(h), Some(policy)) = (&mut self.hedges, &rules.hedging) {
@@ -187,6 +211,7 @@ impl<R: Rng> User<R> {
         match decision {
             Decision::Reject => Attempt::Rejected(self.end(
                 rules,
+                None,
                 sent,
                 Outcome::Error,
                 Hints::default(),
@@ -205,22 +230,54 @@ impl<R: Rng> User<R> {
         }
     }
 
+    /// The throttle refused the hedge that was due: no more go; if none
+    /// is in flight, the request is given up.
+    fn hedge_refused(&mut self, rules: &Rules, now: Duration) -> Attempt {
+        if let Some(h) = &mut self.hedges
+            && h.in_flight() > 0
+        {
+            h.refused();
+            return Attempt::Held;
+        }
+        let record = RequestRecord {
+            attempts: self.attempts,
+            latency: None,
+            throttled: true,
+        };
+        self.next_request(rules, now);
+        Attempt::Refused(record)
+    }
+
     /// Ends attempt `sent` at `now`, with what the answer told
-    /// (`Retry-After`, gRPC's pushback); schedules what comes next.
+    /// (`Retry-After`, gRPC's pushback); tells `throttle` how it ended and,
+    /// if the strategy would retry, asks it whether the retry may follow;
+    /// schedules what comes next.
     pub fn finish(
         &mut self,
         rules: &Rules,
+        throttle: Option<&mut Throttle>,
         sent: Sent,
         outcome: Outcome,
         hints: Hints,
         now: Duration,
     ) -> Finished {
-        self.end(rules, sent, outcome, hints, now, false)
+        let mut throttle = throttle;
+        if let Some(t) = throttle.as_deref_mut() {
+            let answer = match outcome {
+                Outcome::Ok => Answer::Ok,
+                _ if hints.throttled => Answer::Throttled,
+                _ => Answer::Failed,
+            };
+            t.after(answer, sent.kind, now);
+        }
+        self.end(rules, throttle, sent, outcome, hints, now, false)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn end(
         &mut self,
         rules: &Rules,
+        throttle: Option<&mut Throttle>,
         sent: Sent,
         outcome: Outcome,
         hints: Hints,
@@ -237,22 +294,26 @@ impl<R: Rng> User<R> {
         self.last = Some((outcome, hints.throttled));
         let elapsed = now.saturating_sub(self.first);
         let attempts = self.attempts;
-        let ended = |latency| RequestRecord {
+        let ended = |latency, throttled| RequestRecord {
             attempts,
             latency,
-            throttled: false,
+            throttled,
         };
         let request = if outcome == Outcome::Ok {
-            Some(ended(Some(elapsed)))
+            Some(ended(Some(elapsed), false))
         } else if let Some(h) = &mut self.hedges {
             // Hedging is gRPC's: it always reads the pushback.
             h.failed(hints.pushback_ms, now);
             self.limit_hedges(rules);
             self.hedges
                 .is_some_and(|h| h.is_over())
-                .then(|| ended(None))
+                .then(|| ended(None, false))
         } else {
-            (!self.retry_after_failure(rules, hints, now, elapsed)).then(|| ended(None))
+            match self.retry_after_failure(rules, throttle, hints, now, elapsed) {
+                Retry::Scheduled => None,
+                Retry::GivenUp => Some(ended(None, false)),
+                Retry::Refused => Some(ended(None, true)),
+            }
         };
         if request.is_some() {
             self.next_request(rules, now);
@@ -260,15 +321,16 @@ impl<R: Rng> User<R> {
         Finished { attempt, request }
     }
 
-    /// Schedules the retry of a failed attempt; false if the request is
-    /// given up instead.
+    /// Schedules the retry of a failed attempt, if the strategy, the
+    /// limits and the throttle agree, in that order (botocore's).
     fn retry_after_failure(
         &mut self,
         rules: &Rules,
+        throttle: Option<&mut Throttle>,
         hints: Hints,
         now: Duration,
         elapsed: Duration,
-    ) -> bool {
+    ) -> Retry {
         // A gRPC client obeys the server's pushback: negative, no retry;
         // otherwise exactly that delay, the backoff started over.
         let pushback = hints
@@ -279,24 +341,34 @@ impl<R: Rng> User<R> {
                 self.backoff.restart();
                 Duration::from_millis(ms.unsigned_abs())
             }
-            _ => self.backoff.next_delay(&rules.strategy, &mut self.rng),
+            _ => {
+                let failure = Failure {
+                    throttled: hints.throttled,
+                    retry_after: hints.retry_after,
+                };
+                self.backoff
+                    .next_delay_after(&rules.strategy, failure, &mut self.rng)
+            }
         };
         // With a pushback the delay is exact: Retry-After does not
         // stretch it.
         let retry_after = hints.retry_after.filter(|_| pushback.is_none());
         if pushback.is_some_and(|ms| ms < 0) {
-            return false;
+            return Retry::GivenUp;
         }
-        match rules
+        let Next::Retry(delay) = rules
             .limits
             .next(self.attempts, elapsed, proposed, retry_after)
+        else {
+            return Retry::GivenUp;
+        };
+        if let Some(t) = throttle
+            && !t.allows_retry(self.attempt_kind(), now)
         {
-            Next::Retry(delay) => {
-                self.next = Some(now.saturating_add(delay));
-                true
-            }
-            Next::GiveUp => false,
+            return Retry::Refused;
         }
+        self.next = Some(now.saturating_add(delay));
+        Retry::Scheduled
     }
 
     /// No hedge goes once the request's deadline has passed.
@@ -315,7 +387,18 @@ impl<R: Rng> User<R> {
         self.backoff = Backoff::new(think);
         self.attempts = 0;
         self.last = None;
+        self.token_at = None;
     }
+}
+
+/// What follows a failed attempt that is not hedged.
+enum Retry {
+    /// A retry, at the user's `next`.
+    Scheduled,
+    /// None: the strategy, the pushback or the limits say so.
+    GivenUp,
+    /// None: the throttle refused it.
+    Refused,
 }
 
 #[cfg(test)]

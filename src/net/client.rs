@@ -9,7 +9,7 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::{Pin, pin};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::task::JoinSet;
@@ -21,7 +21,7 @@ use crate::model::arrivals::user_rng;
 use crate::model::client::ClientConfig;
 use crate::model::outcome::{Hints, Outcome};
 use crate::model::user::{Attempt, Rules, Sent, User};
-use crate::policy::{AttemptKind, Decision, Throttle};
+use crate::policy::Throttle;
 use crate::report::counts::ClientRecorder;
 use crate::report::output::CsvError;
 use crate::report::rows::unix_ms;
@@ -77,30 +77,11 @@ impl Shared {
             .unwrap_or(self.epoch + CENTURY)
     }
 
-    fn throttle_decision(&self, kind: AttemptKind, rng: &mut impl rand::Rng) -> Decision {
-        match &self.throttle {
-            Some(t) => t
-                .lock()
-                .expect("throttle lock poisoned")
-                .before(kind, self.now(), rng),
-            None => Decision::Allow,
-        }
-    }
-
-    fn throttle_record(&self, ok: bool, kind: AttemptKind) {
-        if let Some(t) = &self.throttle {
-            t.lock()
-                .expect("throttle lock poisoned")
-                .after(ok, kind, self.now());
-        }
-    }
-
-    fn throttle_cancelled(&self, kind: AttemptKind) {
-        if let Some(t) = &self.throttle {
-            t.lock()
-                .expect("throttle lock poisoned")
-                .cancelled(kind, self.now());
-        }
+    /// The throttle, locked, if there is one.
+    fn throttle(&self) -> Option<MutexGuard<'_, Throttle>> {
+        self.throttle
+            .as_ref()
+            .map(|t| t.lock().expect("throttle lock poisoned"))
     }
 }
 
@@ -143,25 +124,27 @@ async fn user(shared: Arc<Shared>, seed: u64, index: u64, start: Duration) {
                     continue;
                 };
                 let (_, sent) = in_flight.swap_remove(at);
-                shared.throttle_record(outcome == Outcome::Ok, sent.kind);
-                let finished = user.finish(rules, sent, outcome, hints, now);
+                let mut throttle = shared.throttle();
+                let finished =
+                    user.finish(rules, throttle.as_deref_mut(), sent, outcome, hints, now);
                 shared.recorder.finished(finished);
                 if finished.request.is_some() {
                     // The others lost: cancelled, their connections closed.
                     flights.abort_all();
                     let now = shared.now();
                     for (_, sent) in in_flight.drain(..) {
-                        shared.throttle_cancelled(sent.kind);
-                        shared.recorder.attempt_finished(sent.cancelled(now));
+                        let record = sent.cancel(throttle.as_deref_mut(), now);
+                        shared.recorder.attempt_finished(record);
                     }
                     flights = JoinSet::new();
                 }
             }
             () = async { sleep.as_mut().expect("a sleep while due").1.as_mut().await }, if sleep.is_some() => {
                 sleep = None;
-                let kind = user.attempt_kind();
-                let decision = shared.throttle_decision(kind, user.rng());
-                match user.begin(rules, decision, shared.now()) {
+                let begun = user.begin(rules, shared.throttle().as_deref_mut(), shared.now());
+                match begun {
+                    // The loop sleeps until the token is there.
+                    Attempt::Wait => {}
                     Attempt::Refused(request) => shared.recorder.request_finished(request),
                     Attempt::Rejected(finished) => shared.recorder.finished(finished),
                     Attempt::Held => {}

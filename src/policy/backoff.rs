@@ -5,6 +5,7 @@ use std::time::Duration;
 use rand::{Rng, RngExt};
 use rand_distr::StandardNormal;
 
+pub use super::failure::Failure;
 use super::shipped::ShippedBackoff;
 use crate::model::timescale::compress;
 
@@ -258,6 +259,17 @@ impl Backoff {
 
     /// Called after a failed attempt: the sleep before the next retry.
     pub fn next_delay<R: Rng + ?Sized>(&mut self, strategy: &Strategy, rng: &mut R) -> Duration {
+        self.next_delay_after(strategy, Failure::default(), rng)
+    }
+
+    /// Called after `failure`: the sleep before the next retry (only the
+    /// AWS SDKs' backoff reads the failure).
+    pub fn next_delay_after<R: Rng + ?Sized>(
+        &mut self,
+        strategy: &Strategy,
+        failure: Failure,
+        rng: &mut R,
+    ) -> Duration {
         self.retries += 1;
         let n = self.retries;
         let sleep = match *strategy {
@@ -318,7 +330,9 @@ impl Backoff {
                 let random = uniform(rng, 0.0, random.as_secs_f64());
                 secs(grown.as_secs_f64() + random).min(max)
             }
-            Strategy::Shipped(b) => b.delay(n, Some(self.last_sleep), &mut self.polly_prev, rng),
+            Strategy::Shipped(b) => {
+                b.delay(n, failure, Some(self.last_sleep), &mut self.polly_prev, rng)
+            }
         };
         self.last_sleep = sleep;
         sleep

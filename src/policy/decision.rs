@@ -1,12 +1,15 @@
-//! What a throttle says of an attempt that is due.
+//! What a throttle says of an attempt about to go out.
 
-/// Whether an attempt may go out.
+use std::time::Duration;
+
+/// Whether an attempt may go out now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
     /// Send it.
     Allow,
-    /// A retry refused: give the logical request up.
-    GiveUp,
     /// Refused locally: the attempt fails at once as an error.
     Reject,
+    /// Send it once this long has passed: a rate limiter's token is owed
+    /// (the AWS SDKs' adaptive mode blocks the request until then).
+    Wait(Duration),
 }

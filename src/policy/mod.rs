@@ -10,17 +10,18 @@ mod backoff;
 mod catalogue;
 mod decision;
 pub mod defence;
+mod failure;
 mod hedging;
 mod retry_limits;
 pub mod shipped;
 mod throttle;
 
-pub use backoff::{Backoff, Strategy};
+pub use backoff::{Backoff, Failure, Strategy};
 pub use catalogue::{
     NotRead, StrategyError, StrategyKind, StrategyParam, StrategyParams, ThrottleKind,
     ThrottleParam, ThrottleParams,
 };
 pub use hedging::{Hedges, Hedging, MAX_HEDGED_ATTEMPTS};
 pub use retry_limits::{MAX_RETRY_AFTER, Next, RetryLimits, format_retry_after, parse_retry_after};
-pub use shipped::AttemptKind;
+pub use shipped::{Answer, AttemptKind};
 pub use throttle::{Decision, Throttle, ThrottleConfig};

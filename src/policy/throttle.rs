@@ -1,17 +1,20 @@
 //! Retry throttles: state shared by all the clients of one process that
 //! decides whether an attempt may go out at all.
 //!
-//! Two kinds. `token-bucket` and `budget` only ever refuse *retries*; the
-//! logical request is then given up. `adaptive` and `circuit-breaker` may
-//! refuse any attempt; such an attempt fails at once, as an error, without
-//! touching the network.
+//! Two kinds. `token-bucket`, `budget` and the shipped clients' budgets
+//! only ever refuse *retries*, and decide when the failure arrives, before
+//! any backoff, as their sources do; the logical request is then given up.
+//! `adaptive` and `circuit-breaker` may refuse any attempt when it is about
+//! to go out; such an attempt fails at once, as an error, without touching
+//! the network. The AWS SDKs' adaptive mode may instead hold an attempt
+//! until its rate limiter has a token for it.
 
 use std::time::Duration;
 
 use rand::{Rng, RngExt};
 
 pub use super::decision::Decision;
-use super::shipped::{AttemptKind, ShippedThrottle, ShippedThrottleConfig};
+use super::shipped::{Answer, AttemptKind, ShippedThrottle, ShippedThrottleConfig};
 use crate::model::timescale::compress;
 
 /// Throttle parameters, as chosen on the command line.
@@ -241,40 +244,17 @@ impl Throttle {
         &self.config
     }
 
-    /// Asks whether an attempt may go out at `now` (a retry or not), for
-    /// the tests of throttles that look no further.
-    #[cfg(test)]
-    fn before_attempt<R: Rng + ?Sized>(
-        &mut self,
-        is_retry: bool,
-        now: Duration,
-        rng: &mut R,
-    ) -> Decision {
-        let kind = AttemptKind {
-            retry: is_retry,
-            ..AttemptKind::default()
-        };
-        self.before(kind, now, rng)
-    }
-
-    /// Asks whether an attempt of `kind` may go out at `now`.
-    pub fn before<R: Rng + ?Sized>(
-        &mut self,
-        kind: AttemptKind,
-        now: Duration,
-        rng: &mut R,
-    ) -> Decision {
-        let is_retry = kind.retry;
-        if let State::Shipped(t) = &mut self.state {
-            return t.before(kind, now);
-        }
+    /// Asked at a failure, when the strategy and the retry limits would
+    /// retry: whether the retry of `kind` may follow. The throttles that
+    /// refuse only retries decide here, when the failure arrives, as their
+    /// sources do (gRPC's throttling, botocore's quota, tower's and
+    /// Finagle's withdrawals, Envoy's count of retries in flight); a
+    /// refused retry gives its logical request up at once. The others let
+    /// it follow and judge the attempt when it goes out.
+    pub fn allows_retry(&mut self, kind: AttemptKind, now: Duration) -> bool {
         match (&mut self.state, self.config) {
             (State::TokenBucket { tokens }, ThrottleConfig::TokenBucket { max_tokens, .. }) => {
-                if is_retry && *tokens <= max_tokens / 2.0 {
-                    Decision::GiveUp
-                } else {
-                    Decision::Allow
-                }
+                *tokens > max_tokens / 2.0
             }
             (
                 State::Budget { window },
@@ -284,18 +264,34 @@ impl Throttle {
                     min_per_sec,
                 },
             ) => {
-                if !is_retry {
-                    window.add(now, 1, 0);
-                    return Decision::Allow;
-                }
                 let (firsts, retries) = window.counts(now);
                 let allowed = min_per_sec * ttl.as_secs_f64() + percent * firsts as f64;
-                if (retries + 1) as f64 <= allowed {
+                let ok = (retries + 1) as f64 <= allowed;
+                if ok {
                     window.add(now, 0, 1);
-                    Decision::Allow
-                } else {
-                    Decision::GiveUp
                 }
+                ok
+            }
+            (State::Shipped(t), _) => t.allows_retry(kind, now),
+            _ => true,
+        }
+    }
+
+    /// Asked when an attempt of `kind` is about to go out at `now`: send
+    /// it, reject it locally, or send it after a wait.
+    pub fn before<R: Rng + ?Sized>(
+        &mut self,
+        kind: AttemptKind,
+        now: Duration,
+        rng: &mut R,
+    ) -> Decision {
+        match (&mut self.state, self.config) {
+            (State::TokenBucket { .. }, _) => Decision::Allow,
+            (State::Budget { window }, _) => {
+                if !kind.retry {
+                    window.add(now, 1, 0);
+                }
+                Decision::Allow
             }
             (State::Adaptive { window }, ThrottleConfig::Adaptive { k, .. }) => {
                 let (requests, accepts) = window.counts(now);
@@ -326,24 +322,16 @@ impl Throttle {
                     }
                 }
             }
+            (State::Shipped(t), _) => t.before(kind, now),
             _ => unreachable!("state and config are built together"),
         }
     }
 
-    /// Records how an attempt that went out ended (`ok`: a 2xx answer),
-    /// for the tests of throttles that look no further.
-    #[cfg(test)]
-    fn after_attempt(&mut self, ok: bool, now: Duration) {
-        self.after(ok, AttemptKind::default(), now);
-    }
-
     /// Records how an attempt of `kind` that went out ended.
-    pub fn after(&mut self, ok: bool, kind: AttemptKind, now: Duration) {
-        if let State::Shipped(t) = &mut self.state {
-            t.after(ok, kind, now);
-            return;
-        }
+    pub fn after(&mut self, answer: Answer, kind: AttemptKind, now: Duration) {
+        let ok = answer == Answer::Ok;
         match (&mut self.state, self.config) {
+            (State::Shipped(t), _) => t.after(answer, kind, now),
             (
                 State::TokenBucket { tokens },
                 ThrottleConfig::TokenBucket {
@@ -445,6 +433,36 @@ mod tests {
         Duration::from_millis(n)
     }
 
+    /// What a throttle says of an attempt, whenever it says it.
+    #[derive(Debug, PartialEq)]
+    enum Said {
+        Allow,
+        GiveUp,
+        Reject,
+    }
+
+    /// Asks for a retry (at its failure, then as it goes) or a first
+    /// attempt, at one instant.
+    fn attempt(t: &mut Throttle, retry: bool, now: Duration, rng: &mut Xoshiro256PlusPlus) -> Said {
+        let kind = AttemptKind {
+            retry,
+            ..AttemptKind::default()
+        };
+        if retry && !t.allows_retry(kind, now) {
+            return Said::GiveUp;
+        }
+        match t.before(kind, now, rng) {
+            Decision::Allow => Said::Allow,
+            Decision::Reject => Said::Reject,
+            Decision::Wait(d) => panic!("no throttle here waits, yet one asked for {d:?}"),
+        }
+    }
+
+    fn ended(t: &mut Throttle, ok: bool, now: Duration) {
+        let answer = if ok { Answer::Ok } else { Answer::Failed };
+        t.after(answer, AttemptKind::default(), now);
+    }
+
     #[test]
     fn token_bucket_follows_the_grpc_arithmetic() {
         let mut t = Throttle::new(ThrottleConfig::TokenBucket {
@@ -455,23 +473,23 @@ mod tests {
         let now = Duration::ZERO;
         // 10 tokens: four failures leave 6 (> 5): retries still allowed.
         for _ in 0..4 {
-            t.after_attempt(false, now);
+            ended(&mut t, false, now);
         }
-        assert_eq!(t.before_attempt(true, now, &mut r), Decision::Allow);
+        assert_eq!(attempt(&mut t, true, now, &mut r), Said::Allow);
         // The fifth leaves 5 (= max/2): retries stop; first attempts go on.
-        t.after_attempt(false, now);
-        assert_eq!(t.before_attempt(true, now, &mut r), Decision::GiveUp);
-        assert_eq!(t.before_attempt(false, now, &mut r), Decision::Allow);
+        ended(&mut t, false, now);
+        assert_eq!(attempt(&mut t, true, now, &mut r), Said::GiveUp);
+        assert_eq!(attempt(&mut t, false, now, &mut r), Said::Allow);
         // One success: 5.1 > 5, retries allowed again.
-        t.after_attempt(true, now);
-        assert_eq!(t.before_attempt(true, now, &mut r), Decision::Allow);
+        ended(&mut t, true, now);
+        assert_eq!(attempt(&mut t, true, now, &mut r), Said::Allow);
         // Never below zero nor above the maximum.
         for _ in 0..100 {
-            t.after_attempt(false, now);
+            ended(&mut t, false, now);
         }
         assert_eq!(t.describe(), "tokens 0.0");
         for _ in 0..1000 {
-            t.after_attempt(true, now);
+            ended(&mut t, true, now);
         }
         assert_eq!(t.describe(), "tokens 10.0");
     }
@@ -487,24 +505,20 @@ mod tests {
         let now = Duration::from_secs(1);
         // Floor: 1/s * 10 s = 10 retries with no traffic at all.
         for i in 0..10 {
-            assert_eq!(
-                t.before_attempt(true, now, &mut r),
-                Decision::Allow,
-                "retry {i}"
-            );
+            assert_eq!(attempt(&mut t, true, now, &mut r), Said::Allow, "retry {i}");
         }
-        assert_eq!(t.before_attempt(true, now, &mut r), Decision::GiveUp);
+        assert_eq!(attempt(&mut t, true, now, &mut r), Said::GiveUp);
         // 50 first attempts buy 10 more.
         for _ in 0..50 {
-            assert_eq!(t.before_attempt(false, now, &mut r), Decision::Allow);
+            assert_eq!(attempt(&mut t, false, now, &mut r), Said::Allow);
         }
         for _ in 0..10 {
-            assert_eq!(t.before_attempt(true, now, &mut r), Decision::Allow);
+            assert_eq!(attempt(&mut t, true, now, &mut r), Said::Allow);
         }
-        assert_eq!(t.before_attempt(true, now, &mut r), Decision::GiveUp);
+        assert_eq!(attempt(&mut t, true, now, &mut r), Said::GiveUp);
         // Once the window has passed, the floor is available again.
         let later = now + Duration::from_secs(11);
-        assert_eq!(t.before_attempt(true, later, &mut r), Decision::Allow);
+        assert_eq!(attempt(&mut t, true, later, &mut r), Said::Allow);
     }
 
     #[test]
@@ -517,18 +531,18 @@ mod tests {
         let now = Duration::from_secs(1);
         // While everything is accepted nothing is rejected.
         for _ in 0..1000 {
-            assert_eq!(t.before_attempt(false, now, &mut r), Decision::Allow);
-            t.after_attempt(true, now);
+            assert_eq!(attempt(&mut t, false, now, &mut r), Said::Allow);
+            ended(&mut t, true, now);
         }
         // Backend down: requests pile up with no accepts. After n more
         // requests, p = (1000 + n - 2000) / (1000 + n + 1): it reaches 0.5 at
         // about n = 3000 of attempts (rejected ones count too).
         let mut rejected = 0;
         for _ in 0..3000 {
-            if t.before_attempt(false, now, &mut r) == Decision::Reject {
+            if attempt(&mut t, false, now, &mut r) == Said::Reject {
                 rejected += 1;
             } else {
-                t.after_attempt(false, now);
+                ended(&mut t, false, now);
             }
         }
         // Expected rejections: the sum of p over those requests, give or take
@@ -545,7 +559,7 @@ mod tests {
         );
         // The window forgets: two minutes later nothing is rejected.
         let later = now + Duration::from_secs(121);
-        assert_eq!(t.before_attempt(false, later, &mut r), Decision::Allow);
+        assert_eq!(attempt(&mut t, false, later, &mut r), Said::Allow);
     }
 
     fn breaker() -> Throttle {
@@ -566,28 +580,28 @@ mod tests {
         let mut now = Duration::from_secs(1);
         // 9 attempts, all failed: below min_requests, still closed.
         for _ in 0..9 {
-            assert_eq!(t.before_attempt(false, now, &mut r), Decision::Allow);
-            t.after_attempt(false, now);
+            assert_eq!(attempt(&mut t, false, now, &mut r), Said::Allow);
+            ended(&mut t, false, now);
         }
         assert_eq!(t.describe(), "closed");
-        t.after_attempt(false, now);
+        ended(&mut t, false, now);
         assert_eq!(t.describe(), "open");
-        assert_eq!(t.before_attempt(false, now, &mut r), Decision::Reject);
+        assert_eq!(attempt(&mut t, false, now, &mut r), Said::Reject);
         now += ms(499);
-        assert_eq!(t.before_attempt(true, now, &mut r), Decision::Reject);
+        assert_eq!(attempt(&mut t, true, now, &mut r), Said::Reject);
         // Cool-down over: one probe goes out, the next is refused.
         now += ms(1);
-        assert_eq!(t.before_attempt(false, now, &mut r), Decision::Allow);
+        assert_eq!(attempt(&mut t, false, now, &mut r), Said::Allow);
         assert_eq!(t.describe(), "half-open");
-        assert_eq!(t.before_attempt(false, now, &mut r), Decision::Reject);
+        assert_eq!(attempt(&mut t, false, now, &mut r), Said::Reject);
         // The probe fails: open again for a whole cool-down.
-        t.after_attempt(false, now);
+        ended(&mut t, false, now);
         assert_eq!(t.describe(), "open");
         now += ms(500);
-        assert_eq!(t.before_attempt(false, now, &mut r), Decision::Allow);
-        t.after_attempt(true, now);
+        assert_eq!(attempt(&mut t, false, now, &mut r), Said::Allow);
+        ended(&mut t, true, now);
         assert_eq!(t.describe(), "closed");
-        assert_eq!(t.before_attempt(false, now, &mut r), Decision::Allow);
+        assert_eq!(attempt(&mut t, false, now, &mut r), Said::Allow);
     }
 
     #[test]
@@ -596,9 +610,9 @@ mod tests {
         let mut r = rng();
         let now = Duration::from_secs(1);
         for i in 0..100 {
-            assert_eq!(t.before_attempt(false, now, &mut r), Decision::Allow);
+            assert_eq!(attempt(&mut t, false, now, &mut r), Said::Allow);
             // 40 % failures, never 50 % of the attempts so far.
-            t.after_attempt(i % 5 < 3, now);
+            ended(&mut t, i % 5 < 3, now);
         }
         assert_eq!(t.describe(), "closed");
     }
@@ -614,13 +628,13 @@ mod tests {
             probes: 1,
         });
         let now = Duration::ZERO;
-        t.after_attempt(false, now);
-        t.after_attempt(false, now);
-        t.after_attempt(true, now);
-        t.after_attempt(false, now);
-        t.after_attempt(false, now);
+        ended(&mut t, false, now);
+        ended(&mut t, false, now);
+        ended(&mut t, true, now);
+        ended(&mut t, false, now);
+        ended(&mut t, false, now);
         assert_eq!(t.describe(), "closed");
-        t.after_attempt(false, now);
+        ended(&mut t, false, now);
         assert_eq!(t.describe(), "open");
     }
 

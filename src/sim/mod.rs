@@ -38,7 +38,7 @@ use crate::model::outcome::{Hints, Outcome};
 use crate::model::server::ServerConfig;
 use crate::model::service::{Exit, Refusal, Ticket};
 use crate::model::user::{Attempt, Rules, Sent, User};
-use crate::policy::{Decision, Throttle, format_retry_after, parse_retry_after};
+use crate::policy::{Throttle, format_retry_after, parse_retry_after};
 use crate::report::counts::ClientRecorder;
 use crate::report::output::{CsvError, server_csv, write_row};
 use crate::report::rows::ServerRow;
@@ -223,14 +223,8 @@ impl Engine {
             return;
         }
         slot.due_at = None;
-        let decision = match &mut self.throttle {
-            Some(t) => {
-                let kind = slot.user.attempt_kind();
-                t.before(kind, now, slot.user.rng())
-            }
-            None => Decision::Allow,
-        };
-        match slot.user.begin(&self.rules, decision, now) {
+        match slot.user.begin(&self.rules, self.throttle.as_mut(), now) {
+            Attempt::Wait => self.schedule(user, now, false),
             Attempt::Refused(request) => {
                 self.recorder.request_finished(request);
                 self.schedule(user, now, true);
@@ -305,10 +299,14 @@ impl Engine {
             return;
         };
         let sent = slot.flights.swap_remove(at).sent;
-        if let Some(t) = &mut self.throttle {
-            t.after(outcome == Outcome::Ok, sent.kind, now);
-        }
-        let finished = slot.user.finish(&self.rules, sent, outcome, hints, now);
+        let finished = slot.user.finish(
+            &self.rules,
+            self.throttle.as_mut(),
+            sent,
+            outcome,
+            hints,
+            now,
+        );
         self.recorder.finished(finished);
         if finished.request.is_some() {
             self.cancel_flights(id.user, now);
@@ -320,10 +318,8 @@ impl Engine {
     fn cancel_flights(&mut self, user: u32, now: Duration) {
         let flights = std::mem::take(&mut self.slots[user as usize].flights);
         for flight in &flights {
-            if let Some(t) = &mut self.throttle {
-                t.cancelled(flight.sent.kind, now);
-            }
-            self.recorder.attempt_finished(flight.sent.cancelled(now));
+            let record = flight.sent.cancel(self.throttle.as_mut(), now);
+            self.recorder.attempt_finished(record);
             if let State::Admitted(ticket) = flight.state {
                 self.host.disconnect(now, ticket);
                 self.recomplete = true;

@@ -2,6 +2,8 @@
 
 use super::*;
 use crate::model::arrivals::user_rng;
+use crate::policy::ThrottleConfig;
+use crate::policy::shipped::ShippedThrottleConfig;
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -24,7 +26,7 @@ type TestUser = User<rand::rngs::Xoshiro256PlusPlus>;
 
 /// Sends the due attempt at `now`, allowed.
 fn send(user: &mut TestUser, r: &Rules, now: Duration) -> (Duration, Sent) {
-    match user.begin(r, Decision::Allow, now) {
+    match user.begin(r, None, now) {
         Attempt::Send { deadline, sent } => (deadline, sent),
         other => panic!("expected a send, got {other:?}"),
     }
@@ -52,7 +54,7 @@ fn failures_retry_on_schedule_and_success_ends_the_request() {
     assert_eq!(deadline, t0 + ms(2000));
     assert_eq!(user.due(), None, "nothing is due while it is in flight");
     let end = t0 + ms(2000);
-    let f = user.finish(&r, sent, Outcome::Timeout, Hints::default(), end);
+    let f = user.finish(&r, None, sent, Outcome::Timeout, Hints::default(), end);
     assert_eq!(f.request, None);
     assert_eq!(f.attempt.latency, ms(2000));
     assert!(!f.attempt.is_retry);
@@ -61,7 +63,7 @@ fn failures_retry_on_schedule_and_success_ends_the_request() {
 
     let t1 = due(&user);
     let (_, sent) = send(&mut user, &r, t1);
-    let f = user.finish(&r, sent, Outcome::Ok, Hints::default(), t1 + ms(100));
+    let f = user.finish(&r, None, sent, Outcome::Ok, Hints::default(), t1 + ms(100));
     assert!(f.attempt.is_retry);
     assert_eq!(
         f.request,
@@ -81,7 +83,7 @@ fn an_attempt_started_late_records_how_late() {
     let mut user = User::new(&r, user_rng(5, 0), Duration::ZERO);
     let t0 = due(&user);
     let (_, sent) = send(&mut user, &r, t0 + ms(3));
-    let f = user.finish(&r, sent, Outcome::Ok, Hints::default(), t0 + ms(103));
+    let f = user.finish(&r, None, sent, Outcome::Ok, Hints::default(), t0 + ms(103));
     assert_eq!(f.attempt.lateness, ms(3));
     assert_eq!(
         f.attempt.latency,
@@ -105,6 +107,7 @@ fn an_absurd_wait_saturates_instead_of_overflowing() {
     let (_, sent) = send(&mut user, &r, t0);
     user.finish(
         &r,
+        None,
         sent,
         Outcome::Error,
         Hints {
@@ -122,7 +125,7 @@ fn attempt_limit_gives_up() {
     let mut user = User::new(&r, user_rng(3, 0), Duration::ZERO);
     let t0 = due(&user);
     let (_, sent) = send(&mut user, &r, t0);
-    let f = user.finish(&r, sent, Outcome::Error, Hints::default(), t0 + ms(5));
+    let f = user.finish(&r, None, sent, Outcome::Error, Hints::default(), t0 + ms(5));
     assert_eq!(
         f.request,
         Some(RequestRecord {
@@ -134,21 +137,60 @@ fn attempt_limit_gives_up() {
     assert!(!user.is_retry());
 }
 
+/// gRPC's throttle with 2 tokens, drained to 1 by one failure: retries
+/// and hedges refused.
+fn drained_bucket() -> Throttle {
+    let mut t = Throttle::new(ThrottleConfig::TokenBucket {
+        max_tokens: 2.0,
+        token_ratio: 0.1,
+    });
+    t.after(Answer::Failed, AttemptKind::default(), Duration::ZERO);
+    t
+}
+
 #[test]
-fn throttle_decisions() {
+fn a_breaker_open_rejects_locally() {
     let r = rules(None);
+    let mut breaker = Throttle::new(ThrottleConfig::CircuitBreaker {
+        failure_ratio: 1.0,
+        min_requests: 1000,
+        window: Duration::from_secs(10),
+        consecutive: Some(1),
+        cooldown: Duration::from_secs(5),
+        probes: 1,
+    });
+    breaker.after(Answer::Failed, AttemptKind::default(), Duration::ZERO);
     let mut user = User::new(&r, user_rng(4, 0), Duration::ZERO);
     let t0 = due(&user);
-    let Attempt::Rejected(f) = user.begin(&r, Decision::Reject, t0) else {
+    let Attempt::Rejected(f) = user.begin(&r, Some(&mut breaker), t0) else {
         panic!("a rejection is recorded as an attempt");
     };
     assert!(f.attempt.rejected_locally);
     assert_eq!(f.attempt.outcome, Outcome::Error);
     assert_eq!(user.due(), Some(t0 + ms(100)));
-    let t1 = due(&user);
+}
+
+#[test]
+fn a_retry_throttle_refuses_at_the_failure_before_any_backoff() {
+    let r = rules(None);
+    let mut bucket = drained_bucket();
+    let mut user = User::new(&r, user_rng(4, 0), Duration::ZERO);
+    let t0 = due(&user);
+    let (_, sent) = send(&mut user, &r, t0);
+    // The failure drains the bucket to 0: the request ends with it, not
+    // a backoff (100 ms) later.
+    let t1 = t0 + ms(5);
+    let f = user.finish(
+        &r,
+        Some(&mut bucket),
+        sent,
+        Outcome::Error,
+        Hints::default(),
+        t1,
+    );
     assert_eq!(
-        user.begin(&r, Decision::GiveUp, t1),
-        Attempt::Refused(RequestRecord {
+        f.request,
+        Some(RequestRecord {
             attempts: 1,
             latency: None,
             throttled: true,
@@ -156,6 +198,47 @@ fn throttle_decisions() {
     );
     assert!(!user.is_retry());
     assert!(due(&user) >= t1);
+}
+
+#[test]
+fn a_rate_limiter_makes_the_attempt_wait_for_its_token() {
+    let r = rules(None);
+    let mut limiter = Throttle::new(ThrottleConfig::Shipped(
+        ShippedThrottleConfig::AwsAdaptive {
+            variant_2026: false,
+            time_scale: 1.0,
+        },
+    ));
+    let kind = AttemptKind::default();
+    // A 429 at 1 s switches it on.
+    limiter.after(Answer::Throttled, kind, ms(1000));
+    let mut user = User::new(&r, user_rng(5, 0), ms(1000));
+    let t0 = due(&user);
+    // Others take what the bucket holds at t0 and queue for two more:
+    // waiters take turns, each 1 / rate after the one before.
+    let mut rng = user_rng(0, 0);
+    let waits: Vec<Duration> = (0..10)
+        .filter_map(|_| match limiter.before(kind, t0, &mut rng) {
+            Decision::Wait(w) => Some(w),
+            _ => None,
+        })
+        .take(2)
+        .collect();
+    let step = waits[1] - waits[0];
+    assert_eq!(user.begin(&r, Some(&mut limiter), t0), Attempt::Wait);
+    let at = due(&user);
+    let expected = waits[1] + step;
+    assert!(
+        (at - t0).abs_diff(expected) < Duration::from_micros(1),
+        "{:?} after t0, not {expected:?}",
+        at - t0
+    );
+    // Then it goes without asking again, from its token's instant.
+    let Attempt::Send { deadline, sent } = user.begin(&r, Some(&mut limiter), at) else {
+        panic!("the token is there")
+    };
+    assert_eq!(deadline, at + ms(2000));
+    assert_eq!(sent.cancel(None, at + ms(1)).latency, ms(1));
 }
 
 #[test]
@@ -177,20 +260,20 @@ fn a_grpc_client_obeys_pushback_and_others_ignore_it() {
     let t0 = due(&user);
     let (_, sent) = send(&mut user, &grpc, t0);
     // Pushback 700: the retry comes exactly 700 ms later.
-    let f = user.finish(&grpc, sent, Outcome::Error, push(700), t0 + ms(5));
+    let f = user.finish(&grpc, None, sent, Outcome::Error, push(700), t0 + ms(5));
     assert_eq!(f.request, None);
     assert_eq!(user.due(), Some(t0 + ms(705)));
     // Negative: the request ends without a retry.
     let t1 = due(&user);
     let (_, sent) = send(&mut user, &grpc, t1);
-    let f = user.finish(&grpc, sent, Outcome::Error, push(-1), t0 + ms(710));
+    let f = user.finish(&grpc, None, sent, Outcome::Error, push(-1), t0 + ms(710));
     assert_eq!(f.request.map(|r| r.attempts), Some(2));
     // A fixed-delay client ignores it.
     let r = rules(None);
     let mut user = User::new(&r, user_rng(5, 0), Duration::ZERO);
     let t0 = due(&user);
     let (_, sent) = send(&mut user, &r, t0);
-    user.finish(&r, sent, Outcome::Error, push(-1), t0 + ms(5));
+    user.finish(&r, None, sent, Outcome::Error, push(-1), t0 + ms(5));
     assert_eq!(user.due(), Some(t0 + ms(105)), "fixed: 100 ms later");
 }
 
@@ -205,13 +288,20 @@ fn the_next_attempt_knows_whether_the_last_timed_out_or_was_throttled() {
         throttled: true,
         ..Hints::default()
     };
-    user.finish(&r, sent, Outcome::Error, throttled, t0 + ms(1));
+    user.finish(&r, None, sent, Outcome::Error, throttled, t0 + ms(1));
     let kind = user.attempt_kind();
     assert!(kind.retry && kind.after_throttle && !kind.after_timeout);
     let t1 = due(&user);
     let (_, sent) = send(&mut user, &r, t1);
     assert_eq!(sent.kind, kind, "the attempt carries what it was");
-    user.finish(&r, sent, Outcome::Timeout, Hints::default(), t0 + ms(3000));
+    user.finish(
+        &r,
+        None,
+        sent,
+        Outcome::Timeout,
+        Hints::default(),
+        t0 + ms(3000),
+    );
     let kind = user.attempt_kind();
     assert!(kind.retry && kind.after_timeout && !kind.after_throttle);
 }
@@ -235,7 +325,7 @@ fn a_hedge_that_answers_first_wins_and_the_first_is_cancelled() {
     assert!(hedge.kind.retry, "a hedge counts as a retry");
     assert_eq!(deadline, t0 + ms(2050), "its own timeout");
     assert_eq!(user.due(), Some(t0 + ms(100)));
-    let f = user.finish(&r, hedge, Outcome::Ok, Hints::default(), t0 + ms(60));
+    let f = user.finish(&r, None, hedge, Outcome::Ok, Hints::default(), t0 + ms(60));
     assert_eq!(
         f.request,
         Some(RequestRecord {
@@ -245,7 +335,7 @@ fn a_hedge_that_answers_first_wins_and_the_first_is_cancelled() {
         })
     );
     assert_eq!(f.attempt.latency, ms(10));
-    let lost = first.cancelled(t0 + ms(60));
+    let lost = first.cancel(None, t0 + ms(60));
     assert_eq!(lost.outcome, Outcome::Cancelled);
     assert_eq!(lost.latency, ms(60));
     assert!(!lost.is_retry);
@@ -259,13 +349,21 @@ fn a_failed_hedge_sends_the_next_at_once_and_the_last_failure_ends_the_request()
     let mut user = User::new(&r, user_rng(8, 0), Duration::ZERO);
     let t0 = due(&user);
     let (_, first) = send(&mut user, &r, t0);
-    let f = user.finish(&r, first, Outcome::Error, Hints::default(), t0 + ms(5));
+    let f = user.finish(
+        &r,
+        None,
+        first,
+        Outcome::Error,
+        Hints::default(),
+        t0 + ms(5),
+    );
     assert_eq!(f.request, None);
     assert_eq!(user.due(), Some(t0 + ms(5)), "no waiting for the delay");
     let (_, second) = send(&mut user, &r, t0 + ms(5));
     assert_eq!(user.due(), None, "two of two sent");
     let f = user.finish(
         &r,
+        None,
         second,
         Outcome::Timeout,
         Hints::default(),
@@ -288,16 +386,27 @@ fn a_refused_hedge_stops_hedging_but_the_first_may_still_win() {
     let mut user = User::new(&r, user_rng(9, 0), Duration::ZERO);
     let t0 = due(&user);
     let (_, first) = send(&mut user, &r, t0);
-    assert_eq!(user.begin(&r, Decision::GiveUp, t0 + ms(50)), Attempt::Held);
+    let mut bucket = drained_bucket();
+    assert_eq!(
+        user.begin(&r, Some(&mut bucket), t0 + ms(50)),
+        Attempt::Held
+    );
     assert_eq!(user.due(), None);
-    let f = user.finish(&r, first, Outcome::Ok, Hints::default(), t0 + ms(80));
+    let f = user.finish(&r, None, first, Outcome::Ok, Hints::default(), t0 + ms(80));
     assert_eq!(f.request.map(|q| q.attempts), Some(1));
     // With nothing in flight, a refused hedge ends the request.
     let t1 = due(&user);
     let (_, first) = send(&mut user, &r, t1);
-    user.finish(&r, first, Outcome::Error, Hints::default(), t1 + ms(1));
+    user.finish(
+        &r,
+        None,
+        first,
+        Outcome::Error,
+        Hints::default(),
+        t1 + ms(1),
+    );
     assert_eq!(
-        user.begin(&r, Decision::GiveUp, t1 + ms(1)),
+        user.begin(&r, Some(&mut bucket), t1 + ms(1)),
         Attempt::Refused(RequestRecord {
             attempts: 1,
             latency: None,
@@ -316,7 +425,7 @@ fn hedging_obeys_pushback_and_the_deadline() {
         pushback_ms: Some(300),
         ..Hints::default()
     };
-    user.finish(&r, first, Outcome::Error, push, t0 + ms(10));
+    user.finish(&r, None, first, Outcome::Error, push, t0 + ms(10));
     assert_eq!(user.due(), Some(t0 + ms(310)));
     let r = Rules {
         limits: RetryLimits {

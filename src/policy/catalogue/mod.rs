@@ -99,10 +99,44 @@ mod tests {
         let built = |k: StrategyKind| k.build(&none).unwrap();
         assert_eq!(
             built(StrategyKind::AwsStandard),
-            Strategy::Shipped(ShippedBackoff::Aws {
-                scale: secs(1),
-                max: secs(20)
-            })
+            Strategy::Shipped(ShippedBackoff::aws(false, false))
+        );
+        assert_eq!(
+            built(StrategyKind::AwsAdaptive),
+            Strategy::Shipped(ShippedBackoff::aws(true, false))
+        );
+        let new_2026 = StrategyParams {
+            aws_2026: true,
+            ..StrategyParams::default()
+        };
+        for (kind, adaptive, throttle) in [
+            (StrategyKind::AwsStandard, false, ThrottleKind::AwsQuota2026),
+            (
+                StrategyKind::AwsAdaptive,
+                true,
+                ThrottleKind::AwsAdaptive2026,
+            ),
+        ] {
+            let built = kind.build(&new_2026).unwrap();
+            assert_eq!(
+                built,
+                Strategy::Shipped(ShippedBackoff::Aws {
+                    adaptive,
+                    scale: ms(50),
+                    throttle_scale: secs(1),
+                    max: secs(20),
+                    variant_2026: true
+                })
+            );
+            assert_eq!(built.default_throttle(), Some(throttle));
+            assert_eq!(built.kind(), kind);
+        }
+        assert_eq!(
+            StrategyKind::Grpc.build(&new_2026),
+            Err(StrategyError::NotRead(NotRead {
+                param: StrategyParam::Aws2026,
+                kind: StrategyKind::Grpc
+            }))
         );
         assert_eq!(
             built(StrategyKind::Grpc),
@@ -165,6 +199,7 @@ mod tests {
         );
         let attempts: Vec<Option<u32>> = [
             StrategyKind::AwsStandard,
+            StrategyKind::AwsAdaptive,
             StrategyKind::Grpc,
             StrategyKind::Envoy,
             StrategyKind::Finagle,
@@ -173,7 +208,10 @@ mod tests {
         .into_iter()
         .map(StrategyKind::default_max_attempts)
         .collect();
-        assert_eq!(attempts, [Some(3), Some(4), Some(2), None, Some(4)]);
+        assert_eq!(
+            attempts,
+            [Some(3), Some(3), Some(4), Some(2), None, Some(4)]
+        );
         for k in StrategyKind::ALL {
             assert_eq!(built(k).kind(), k, "{k}");
         }

@@ -31,6 +31,9 @@ pub enum StrategyKind {
     /// The AWS SDKs' standard mode: `U[0,1) * min(2^(n-1) s, 20 s)`, 3
     /// attempts.
     AwsStandard,
+    /// The AWS SDKs' adaptive mode: the standard mode's backoff, and a
+    /// client-side rate limiter as its throttle.
+    AwsAdaptive,
     /// gRPC's retry policy (A6): `min(initial * multiplier^(n-1), max) *
     /// U(0.8, 1.2)`, the proposal's example values.
     Grpc,
@@ -62,11 +65,13 @@ pub enum StrategyParam {
     Ceiling,
     /// truncated-binary: stay at the ceiling instead of starting again.
     StayAtCeiling,
+    /// aws-standard, aws-adaptive: the SDKs' 2026 retry behaviour.
+    Aws2026,
 }
 
 impl StrategyParam {
     /// Every parameter, in the order they are checked.
-    pub const ALL: [StrategyParam; 8] = [
+    pub const ALL: [StrategyParam; 9] = [
         StrategyParam::FixedDelay,
         StrategyParam::MinDelay,
         StrategyParam::MaxDelay,
@@ -75,6 +80,7 @@ impl StrategyParam {
         StrategyParam::SlotTime,
         StrategyParam::Ceiling,
         StrategyParam::StayAtCeiling,
+        StrategyParam::Aws2026,
     ];
 }
 
@@ -99,6 +105,9 @@ pub struct StrategyParams {
     pub ceiling: Option<u32>,
     /// truncated-binary: stay at the ceiling (default: start again at 1).
     pub stay_at_ceiling: bool,
+    /// aws-standard, aws-adaptive: the 2026 retry behaviour (a 0.05 s
+    /// scale for transient errors, the retry-after hint, the 2026 quota).
+    pub aws_2026: bool,
 }
 
 impl StrategyParams {
@@ -113,6 +122,7 @@ impl StrategyParams {
             StrategyParam::SlotTime => self.slot_time.is_some(),
             StrategyParam::Ceiling => self.ceiling.is_some(),
             StrategyParam::StayAtCeiling => self.stay_at_ceiling,
+            StrategyParam::Aws2026 => self.aws_2026,
         }
     }
 }
@@ -128,7 +138,7 @@ pub enum StrategyError {
 
 impl StrategyKind {
     /// Every strategy, in the catalogue's order.
-    pub const ALL: [StrategyKind; 13] = [
+    pub const ALL: [StrategyKind; 14] = [
         StrategyKind::Fixed,
         StrategyKind::Exponential,
         StrategyKind::Exponential2014,
@@ -138,6 +148,7 @@ impl StrategyKind {
         StrategyKind::TruncatedBinary,
         StrategyKind::Google,
         StrategyKind::AwsStandard,
+        StrategyKind::AwsAdaptive,
         StrategyKind::Grpc,
         StrategyKind::Envoy,
         StrategyKind::Finagle,
@@ -156,6 +167,7 @@ impl StrategyKind {
             StrategyKind::TruncatedBinary => "truncated-binary",
             StrategyKind::Google => "google",
             StrategyKind::AwsStandard => "aws-standard",
+            StrategyKind::AwsAdaptive => "aws-adaptive",
             StrategyKind::Grpc => "grpc",
             StrategyKind::Envoy => "envoy",
             StrategyKind::Finagle => "finagle",
@@ -168,6 +180,7 @@ impl StrategyKind {
         matches!(
             self,
             StrategyKind::AwsStandard
+                | StrategyKind::AwsAdaptive
                 | StrategyKind::Grpc
                 | StrategyKind::Envoy
                 | StrategyKind::Finagle
@@ -202,6 +215,7 @@ impl StrategyKind {
             StrategyParam::SlotTime | StrategyParam::Ceiling | StrategyParam::StayAtCeiling => {
                 self == StrategyKind::TruncatedBinary
             }
+            StrategyParam::Aws2026 => self.is_aws(),
         }
     }
 
@@ -213,20 +227,26 @@ impl StrategyKind {
     pub fn default_max_attempts(self) -> Option<u32> {
         match self {
             StrategyKind::Google => Some(10),
-            StrategyKind::AwsStandard => Some(3),
+            StrategyKind::AwsStandard | StrategyKind::AwsAdaptive => Some(3),
             StrategyKind::Grpc | StrategyKind::PollyV2 => Some(4),
             StrategyKind::Envoy => Some(2),
             _ => None,
         }
     }
 
+    /// The AWS SDKs' modes.
+    fn is_aws(self) -> bool {
+        matches!(self, StrategyKind::AwsStandard | StrategyKind::AwsAdaptive)
+    }
+
     /// The throttle a shipped client brings unless one is given: the AWS
-    /// SDKs' retry quota, gRPC's retry throttling (the proposal's example:
-    /// 10 tokens, 0.1 a success), Envoy's concurrent-retry budget,
-    /// Finagle's RetryBudget.
+    /// SDKs' retry quota (with the adaptive mode's rate limiter), gRPC's
+    /// retry throttling (the proposal's example: 10 tokens, 0.1 a
+    /// success), Envoy's concurrent-retry budget, Finagle's RetryBudget.
     pub fn default_throttle(self) -> Option<ThrottleKind> {
         match self {
             StrategyKind::AwsStandard => Some(ThrottleKind::AwsQuota),
+            StrategyKind::AwsAdaptive => Some(ThrottleKind::AwsAdaptive),
             StrategyKind::Grpc => Some(ThrottleKind::TokenBucket),
             StrategyKind::Envoy => Some(ThrottleKind::EnvoyBudget),
             StrategyKind::Finagle => Some(ThrottleKind::FinagleBudget),
@@ -261,7 +281,10 @@ impl StrategyKind {
         let secs = Duration::from_secs;
         let (min_default, max_default, factor_default) = match self {
             StrategyKind::Google => (secs(1), secs(32), 2.0),
-            StrategyKind::AwsStandard => (secs(1), secs(20), 2.0),
+            StrategyKind::AwsStandard | StrategyKind::AwsAdaptive if params.aws_2026 => {
+                (ms(50), secs(20), 2.0)
+            }
+            StrategyKind::AwsStandard | StrategyKind::AwsAdaptive => (secs(1), secs(20), 2.0),
             StrategyKind::Grpc => (ms(100), secs(1), 2.0),
             StrategyKind::Envoy => (ms(25), ms(250), 2.0),
             StrategyKind::Finagle => (ms(5), ms(200), 3.0),
@@ -317,7 +340,18 @@ impl StrategyKind {
                 max,
                 random: ms(1000),
             },
-            StrategyKind::AwsStandard => Strategy::Shipped(ShippedBackoff::Aws { scale: min, max }),
+            StrategyKind::AwsStandard | StrategyKind::AwsAdaptive => {
+                let variant_2026 = params.aws_2026;
+                Strategy::Shipped(ShippedBackoff::Aws {
+                    adaptive: self == StrategyKind::AwsAdaptive,
+                    scale: min,
+                    // The 2026 variant scales a throttle's backoff by 1 s
+                    // whatever the transient scale; standard mode by both.
+                    throttle_scale: if variant_2026 { secs(1) } else { min },
+                    max,
+                    variant_2026,
+                })
+            }
             StrategyKind::Grpc => Strategy::Shipped(ShippedBackoff::Grpc {
                 initial: min,
                 multiplier: factor,
@@ -345,7 +379,10 @@ impl Strategy {
             Strategy::TruncatedBinary { .. } => StrategyKind::TruncatedBinary,
             Strategy::Google { .. } => StrategyKind::Google,
             Strategy::Shipped(b) => match b {
-                ShippedBackoff::Aws { .. } => StrategyKind::AwsStandard,
+                ShippedBackoff::Aws {
+                    adaptive: false, ..
+                } => StrategyKind::AwsStandard,
+                ShippedBackoff::Aws { adaptive: true, .. } => StrategyKind::AwsAdaptive,
                 ShippedBackoff::Grpc { .. } => StrategyKind::Grpc,
                 ShippedBackoff::Envoy { .. } => StrategyKind::Envoy,
                 ShippedBackoff::Finagle { .. } => StrategyKind::Finagle,
@@ -357,6 +394,23 @@ impl Strategy {
     /// The strategy's name as the command line spells it.
     pub fn name(&self) -> &'static str {
         self.kind().name()
+    }
+
+    /// The throttle this strategy brings unless one is given: its kind's,
+    /// with the 2026 variant's costs for the AWS SDKs' 2026 behaviour.
+    pub fn default_throttle(&self) -> Option<ThrottleKind> {
+        match self {
+            Strategy::Shipped(ShippedBackoff::Aws {
+                adaptive,
+                variant_2026: true,
+                ..
+            }) => Some(if *adaptive {
+                ThrottleKind::AwsAdaptive2026
+            } else {
+                ThrottleKind::AwsQuota2026
+            }),
+            _ => self.kind().default_throttle(),
+        }
     }
 }
 

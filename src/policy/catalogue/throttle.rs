@@ -28,6 +28,11 @@ pub enum ThrottleKind {
     FinagleBudget,
     /// Envoy's concurrent-retry budget.
     EnvoyBudget,
+    /// The AWS SDKs' adaptive mode: the retry quota and a client-side rate
+    /// limiter.
+    AwsAdaptive,
+    /// The adaptive mode with the 2026 variant's quota costs.
+    AwsAdaptive2026,
 }
 
 /// A parameter of the throttles, in the order they are checked.
@@ -152,7 +157,7 @@ impl ThrottleParams {
 
 impl ThrottleKind {
     /// Every throttle, in the catalogue's order.
-    pub const ALL: [ThrottleKind; 9] = [
+    pub const ALL: [ThrottleKind; 11] = [
         ThrottleKind::TokenBucket,
         ThrottleKind::Budget,
         ThrottleKind::Adaptive,
@@ -162,6 +167,8 @@ impl ThrottleKind {
         ThrottleKind::TowerBudget,
         ThrottleKind::FinagleBudget,
         ThrottleKind::EnvoyBudget,
+        ThrottleKind::AwsAdaptive,
+        ThrottleKind::AwsAdaptive2026,
     ];
 
     /// The name on the command line and in every result.
@@ -176,6 +183,8 @@ impl ThrottleKind {
             ThrottleKind::TowerBudget => "tower-budget",
             ThrottleKind::FinagleBudget => "finagle-budget",
             ThrottleKind::EnvoyBudget => "envoy-budget",
+            ThrottleKind::AwsAdaptive => "aws-adaptive",
+            ThrottleKind::AwsAdaptive2026 => "aws-adaptive-2026",
         }
     }
 
@@ -225,6 +234,12 @@ impl ThrottleKind {
                 ThrottleConfig::Shipped(ShippedThrottleConfig::finagle())
             }
             ThrottleKind::EnvoyBudget => ThrottleConfig::Shipped(ShippedThrottleConfig::Envoy),
+            ThrottleKind::AwsAdaptive | ThrottleKind::AwsAdaptive2026 => {
+                ThrottleConfig::Shipped(ShippedThrottleConfig::AwsAdaptive {
+                    variant_2026: kind == ThrottleKind::AwsAdaptive2026,
+                    time_scale: 1.0,
+                })
+            }
         }))
     }
 }
@@ -247,6 +262,13 @@ impl ThrottleConfig {
                 ShippedThrottleConfig::Tower { .. } => ThrottleKind::TowerBudget,
                 ShippedThrottleConfig::Finagle { .. } => ThrottleKind::FinagleBudget,
                 ShippedThrottleConfig::Envoy => ThrottleKind::EnvoyBudget,
+                ShippedThrottleConfig::AwsAdaptive {
+                    variant_2026: false,
+                    ..
+                } => ThrottleKind::AwsAdaptive,
+                ShippedThrottleConfig::AwsAdaptive {
+                    variant_2026: true, ..
+                } => ThrottleKind::AwsAdaptive2026,
             },
         }
     }

@@ -148,21 +148,33 @@ pub struct AdaptiveLimiter {
     clocker: RateClocker,
     bucket: TokenBucket,
     enabled: bool,
-}
-
-fn secs(t: Duration) -> f64 {
-    t.as_secs_f64()
+    /// Source seconds per engine second: `k` when the experiment is
+    /// compressed `k` times, so that botocore's constants (half-second
+    /// buckets, 0.5 a second at least, CUBIC's C) keep their meaning.
+    scale: f64,
 }
 
 impl AdaptiveLimiter {
     /// A limiter created at `now`, off, with a bucket of rate 1.
     pub fn new(now: Duration) -> Self {
+        AdaptiveLimiter::compressed(now, 1.0)
+    }
+
+    /// The limiter of an experiment compressed `k` times in time: it
+    /// counts time and rates as botocore would in the uncompressed one.
+    pub fn compressed(now: Duration, k: f64) -> Self {
+        let t = now.as_secs_f64() * k;
         AdaptiveLimiter {
-            cubic: Cubic::new(secs(now)),
-            clocker: RateClocker::new(secs(now)),
-            bucket: TokenBucket::new(1.0, secs(now)),
+            cubic: Cubic::new(t),
+            clocker: RateClocker::new(t),
+            bucket: TokenBucket::new(1.0, t),
             enabled: false,
+            scale: k,
         }
+    }
+
+    fn secs(&self, t: Duration) -> f64 {
+        t.as_secs_f64() * self.scale
     }
 
     /// Whether a throttle has switched it on.
@@ -170,7 +182,8 @@ impl AdaptiveLimiter {
         self.enabled
     }
 
-    /// The bucket's rate, requests a second.
+    /// The bucket's rate, requests a second (of the uncompressed
+    /// experiment).
     pub fn rate(&self) -> f64 {
         self.bucket.fill_rate
     }
@@ -181,13 +194,14 @@ impl AdaptiveLimiter {
         if !self.enabled {
             return Duration::ZERO;
         }
-        Duration::from_secs_f64(self.bucket.acquire(secs(now)))
+        let t = self.secs(now);
+        Duration::from_secs_f64(self.bucket.acquire(t) / self.scale)
     }
 
     /// A response arrived at `now`; `throttled` if it was a throttling
     /// error (429 here).
     pub fn on_response(&mut self, now: Duration, throttled: bool) {
-        let t = secs(now);
+        let t = self.secs(now);
         let measured = self.clocker.record(t);
         let new_rate = if throttled {
             let in_use = if self.enabled {

@@ -8,6 +8,7 @@ use std::time::Duration;
 use rand::{Rng, RngExt};
 
 use crate::model::timescale::compress;
+use crate::policy::failure::Failure;
 
 /// A delay in seconds, saturating and never negative.
 fn secs(s: f64) -> Duration {
@@ -100,12 +101,21 @@ pub fn polly_v2_next(k: u32, u: f64, prev: f64, base: Duration, max: Duration) -
 /// A shipped client's backoff, with its parameters.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ShippedBackoff {
-    /// The AWS SDKs' standard (and adaptive) mode.
+    /// The AWS SDKs' standard and adaptive modes (the same backoff; the
+    /// adaptive mode brings its rate limiter as its throttle).
     Aws {
-        /// 1 s (the 2026 variant: 0.05 s for transient errors).
+        /// The adaptive mode.
+        adaptive: bool,
+        /// The scale after a transient error: 1 s (the 2026 variant:
+        /// 0.05 s).
         scale: Duration,
+        /// The scale after a throttling answer: 1 s.
+        throttle_scale: Duration,
         /// 20 s.
         max: Duration,
+        /// The 2026 variant (`AWS_NEW_RETRIES_2026`): the delay reads the
+        /// server's retry-after hint.
+        variant_2026: bool,
     },
     /// gRPC's retry policy.
     Grpc {
@@ -140,18 +150,50 @@ pub enum ShippedBackoff {
 }
 
 impl ShippedBackoff {
-    /// The delay before retry `n` (from 1), drawing from `rng`. `previous`
-    /// is the sleep before the failed attempt (Finagle's `d`; none before
-    /// the first retry); `polly_prev` carries Polly's `prev` (0 at first).
+    /// The standard mode's backoff, or the 2026 variant's.
+    pub fn aws(adaptive: bool, variant_2026: bool) -> Self {
+        let (scale, throttle_scale) = if variant_2026 {
+            (Duration::from_millis(50), Duration::from_secs(1))
+        } else {
+            (Duration::from_secs(1), Duration::from_secs(1))
+        };
+        ShippedBackoff::Aws {
+            adaptive,
+            scale,
+            throttle_scale,
+            max: Duration::from_secs(20),
+            variant_2026,
+        }
+    }
+
+    /// The delay before retry `n` (from 1) after `failure`, drawing from
+    /// `rng`. `previous` is the sleep before the failed attempt (Finagle's
+    /// `d`; none before the first retry); `polly_prev` carries Polly's
+    /// `prev` (0 at first).
     pub fn delay<R: Rng + ?Sized>(
         &self,
         n: u32,
+        failure: Failure,
         previous: Option<Duration>,
         polly_prev: &mut f64,
         rng: &mut R,
     ) -> Duration {
         match *self {
-            ShippedBackoff::Aws { scale, max } => aws_delay(n, rng.random(), scale, max, None),
+            ShippedBackoff::Aws {
+                scale,
+                throttle_scale,
+                max,
+                variant_2026,
+                ..
+            } => {
+                let scale = if failure.throttled {
+                    throttle_scale
+                } else {
+                    scale
+                };
+                let hint = failure.retry_after.filter(|_| variant_2026);
+                aws_delay(n, rng.random(), scale, max, hint)
+            }
             ShippedBackoff::Grpc {
                 initial,
                 multiplier,
@@ -187,9 +229,18 @@ impl ShippedBackoff {
     pub fn scaled(&self, k: f64) -> ShippedBackoff {
         let s = |d: Duration| compress(d, k);
         match *self {
-            ShippedBackoff::Aws { scale, max } => ShippedBackoff::Aws {
+            ShippedBackoff::Aws {
+                adaptive,
+                scale,
+                throttle_scale,
+                max,
+                variant_2026,
+            } => ShippedBackoff::Aws {
+                adaptive,
                 scale: s(scale),
+                throttle_scale: s(throttle_scale),
                 max: s(max),
+                variant_2026,
             },
             ShippedBackoff::Grpc {
                 initial,
@@ -250,6 +301,44 @@ mod tests {
     }
 
     #[test]
+    fn the_2026_variant_scales_by_the_failure_and_reads_the_hint() {
+        use rand::SeedableRng;
+        let rng = || rand::rngs::Xoshiro256PlusPlus::seed_from_u64(7);
+        // The draw the backoff will take.
+        let u: f64 = rng().random();
+        let delay = |b: ShippedBackoff, n: u32, failure: Failure| {
+            b.delay(n, failure, None, &mut 0.0, &mut rng())
+                .as_secs_f64()
+        };
+        let transient = Failure::default();
+        let throttled = Failure {
+            throttled: true,
+            ..Failure::default()
+        };
+        let hinted = |s: u64| Failure {
+            retry_after: Some(Duration::from_secs(s)),
+            ..Failure::default()
+        };
+        let new = ShippedBackoff::aws(false, true);
+        // Retry 3 after a transient error: u * 0.05 * 4; after a 429:
+        // u * 1 * 4.
+        assert!(close_to(delay(new, 3, transient), u * 0.2));
+        assert!(close_to(delay(new, 3, throttled), u * 4.0));
+        // A hint of 3 s: max(t, min(3, t + 5)) = 3 s; of 60 s: t + 5.
+        assert!(close_to(delay(new, 1, hinted(3)), 3.0));
+        assert!(close_to(delay(new, 1, hinted(60)), u * 0.05 + 5.0));
+        // Standard mode: 1 s either way, and no hint read.
+        let standard = ShippedBackoff::aws(false, false);
+        assert!(close_to(delay(standard, 3, transient), u * 4.0));
+        assert!(close_to(delay(standard, 3, throttled), u * 4.0));
+        assert!(close_to(delay(standard, 1, hinted(3)), u));
+    }
+
+    fn close_to(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-9
+    }
+
+    #[test]
     fn grpc_jitters_the_capped_exponential_by_twenty_percent() {
         let (initial, max) = (ms(100), Duration::from_secs(1));
         assert!(close(grpc_delay(1, 1.0, initial, 2.0, max), 0.1));
@@ -281,8 +370,12 @@ mod tests {
         for n in 1..=6 {
             let (mut a, mut b) = (0.0, 0.0);
             for _ in 0..2000 {
-                a += full.delay(n, None, &mut prev, &mut rng).as_secs_f64();
-                b += tenth.delay(n, None, &mut prev, &mut rng).as_secs_f64();
+                a += full
+                    .delay(n, Failure::default(), None, &mut prev, &mut rng)
+                    .as_secs_f64();
+                b += tenth
+                    .delay(n, Failure::default(), None, &mut prev, &mut rng)
+                    .as_secs_f64();
             }
             // Means of U{0..b-1} ms against a tenth of them, within 5 %.
             let ratio = a / b / 10.0;

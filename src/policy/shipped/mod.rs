@@ -15,4 +15,4 @@ pub use backoff::{
     ShippedBackoff, aws_delay, envoy_bound, finagle_next, grpc_delay, polly_v2_next,
 };
 pub use budget::{AwsQuota, EnvoyRetryBudget, FinagleBudget, TpsBudget};
-pub use throttle::{AttemptKind, ShippedThrottle, ShippedThrottleConfig};
+pub use throttle::{Answer, AttemptKind, ShippedThrottle, ShippedThrottleConfig};

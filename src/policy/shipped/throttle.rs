@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::adaptive::AdaptiveLimiter;
 use super::budget::{AwsQuota, EnvoyRetryBudget, FinagleBudget, TpsBudget};
 use crate::model::timescale::compress;
 use crate::policy::decision::Decision;
@@ -18,6 +19,17 @@ pub struct AttemptKind {
     pub after_timeout: bool,
     /// The attempt before it was throttled (a 429).
     pub after_throttle: bool,
+}
+
+/// How an attempt that went out ended, as a throttle sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// A 2xx answer.
+    Ok,
+    /// A throttling answer (429).
+    Throttled,
+    /// Any other failure: an error status, a connection error, a timeout.
+    Failed,
 }
 
 /// A shipped client's budget, with its source's defaults.
@@ -49,6 +61,14 @@ pub enum ShippedThrottleConfig {
     /// Envoy's concurrent-retry budget (20 % of active requests, at least
     /// 3).
     Envoy,
+    /// The AWS SDKs' adaptive mode: the retry quota and the client-side
+    /// rate limiter that the first throttling answer switches on.
+    AwsAdaptive {
+        /// The 2026 variant's quota costs.
+        variant_2026: bool,
+        /// How many times the experiment is compressed in time (1: not).
+        time_scale: f64,
+    },
 }
 
 impl ShippedThrottleConfig {
@@ -81,6 +101,13 @@ impl ShippedThrottleConfig {
                 ttl: compress(ttl, k),
                 min_per_sec: rate(min_per_sec),
             },
+            ShippedThrottleConfig::AwsAdaptive {
+                variant_2026,
+                time_scale,
+            } => ShippedThrottleConfig::AwsAdaptive {
+                variant_2026,
+                time_scale: time_scale * k,
+            },
             other => other,
         }
     }
@@ -101,9 +128,24 @@ pub enum ShippedThrottle {
         budget: EnvoyRetryBudget,
         /// Attempts in flight.
         active: u64,
-        /// Retries in flight.
+        /// Retries in flight, or sleeping before they go.
         retrying: u64,
     },
+    /// The AWS adaptive mode's quota and rate limiter.
+    AwsAdaptive {
+        /// The retry quota.
+        quota: AwsQuota,
+        /// The rate limiter.
+        limiter: AdaptiveLimiter,
+    },
+}
+
+fn aws_quota(variant_2026: bool) -> AwsQuota {
+    if variant_2026 {
+        AwsQuota::variant_2026()
+    } else {
+        AwsQuota::standard()
+    }
 }
 
 impl ShippedThrottle {
@@ -111,12 +153,15 @@ impl ShippedThrottle {
     pub fn new(config: ShippedThrottleConfig) -> Self {
         match config {
             ShippedThrottleConfig::AwsQuota { variant_2026 } => {
-                ShippedThrottle::AwsQuota(if variant_2026 {
-                    AwsQuota::variant_2026()
-                } else {
-                    AwsQuota::standard()
-                })
+                ShippedThrottle::AwsQuota(aws_quota(variant_2026))
             }
+            ShippedThrottleConfig::AwsAdaptive {
+                variant_2026,
+                time_scale,
+            } => ShippedThrottle::AwsAdaptive {
+                quota: aws_quota(variant_2026),
+                limiter: AdaptiveLimiter::compressed(Duration::ZERO, time_scale),
+            },
             ShippedThrottleConfig::Tower { ttl, min_per_sec } => {
                 ShippedThrottle::Tower(TpsBudget::new(ttl, min_per_sec, 0.2))
             }
@@ -131,57 +176,57 @@ impl ShippedThrottle {
         }
     }
 
-    /// Whether an attempt of `kind` may go out at `now`: a retry the
-    /// budget refuses is given up, and its request fails.
-    pub fn before(&mut self, kind: AttemptKind, now: Duration) -> Decision {
-        let allowed = match self {
-            ShippedThrottle::AwsQuota(quota) => {
-                !kind.retry
-                    || quota
-                        .acquire(kind.after_timeout, kind.after_throttle)
-                        .is_some()
-            }
-            ShippedThrottle::Tower(budget) => !kind.retry || budget.withdraw(now),
-            ShippedThrottle::Finagle(budget) => {
-                if kind.retry {
-                    budget.withdraw(now)
-                } else {
-                    budget.deposit(now);
-                    true
-                }
-            }
+    /// At a failure: whether the retry of `kind` may follow. This is where
+    /// the sources decide: botocore takes its quota, tower and Finagle
+    /// withdraw, and Envoy counts the retry as in flight from here, through
+    /// its backoff, until its answer.
+    pub fn allows_retry(&mut self, kind: AttemptKind, now: Duration) -> bool {
+        match self {
+            ShippedThrottle::AwsQuota(quota) | ShippedThrottle::AwsAdaptive { quota, .. } => quota
+                .acquire(kind.after_timeout, kind.after_throttle)
+                .is_some(),
+            ShippedThrottle::Tower(budget) => budget.withdraw(now),
+            ShippedThrottle::Finagle(budget) => budget.withdraw(now),
             ShippedThrottle::Envoy {
                 budget,
                 active,
                 retrying,
             } => {
-                let ok = !kind.retry || budget.allows(*retrying, *active);
-                if ok {
-                    *active += 1;
-                    *retrying += u64::from(kind.retry);
-                }
+                let ok = budget.allows(*retrying, *active);
+                *retrying += u64::from(ok);
                 ok
             }
-        };
-        if allowed {
-            Decision::Allow
-        } else {
-            Decision::GiveUp
         }
     }
 
-    /// An attempt of `kind` that went out ended at `now`, `ok` or not.
-    pub fn after(&mut self, ok: bool, kind: AttemptKind, now: Duration) {
+    /// An attempt of `kind` is about to go out at `now`: Finagle deposits
+    /// a request, Envoy counts it active, and the AWS adaptive mode's
+    /// limiter, once on, makes it wait for a token.
+    pub fn before(&mut self, kind: AttemptKind, now: Duration) -> Decision {
         match self {
-            ShippedThrottle::AwsQuota(quota) => {
-                if ok {
-                    // The success of a retry gives back what that retry
-                    // took: the last cost of its request.
-                    let last = kind
-                        .retry
-                        .then(|| quota.cost_of(kind.after_timeout, kind.after_throttle));
-                    quota.release(last);
+            ShippedThrottle::Finagle(budget) if !kind.retry => budget.deposit(now),
+            ShippedThrottle::Envoy { active, .. } => *active += 1,
+            ShippedThrottle::AwsAdaptive { limiter, .. } => {
+                let wait = limiter.before_send(now);
+                if wait > Duration::ZERO {
+                    return Decision::Wait(wait);
                 }
+            }
+            _ => {}
+        }
+        Decision::Allow
+    }
+
+    /// An attempt of `kind` that went out ended at `now` with `answer`.
+    pub fn after(&mut self, answer: Answer, kind: AttemptKind, now: Duration) {
+        let ok = answer == Answer::Ok;
+        match self {
+            ShippedThrottle::AwsQuota(quota) => aws_release(quota, ok, kind),
+            ShippedThrottle::AwsAdaptive { quota, limiter } => {
+                aws_release(quota, ok, kind);
+                // botocore's limiter hears of every attempt's end, errors
+                // and timeouts included.
+                limiter.on_response(now, answer == Answer::Throttled);
             }
             ShippedThrottle::Tower(budget) => {
                 if ok {
@@ -199,16 +244,25 @@ impl ShippedThrottle {
             }
         }
     }
-}
 
-impl ShippedThrottle {
     /// An attempt of `kind` that went out was cancelled at `now`, unanswered
     /// (a hedge that lost): Envoy's budget stops counting it in flight;
     /// the others saw neither a success nor a failure.
     pub fn cancelled(&mut self, kind: AttemptKind, now: Duration) {
         if let ShippedThrottle::Envoy { .. } = self {
-            self.after(false, kind, now);
+            self.after(Answer::Failed, kind, now);
         }
+    }
+}
+
+/// A success gives the AWS quota back what the request's last retry took
+/// (1 if it had none).
+fn aws_release(quota: &mut AwsQuota, ok: bool, kind: AttemptKind) {
+    if ok {
+        let last = kind
+            .retry
+            .then(|| quota.cost_of(kind.after_timeout, kind.after_throttle));
+        quota.release(last);
     }
 }
 
@@ -236,6 +290,16 @@ mod tests {
         Duration::from_millis(n)
     }
 
+    /// Asks for an attempt of `kind` at `now`: a retry at its failure,
+    /// then as it goes, as the users do with the retries sent at once.
+    fn ask(t: &mut ShippedThrottle, kind: AttemptKind, now: Duration) -> bool {
+        if kind.retry && !t.allows_retry(kind, now) {
+            return false;
+        }
+        assert_eq!(t.before(kind, now), Decision::Allow);
+        true
+    }
+
     #[test]
     fn the_aws_quota_charges_retries_and_refunds_successes() {
         let mut t = ShippedThrottle::new(ShippedThrottleConfig::AwsQuota {
@@ -243,18 +307,14 @@ mod tests {
         });
         // 50 retries after timeouts use up the 500.
         for _ in 0..50 {
-            assert_eq!(t.before(RETRY_AFTER_TIMEOUT, ms(0)), Decision::Allow);
+            assert!(ask(&mut t, RETRY_AFTER_TIMEOUT, ms(0)));
         }
-        assert_eq!(t.before(RETRY, ms(0)), Decision::GiveUp);
-        assert_eq!(
-            t.before(FIRST, ms(0)),
-            Decision::Allow,
-            "first attempts are free"
-        );
+        assert!(!ask(&mut t, RETRY, ms(0)));
+        assert!(ask(&mut t, FIRST, ms(0)), "first attempts are free");
         // A clean success gives 1, a retry's success its cost (10 here).
-        t.after(true, FIRST, ms(0));
-        t.after(true, RETRY_AFTER_TIMEOUT, ms(0));
-        t.after(false, RETRY, ms(0));
+        t.after(Answer::Ok, FIRST, ms(0));
+        t.after(Answer::Ok, RETRY_AFTER_TIMEOUT, ms(0));
+        t.after(Answer::Failed, RETRY, ms(0));
         let ShippedThrottle::AwsQuota(q) = &t else {
             unreachable!()
         };
@@ -265,17 +325,17 @@ mod tests {
     fn envoy_counts_retries_in_flight_against_a_fifth_of_all() {
         let mut t = ShippedThrottle::new(ShippedThrottleConfig::Envoy);
         for _ in 0..3 {
-            assert_eq!(t.before(RETRY, ms(0)), Decision::Allow);
+            assert!(ask(&mut t, RETRY, ms(0)));
         }
-        assert_eq!(t.before(RETRY, ms(0)), Decision::GiveUp, "at least 3");
+        assert!(!ask(&mut t, RETRY, ms(0)), "at least 3");
         // 17 first attempts in flight: 20 active, a fifth is 4.
         for _ in 0..17 {
-            t.before(FIRST, ms(0));
+            ask(&mut t, FIRST, ms(0));
         }
-        assert_eq!(t.before(RETRY, ms(0)), Decision::Allow);
-        assert_eq!(t.before(RETRY, ms(0)), Decision::GiveUp, "4 of 21");
-        t.after(false, RETRY, ms(1));
-        assert_eq!(t.before(RETRY, ms(1)), Decision::Allow);
+        assert!(ask(&mut t, RETRY, ms(0)));
+        assert!(!ask(&mut t, RETRY, ms(0)), "4 of 21");
+        t.after(Answer::Failed, RETRY, ms(1));
+        assert!(ask(&mut t, RETRY, ms(1)));
     }
 
     #[test]
@@ -283,24 +343,90 @@ mod tests {
         // tower: a reserve of 500 at 5 a retry, plus one per five successes.
         let mut t = ShippedThrottle::new(ShippedThrottleConfig::tower());
         for _ in 0..100 {
-            assert_eq!(t.before(RETRY, ms(0)), Decision::Allow);
+            assert!(ask(&mut t, RETRY, ms(0)));
         }
-        assert_eq!(t.before(RETRY, ms(0)), Decision::GiveUp);
+        assert!(!ask(&mut t, RETRY, ms(0)));
         for _ in 0..5 {
-            t.before(FIRST, ms(0));
-            t.after(true, FIRST, ms(0));
+            ask(&mut t, FIRST, ms(0));
+            t.after(Answer::Ok, FIRST, ms(0));
         }
-        assert_eq!(t.before(RETRY, ms(0)), Decision::Allow);
+        assert!(ask(&mut t, RETRY, ms(0)));
         // Finagle: the reserve, then one retry per five requests, whatever
         // their outcome.
         let mut t = ShippedThrottle::new(ShippedThrottleConfig::finagle());
         for _ in 0..100 {
-            assert_eq!(t.before(RETRY, ms(0)), Decision::Allow);
+            assert!(ask(&mut t, RETRY, ms(0)));
         }
-        assert_eq!(t.before(RETRY, ms(0)), Decision::GiveUp);
+        assert!(!ask(&mut t, RETRY, ms(0)));
         for _ in 0..5 {
-            t.before(FIRST, ms(0));
+            ask(&mut t, FIRST, ms(0));
         }
-        assert_eq!(t.before(RETRY, ms(0)), Decision::Allow);
+        assert!(ask(&mut t, RETRY, ms(0)));
+    }
+
+    #[test]
+    fn envoy_counts_a_retry_from_its_failure_through_its_backoff() {
+        let mut t = ShippedThrottle::new(ShippedThrottleConfig::Envoy);
+        // Three failures whose retries sleep: none has gone, all count.
+        for _ in 0..3 {
+            assert!(t.allows_retry(RETRY, ms(0)));
+        }
+        assert!(!t.allows_retry(RETRY, ms(0)), "the floor of 3 is taken");
+        // One of them goes and fails: its place is free again.
+        assert_eq!(t.before(RETRY, ms(10)), Decision::Allow);
+        t.after(Answer::Failed, RETRY, ms(20));
+        assert!(t.allows_retry(RETRY, ms(20)));
+    }
+
+    /// The AWS adaptive mode's limiter after one throttle at `at`, in an
+    /// experiment compressed `k` times: what the next two attempts wait.
+    fn adaptive_waits(k: f64, at: Duration) -> [Decision; 2] {
+        let mut t = ShippedThrottle::new(
+            ShippedThrottleConfig::AwsAdaptive {
+                variant_2026: false,
+                time_scale: 1.0,
+            }
+            .scaled(k),
+        );
+        assert_eq!(t.before(FIRST, Duration::ZERO), Decision::Allow, "off");
+        t.after(Answer::Throttled, FIRST, at);
+        [t.before(FIRST, at), t.before(FIRST, at)]
+    }
+
+    #[test]
+    fn the_aws_adaptive_limiter_makes_attempts_wait_after_a_throttle() {
+        // The 429 at 1 s is the first response: the measured rate is
+        // 0.8 * 1/1 s = 0.8, the rate cut to 0.7 * 0.8 = 0.56 a second. The
+        // bucket refilled one token since it was made: the next attempt
+        // goes at once, the one after waits 1 / 0.56 s.
+        let wait = Duration::from_secs_f64(1.0 / 0.56);
+        let [a, b] = adaptive_waits(1.0, ms(1000));
+        assert_eq!(a, Decision::Allow);
+        let Decision::Wait(w) = b else {
+            panic!("{b:?}")
+        };
+        assert!((w.as_secs_f64() - wait.as_secs_f64()).abs() < 1e-9, "{w:?}");
+        // Ten times compressed: the same at 0.1 s, a tenth of the wait.
+        let [a, b] = adaptive_waits(10.0, ms(100));
+        assert_eq!(a, Decision::Allow);
+        let Decision::Wait(w) = b else {
+            panic!("{b:?}")
+        };
+        assert!(
+            (w.as_secs_f64() - wait.as_secs_f64() / 10.0).abs() < 1e-9,
+            "{w:?}"
+        );
+    }
+
+    #[test]
+    fn the_aws_adaptive_mode_keeps_the_quota() {
+        let mut t = ShippedThrottle::new(ShippedThrottleConfig::AwsAdaptive {
+            variant_2026: false,
+            time_scale: 1.0,
+        });
+        for _ in 0..100 {
+            assert!(t.allows_retry(RETRY, ms(0)));
+        }
+        assert!(!t.allows_retry(RETRY, ms(0)), "500 at 5 a retry");
     }
 }

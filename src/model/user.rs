@@ -64,8 +64,8 @@ impl Sent {
 /// What to do with the attempt that is due, once the throttle has spoken.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Attempt {
-    /// Not yet: a rate limiter owes it a token, and [`User::due`] now says
-    /// when it will have one.
+    /// Not yet: a rate limiter has no token for it; [`User::due`] now says
+    /// when to ask again.
     Wait,
     /// Send it; it times out at `deadline` (since the epoch). Hand `sent`
     /// back when it ends.
@@ -94,6 +94,9 @@ pub struct Finished {
     /// How the logical request ended, if this attempt ended it. Attempts
     /// of it still in flight (hedges that lost) are then to be cancelled.
     pub request: Option<RequestRecord>,
+    /// The throttle wakes one user waiting for a token (see
+    /// [`User::wake`]): the one that has waited longest.
+    pub wake_a_waiter: bool,
 }
 
 /// A simulated user: its random stream and the state of its current
@@ -114,9 +117,9 @@ pub struct User<R> {
     /// How the previous attempt of the current request ended, and whether
     /// it was a throttling answer.
     last: Option<(Outcome, bool)>,
-    /// When the due attempt's token will be there, once a rate limiter
-    /// has made it wait: it goes then without asking again.
-    token_at: Option<Duration>,
+    /// When to ask a rate limiter again for the due attempt's token, once
+    /// it has made the attempt wait.
+    look_again: Option<Duration>,
 }
 
 impl<R: Rng> User<R> {
@@ -130,7 +133,7 @@ impl<R: Rng> User<R> {
             backoff: Backoff::new(Duration::ZERO),
             attempts: 0,
             last: None,
-            token_at: None,
+            look_again: None,
         };
         user.next_request(rules, now);
         user
@@ -139,8 +142,8 @@ impl<R: Rng> User<R> {
     /// The intended start of the next attempt, or `None` while the user
     /// waits for the attempts in flight.
     pub fn due(&self) -> Option<Duration> {
-        if self.token_at.is_some() {
-            return self.token_at;
+        if self.look_again.is_some() {
+            return self.look_again;
         }
         match &self.hedges {
             Some(h) => h.next(),
@@ -182,19 +185,21 @@ impl<R: Rng> User<R> {
     ) -> Attempt {
         let due = self.due().expect("an attempt is due");
         let kind = self.attempt_kind();
-        let decision = match (self.token_at.take(), throttle) {
-            // Its token is there: it goes.
-            (Some(_), _) | (None, None) => Decision::Allow,
-            (None, Some(t)) => {
-                // gRPC asks its throttle for a hedge when the hedge is due.
-                if self.hedges.is_some() && kind.retry && !t.allows_retry(kind, now) {
+        let waited = self.look_again.take().is_some();
+        let decision = match throttle {
+            None => Decision::Allow,
+            Some(t) => {
+                // gRPC asks its throttle for a hedge when the hedge is due
+                // (once: not again after a wait for a token).
+                let hedge = self.hedges.is_some() && kind.retry && !waited;
+                if hedge && !t.allows_retry(kind, now) {
                     return self.hedge_refused(rules, now);
                 }
                 t.before(kind, now, &mut self.rng)
             }
         };
         if let Decision::Wait(wait) = decision {
-            self.token_at = Some(now.saturating_add(wait));
+            self.look_again = Some(now.saturating_add(wait));
             return Attempt::Wait;
         }
         let sent = Sent {
@@ -262,15 +267,36 @@ impl<R: Rng> User<R> {
         now: Duration,
     ) -> Finished {
         let mut throttle = throttle;
-        if let Some(t) = throttle.as_deref_mut() {
+        let wake_a_waiter = throttle.as_deref_mut().is_some_and(|t| {
             let answer = match outcome {
                 Outcome::Ok => Answer::Ok,
                 _ if hints.throttled => Answer::Throttled,
                 _ => Answer::Failed,
             };
-            t.after(answer, sent.kind, now);
+            t.after(answer, sent.kind, now)
+        });
+        Finished {
+            wake_a_waiter,
+            ..self.end(rules, throttle, sent, outcome, hints, now, false)
         }
-        self.end(rules, throttle, sent, outcome, hints, now, false)
+    }
+
+    /// Whether the user waits for a rate limiter's token.
+    pub fn is_waiting(&self) -> bool {
+        self.look_again.is_some()
+    }
+
+    /// Wakes the user, if it waits for a token, to look again at `now`
+    /// (botocore's waiters sleep on a condition that every change of the
+    /// rate notifies). False if it was not waiting.
+    pub fn wake(&mut self, now: Duration) -> bool {
+        match &mut self.look_again {
+            Some(at) => {
+                *at = (*at).min(now);
+                true
+            }
+            None => false,
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -318,7 +344,11 @@ impl<R: Rng> User<R> {
         if request.is_some() {
             self.next_request(rules, now);
         }
-        Finished { attempt, request }
+        Finished {
+            attempt,
+            request,
+            wake_a_waiter: false,
+        }
     }
 
     /// Schedules the retry of a failed attempt, if the strategy, the
@@ -387,7 +417,7 @@ impl<R: Rng> User<R> {
         self.backoff = Backoff::new(think);
         self.attempts = 0;
         self.last = None;
-        self.token_at = None;
+        self.look_again = None;
     }
 }
 

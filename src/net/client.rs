@@ -12,6 +12,7 @@ use std::pin::{Pin, pin};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
@@ -61,6 +62,9 @@ struct Shared {
     timer: Timer,
     /// The run's time origin: users and the throttle count from it.
     epoch: Instant,
+    /// Users waiting for a rate limiter's token sleep on it too, to be
+    /// woken one at a time when the throttle says so.
+    waiters: Notify,
 }
 
 impl Shared {
@@ -128,6 +132,9 @@ async fn user(shared: Arc<Shared>, seed: u64, index: u64, start: Duration) {
                 let finished =
                     user.finish(rules, throttle.as_deref_mut(), sent, outcome, hints, now);
                 shared.recorder.finished(finished);
+                if finished.wake_a_waiter {
+                    shared.waiters.notify_one();
+                }
                 if finished.request.is_some() {
                     // The others lost: cancelled, their connections closed.
                     flights.abort_all();
@@ -138,6 +145,9 @@ async fn user(shared: Arc<Shared>, seed: u64, index: u64, start: Duration) {
                     }
                     flights = JoinSet::new();
                 }
+            }
+            () = shared.waiters.notified(), if user.is_waiting() => {
+                user.wake(shared.now());
             }
             () = async { sleep.as_mut().expect("a sleep while due").1.as_mut().await }, if sleep.is_some() => {
                 sleep = None;
@@ -186,6 +196,7 @@ pub async fn run_with_status(
         throttle: config.throttle.map(|t| Mutex::new(Throttle::new(t))),
         timer,
         epoch: Instant::now(),
+        waiters: Notify::new(),
     });
 
     let start = shared.epoch;

@@ -327,11 +327,12 @@ impl Throttle {
         }
     }
 
-    /// Records how an attempt of `kind` that went out ended.
-    pub fn after(&mut self, answer: Answer, kind: AttemptKind, now: Duration) {
+    /// Records how an attempt of `kind` that went out ended. True if a
+    /// user waiting for a rate limiter's token is to look again now.
+    pub fn after(&mut self, answer: Answer, kind: AttemptKind, now: Duration) -> bool {
         let ok = answer == Answer::Ok;
         match (&mut self.state, self.config) {
-            (State::Shipped(t), _) => t.after(answer, kind, now),
+            (State::Shipped(t), _) => return t.after(answer, kind, now),
             (
                 State::TokenBucket { tokens },
                 ThrottleConfig::TokenBucket {
@@ -391,6 +392,7 @@ impl Throttle {
             },
             _ => unreachable!("state and config are built together"),
         }
+        false
     }
 
     /// An attempt of `kind` that went out was cancelled at `now` before

@@ -27,6 +27,7 @@
 //! - the server's report ticks stop while it is stopped and the missed one
 //!   fires at resume, as tokio's interval does in the real server.
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
@@ -161,6 +162,9 @@ struct Slot {
     /// When the user's live `Due` event falls; others are stale (a hedge
     /// brought forward by a failure, or made moot by a success).
     due_at: Option<Duration>,
+    /// How many times the user has waited for a rate limiter's token: an
+    /// entry of `Engine::waiters` with another number is stale.
+    waits: u32,
 }
 
 impl Slot {
@@ -198,6 +202,9 @@ struct Engine {
     /// A hedge cancelled while answers were handed out: its disconnect may
     /// have made others due at once.
     recomplete: bool,
+    /// Users waiting for a rate limiter's token, longest first, with the
+    /// number of their wait.
+    waiters: VecDeque<(u32, u32)>,
     events: u64,
 }
 
@@ -224,7 +231,11 @@ impl Engine {
         }
         slot.due_at = None;
         match slot.user.begin(&self.rules, self.throttle.as_mut(), now) {
-            Attempt::Wait => self.schedule(user, now, false),
+            Attempt::Wait => {
+                slot.waits = slot.waits.wrapping_add(1);
+                self.waiters.push_back((user, slot.waits));
+                self.schedule(user, now, false);
+            }
             Attempt::Refused(request) => {
                 self.recorder.request_finished(request);
                 self.schedule(user, now, true);
@@ -312,6 +323,20 @@ impl Engine {
             self.cancel_flights(id.user, now);
         }
         self.schedule(id.user, now, instant);
+        if finished.wake_a_waiter {
+            self.wake_a_waiter(now);
+        }
+    }
+
+    /// Wakes the user that has waited longest for a token to look again.
+    fn wake_a_waiter(&mut self, now: Duration) {
+        while let Some((user, wait)) = self.waiters.pop_front() {
+            let slot = &mut self.slots[user as usize];
+            if slot.waits == wait && slot.user.wake(now) {
+                self.schedule(user, now, false);
+                return;
+            }
+        }
     }
 
     /// Cancels a user's attempts still in flight: their connections close.
@@ -460,6 +485,7 @@ pub fn run(config: &SimConfig) -> Result<SimOutcome, SimError> {
                 generation: 0,
                 flights: Vec::new(),
                 due_at: None,
+                waits: 0,
             })
             .collect(),
         host: Host::new(&config.server),
@@ -475,6 +501,7 @@ pub fn run(config: &SimConfig) -> Result<SimOutcome, SimError> {
         queue: EventQueue::with_capacity(client.clients as usize * 2),
         answered: Vec::new(),
         recomplete: false,
+        waiters: VecDeque::new(),
         events: 0,
     };
     for user in 0..client.clients {

@@ -214,30 +214,37 @@ fn a_rate_limiter_makes_the_attempt_wait_for_its_token() {
     limiter.after(Answer::Throttled, kind, ms(1000));
     let mut user = User::new(&r, user_rng(5, 0), ms(1000));
     let t0 = due(&user);
-    // Others take what the bucket holds at t0 and queue for two more:
-    // waiters take turns, each 1 / rate after the one before.
+    // Another user takes what the bucket holds at t0 and is told how long
+    // until the next token.
     let mut rng = user_rng(0, 0);
-    let waits: Vec<Duration> = (0..10)
-        .filter_map(|_| match limiter.before(kind, t0, &mut rng) {
+    let wait = (0..2)
+        .find_map(|_| match limiter.before(kind, t0, &mut rng) {
             Decision::Wait(w) => Some(w),
             _ => None,
         })
-        .take(2)
-        .collect();
-    let step = waits[1] - waits[0];
+        .expect("the bucket holds at most one token at 0.56 a second");
     assert_eq!(user.begin(&r, Some(&mut limiter), t0), Attempt::Wait);
     let at = due(&user);
-    let expected = waits[1] + step;
-    assert!(
-        (at - t0).abs_diff(expected) < Duration::from_micros(1),
-        "{:?} after t0, not {expected:?}",
-        at - t0
-    );
-    // Then it goes without asking again, from its token's instant.
+    assert_eq!(at, t0 + wait, "the same wait: nothing taken in advance");
+    // Woken before its sleep ends (a response changed the rate), it looks
+    // again then: no token yet, it waits again for the rest.
+    let early = t0 + wait / 2;
+    assert!(user.is_waiting() && user.wake(early));
+    assert_eq!(due(&user), early);
+    assert_eq!(user.begin(&r, Some(&mut limiter), early), Attempt::Wait);
+    assert!(due(&user).abs_diff(at) < Duration::from_micros(1));
+    let at = due(&user);
+    // Then it asks again and goes, from its token's instant; the next
+    // to ask waits.
     let Attempt::Send { deadline, sent } = user.begin(&r, Some(&mut limiter), at) else {
         panic!("the token is there")
     };
+    assert!(matches!(
+        limiter.before(kind, at, &mut rng),
+        Decision::Wait(_)
+    ));
     assert_eq!(deadline, at + ms(2000));
+    assert!(!user.is_waiting() && !user.wake(at), "it no longer waits");
     assert_eq!(sent.cancel(None, at + ms(1)).latency, ms(1));
 }
 

@@ -14,6 +14,13 @@
 //! - **The bucket's rate** becomes `min(new rate, 2 * measured)` after every
 //!   response, at least 0.5 a second; its capacity is that rate (at least
 //!   1), it starts empty, and it refills continuously.
+//! - **A waiter** takes a token if a whole one is there; otherwise it
+//!   sleeps until one would be, at the rate of that moment, then looks
+//!   again (botocore's `_acquire` loop on a condition variable). It takes
+//!   no token in advance: when the rate changes, every waiter sees the new
+//!   rate at its next look, so a rate that regrows serves the waiters at
+//!   once. (botocore also wakes one waiter early at every change of rate;
+//!   here each wakes when its own sleep ends.)
 
 use std::time::Duration;
 
@@ -86,8 +93,8 @@ impl RateClocker {
     }
 }
 
-/// botocore's `TokenBucket`, with waiters served in turn: a token is taken
-/// at once and the wait is how long the bucket needs to refill it.
+/// botocore's `TokenBucket`: a token is taken when a whole one is there;
+/// a waiter sleeps until one would be, then looks again.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct TokenBucket {
     fill_rate: f64,
@@ -129,14 +136,17 @@ impl TokenBucket {
         self.capacity = self.capacity.min(self.max_capacity);
     }
 
-    /// Takes a token at `t`; the wait until it was there.
+    /// Takes a token at `t` and returns 0 if a whole one is there;
+    /// otherwise takes nothing and returns how long until one would be.
     fn acquire(&mut self, t: f64) -> f64 {
         self.refill(t);
-        self.capacity -= 1.0;
-        if self.capacity >= 0.0 {
+        // A waiter woken when its sleep ends finds the token whole, give
+        // or take the rounding of its sleep to a nanosecond.
+        if self.capacity >= 1.0 - 1e-9 {
+            self.capacity -= 1.0;
             0.0
         } else {
-            -self.capacity / self.fill_rate
+            (1.0 - self.capacity) / self.fill_rate
         }
     }
 }
@@ -188,8 +198,9 @@ impl AdaptiveLimiter {
         self.bucket.fill_rate
     }
 
-    /// An attempt is about to be sent at `now`: how long it must wait for
-    /// its token (nothing while the limiter is off).
+    /// An attempt is about to be sent at `now`: zero if it may go (it has
+    /// taken its token, or the limiter is off), otherwise how long to sleep
+    /// before asking again.
     pub fn before_send(&mut self, now: Duration) -> Duration {
         if !self.enabled {
             return Duration::ZERO;
@@ -258,12 +269,19 @@ mod tests {
     }
 
     #[test]
-    fn the_bucket_starts_empty_and_waiters_take_turns() {
+    fn the_bucket_starts_empty_and_waiters_look_again() {
         let mut b = TokenBucket::new(2.0, 0.0);
         assert!(close(b.acquire(0.0), 0.5), "empty: wait 1 / 2 s");
-        assert!(close(b.acquire(0.0), 1.0), "the next waits its turn");
-        // 1.5 s later the debt of 2 is paid and one token is back.
-        assert!(close(b.acquire(1.5), 0.0));
+        assert!(close(b.acquire(0.0), 0.5), "nothing was taken in advance");
+        // A quarter of a second later half a token is there.
+        assert!(close(b.acquire(0.25), 0.25));
+        // At 0.5 s one is: the first to look takes it, the next waits.
+        assert!(close(b.acquire(0.5), 0.0));
+        assert!(close(b.acquire(0.5), 0.5));
+        // The rate rises to 4: the waiter's next look needs a quarter.
+        b.set_rate(4.0, Some(0.5));
+        assert!(close(b.acquire(0.5), 0.25));
+        assert!(close(b.acquire(0.75), 0.0));
         // A rate under 1 keeps a capacity of 1 and a fill of at least 0.5.
         let mut slow = TokenBucket::new(0.1, 0.0);
         assert!(close(slow.fill_rate, 0.5) && close(slow.max_capacity, 1.0));

@@ -218,7 +218,10 @@ impl ShippedThrottle {
     }
 
     /// An attempt of `kind` that went out ended at `now` with `answer`.
-    pub fn after(&mut self, answer: Answer, kind: AttemptKind, now: Duration) {
+    /// True if a user waiting for a token is to look again now: botocore
+    /// sets its bucket's rate at every response and wakes one waiter
+    /// (the one waiting longest) when it does.
+    pub fn after(&mut self, answer: Answer, kind: AttemptKind, now: Duration) -> bool {
         let ok = answer == Answer::Ok;
         match self {
             ShippedThrottle::AwsQuota(quota) => aws_release(quota, ok, kind),
@@ -227,6 +230,7 @@ impl ShippedThrottle {
                 // botocore's limiter hears of every attempt's end, errors
                 // and timeouts included.
                 limiter.on_response(now, answer == Answer::Throttled);
+                return true;
             }
             ShippedThrottle::Tower(budget) => {
                 if ok {
@@ -243,6 +247,7 @@ impl ShippedThrottle {
                 }
             }
         }
+        false
     }
 
     /// An attempt of `kind` that went out was cancelled at `now`, unanswered

@@ -393,3 +393,43 @@ fn hedging_is_the_same_twice_in_virtual_time() {
     assert_eq!(a, b);
     assert!(a.cancelled > 0 && a.retries > a.cancelled / 2, "{a:?}");
 }
+
+#[test]
+fn the_aws_adaptive_limiter_holds_attempts_only_once_a_429_has_come() {
+    let run = |server: &[&str], strategy: &str| {
+        let client = [
+            "--strategy",
+            strategy,
+            "--clients",
+            "50",
+            "--lambda",
+            "1",
+            "--duration",
+            "30s",
+            "--seed",
+            "3",
+        ];
+        sim::run(&config(server, &client, vec![]))
+            .unwrap()
+            .client
+            .totals
+    };
+    // A server that never answers 429: the limiter never switches on, and
+    // the adaptive mode is the standard mode draw for draw.
+    let (standard, adaptive) = (run(&[], "aws-standard"), run(&[], "aws-adaptive"));
+    assert_eq!(standard.tally.attempts(), adaptive.tally.attempts());
+    assert_eq!(standard.tally.ok, adaptive.tally.ok);
+    // About 5 requests in flight against a server that sheds above 5 with
+    // 429: the limiter, on from the first, holds attempts back.
+    let shedding = ["--shed-above", "5", "--shed-status", "429"];
+    let standard = run(&shedding, "aws-standard");
+    let adaptive = run(&shedding, "aws-adaptive");
+    assert!(standard.tally.errors > 0, "the server sheds");
+    assert!(
+        adaptive.tally.attempts() < standard.tally.attempts(),
+        "{} attempts against {}",
+        adaptive.tally.attempts(),
+        standard.tally.attempts()
+    );
+    assert!(adaptive.tally.ok > adaptive.tally.attempts() / 2);
+}

@@ -118,10 +118,10 @@ impl ShippedThrottle {
                 })
             }
             ShippedThrottleConfig::Tower { ttl, min_per_sec } => {
-                ShippedThrottle::Tower(TpsBudget::new(ttl, min_per_sec, 0.2))
+                ShippedThrottle::Tower(TpsBudget::new(ttl, f64::from(min_per_sec), 0.2))
             }
             ShippedThrottleConfig::Finagle { ttl, min_per_sec } => {
-                ShippedThrottle::Finagle(FinagleBudget::new(ttl, min_per_sec, 0.2))
+                ShippedThrottle::Finagle(FinagleBudget::new(ttl, f64::from(min_per_sec), 0.2))
             }
             ShippedThrottleConfig::Envoy => ShippedThrottle::Envoy {
                 budget: EnvoyRetryBudget::default(),

@@ -234,7 +234,9 @@ impl TpsBudget {
 
 /// Finagle's `RetryBudget`: a request deposits 1000, a retry withdraws
 /// `trunc(1000 / percent)`, against a correct windowed sum over ten slices
-/// of `ttl / 10` plus a reserve of `min_per_sec * ttl * withdraw`.
+/// of `ttl / 10` plus a reserve of `min_per_sec * ttl * withdraw`. At 0 %
+/// a request deposits nothing and a retry withdraws 1: only the reserve
+/// pays for retries.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FinagleBudget {
     /// (slice index, amount), oldest first.
@@ -242,10 +244,13 @@ pub struct FinagleBudget {
     slice: Duration,
     sum: i64,
     reserve: i64,
+    deposit: i64,
     withdraw: i64,
 }
 
-const FINAGLE_DEPOSIT: i64 = 1000;
+/// Finagle's `ScaleFactor`: what a request deposits, so that a percent
+/// above 1 needs no fractions.
+const FINAGLE_SCALE: i64 = 1000;
 
 impl FinagleBudget {
     /// Finagle's defaults: ttl 10 s, 10 retries a second, 20 %.
@@ -255,16 +260,17 @@ impl FinagleBudget {
 
     /// `RetryBudget(ttl, minRetriesPerSec, percentCanRetry)`.
     pub fn new(ttl: Duration, min_per_sec: f64, percent: f64) -> Self {
-        let withdraw = if percent == 0.0 {
-            FINAGLE_DEPOSIT
+        let (deposit, withdraw) = if percent == 0.0 {
+            (0, 1)
         } else {
-            (FINAGLE_DEPOSIT as f64 / percent) as i64
+            (FINAGLE_SCALE, (FINAGLE_SCALE as f64 / percent) as i64)
         };
         FinagleBudget {
             slices: std::collections::VecDeque::new(),
             slice: (ttl / 10).max(Duration::from_nanos(1)),
             sum: 0,
             reserve: reserve(min_per_sec, ttl, withdraw),
+            deposit,
             withdraw,
         }
     }
@@ -302,7 +308,7 @@ impl FinagleBudget {
 
     /// A request was made.
     pub fn deposit(&mut self, now: Duration) {
-        self.add(now, FINAGLE_DEPOSIT);
+        self.add(now, self.deposit);
     }
 
     /// A retry asks to go.
@@ -527,6 +533,28 @@ mod tests {
         assert_eq!(b.balance(Duration::from_secs(10)), 0);
         // The default reserve: 10 a second over 10 s, at 5000 each.
         assert_eq!(FinagleBudget::finagle_default().balance(ms(0)), 500_000);
+    }
+
+    #[test]
+    fn at_zero_percent_only_the_reserve_pays_for_retries() {
+        // Finagle and tower alike: a request deposits 0, a retry withdraws
+        // 1 from a reserve of 1 a second over 10 s: 10 retries, however
+        // many requests were made.
+        let mut f = FinagleBudget::new(Duration::from_secs(10), 1.0, 0.0);
+        let mut t = TpsBudget::new(Duration::from_secs(10), 1.0, 0.0);
+        for _ in 0..100 {
+            f.deposit(ms(0));
+            t.deposit(ms(0));
+        }
+        assert_eq!((f.balance(ms(0)), t.balance(ms(0))), (10, 10));
+        for _ in 0..10 {
+            assert!(f.withdraw(ms(1)) && t.withdraw(ms(1)));
+        }
+        assert!(!f.withdraw(ms(1)) && !t.withdraw(ms(1)));
+        // No reserve either: no retry at all (Finagle's `Empty`).
+        let mut f = FinagleBudget::new(Duration::from_secs(10), 0.0, 0.0);
+        f.deposit(ms(0));
+        assert!(!f.withdraw(ms(0)));
     }
 
     #[test]

@@ -4,7 +4,7 @@ use std::fmt;
 use std::time::Duration;
 
 use super::not_read::NotRead;
-use crate::policy::shipped::ShippedThrottleConfig;
+use crate::policy::shipped::{EnvoyRetryBudget, ShippedThrottleConfig};
 use crate::policy::throttle::ThrottleConfig;
 
 /// A retry throttle, by name.
@@ -214,17 +214,19 @@ impl ThrottleKind {
                 cooldown: params.breaker_cooldown.unwrap_or(secs(5)),
                 probes: params.breaker_probes.unwrap_or(1),
             },
-            ThrottleKind::AwsQuota => ThrottleConfig::Shipped(ShippedThrottleConfig::AwsQuota {
-                variant_2026: false,
-            }),
+            ThrottleKind::AwsQuota => {
+                ThrottleConfig::Shipped(ShippedThrottleConfig::aws_quota(false))
+            }
             ThrottleKind::AwsQuota2026 => {
-                ThrottleConfig::Shipped(ShippedThrottleConfig::AwsQuota { variant_2026: true })
+                ThrottleConfig::Shipped(ShippedThrottleConfig::aws_quota(true))
             }
             ThrottleKind::TowerBudget => ThrottleConfig::Shipped(ShippedThrottleConfig::tower()),
             ThrottleKind::FinagleBudget => {
                 ThrottleConfig::Shipped(ShippedThrottleConfig::finagle())
             }
-            ThrottleKind::EnvoyBudget => ThrottleConfig::Shipped(ShippedThrottleConfig::Envoy),
+            ThrottleKind::EnvoyBudget => {
+                ThrottleConfig::Shipped(ShippedThrottleConfig::Envoy(EnvoyRetryBudget::default()))
+            }
         }))
     }
 }
@@ -240,13 +242,14 @@ impl ThrottleConfig {
             ThrottleConfig::Shipped(c) => match c {
                 ShippedThrottleConfig::AwsQuota {
                     variant_2026: false,
+                    ..
                 } => ThrottleKind::AwsQuota,
-                ShippedThrottleConfig::AwsQuota { variant_2026: true } => {
-                    ThrottleKind::AwsQuota2026
-                }
+                ShippedThrottleConfig::AwsQuota {
+                    variant_2026: true, ..
+                } => ThrottleKind::AwsQuota2026,
                 ShippedThrottleConfig::Tower { .. } => ThrottleKind::TowerBudget,
                 ShippedThrottleConfig::Finagle { .. } => ThrottleKind::FinagleBudget,
-                ShippedThrottleConfig::Envoy => ThrottleKind::EnvoyBudget,
+                ShippedThrottleConfig::Envoy(_) => ThrottleKind::EnvoyBudget,
             },
         }
     }

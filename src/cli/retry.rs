@@ -134,6 +134,12 @@ fn throttle_flag(param: ThrottleParam) -> &'static str {
         ThrottleParam::BreakerConsecutive => "--breaker-consecutive",
         ThrottleParam::BreakerCooldown => "--breaker-cooldown",
         ThrottleParam::BreakerProbes => "--breaker-probes",
+        ThrottleParam::QuotaCapacity => "--quota-capacity",
+        ThrottleParam::QuotaRetryCost => "--quota-retry-cost",
+        ThrottleParam::QuotaTimeoutCost => "--quota-timeout-cost",
+        ThrottleParam::QuotaThrottleCost => "--quota-throttle-cost",
+        ThrottleParam::QuotaRefund => "--quota-refund",
+        ThrottleParam::MinRetryConcurrency => "--min-retry-concurrency",
     }
 }
 
@@ -344,13 +350,16 @@ pub struct ThrottleArgs {
     /// token-bucket: tokens a success returns [default: 0.1].
     #[arg(long, value_parser = positive, value_name = "X")]
     pub token_ratio: Option<f64>,
-    /// budget: retries allowed as a percentage of requests [default: 20].
+    /// budget, tower-budget, finagle-budget: retries allowed as a
+    /// percentage of requests; envoy-budget: retries in flight as a
+    /// percentage of requests in flight [default: 20].
     #[arg(long, value_parser = non_negative, value_name = "PERCENT")]
     pub budget_percent: Option<f64>,
-    /// budget: window [default: 10s].
+    /// budget, tower-budget, finagle-budget: window [default: 10s].
     #[arg(long, value_parser = positive_duration, value_name = "DURATION")]
     pub budget_ttl: Option<Duration>,
-    /// budget: retries per second allowed regardless [default: 10].
+    /// budget, tower-budget, finagle-budget: retries per second allowed
+    /// regardless [default: 10].
     #[arg(long, value_parser = non_negative, value_name = "X")]
     pub budget_min_per_sec: Option<f64>,
     /// adaptive: the multiplier K [default: 2].
@@ -378,6 +387,32 @@ pub struct ThrottleArgs {
     /// circuit-breaker: attempts let through while half-open [default: 1].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
     pub breaker_probes: Option<u32>,
+    /// aws-quota, aws-quota-2026: the retry quota's size, what it starts
+    /// with and never exceeds [default: 500].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
+    pub quota_capacity: Option<u32>,
+    /// aws-quota, aws-quota-2026: what a retry takes from the quota after
+    /// a failure that is neither a timeout nor a 429 [default: 5;
+    /// aws-quota-2026: 14].
+    #[arg(long, value_parser = clap::value_parser!(u32), value_name = "N")]
+    pub quota_retry_cost: Option<u32>,
+    /// aws-quota, aws-quota-2026: what a retry takes after a timeout
+    /// [default: 10; aws-quota-2026: 14].
+    #[arg(long, value_parser = clap::value_parser!(u32), value_name = "N")]
+    pub quota_timeout_cost: Option<u32>,
+    /// aws-quota, aws-quota-2026: what a retry takes after a throttling
+    /// answer, a 429 [default: 5].
+    #[arg(long, value_parser = clap::value_parser!(u32), value_name = "N")]
+    pub quota_throttle_cost: Option<u32>,
+    /// aws-quota, aws-quota-2026: what a success without retries gives
+    /// back (a success after retries gives back its last retry's cost)
+    /// [default: 1].
+    #[arg(long, value_parser = clap::value_parser!(u32), value_name = "N")]
+    pub quota_refund: Option<u32>,
+    /// envoy-budget: retries in flight allowed whatever the percent
+    /// (Envoy's min_retry_concurrency) [default: 3].
+    #[arg(long, value_parser = clap::value_parser!(u32), value_name = "N")]
+    pub min_retry_concurrency: Option<u32>,
 }
 
 impl ThrottleArgs {
@@ -404,13 +439,19 @@ impl ThrottleArgs {
             breaker_consecutive: self.breaker_consecutive,
             breaker_cooldown: self.breaker_cooldown,
             breaker_probes: self.breaker_probes,
+            quota_capacity: self.quota_capacity,
+            quota_retry_cost: self.quota_retry_cost,
+            quota_timeout_cost: self.quota_timeout_cost,
+            quota_throttle_cost: self.quota_throttle_cost,
+            quota_refund: self.quota_refund,
+            min_retry_concurrency: self.min_retry_concurrency,
         };
         ThrottleKind::build(kind, &params).map_err(|NotRead { param, kind }| {
             stray(
                 throttle_flag(param),
                 "--throttle",
                 kind.map_or("none", ThrottleKind::name),
-                [param.of().name()],
+                param.readers().map(ThrottleKind::name),
             )
         })
     }
@@ -490,5 +531,94 @@ mod tests {
         refused(&["--hedge-max-attempts", "3"], "--hedge-delay");
         refused(&["--hedge-delay", "5ms", "--hedge-max-attempts", "1"], "1");
         assert!(client(&["--hedge-delay", "5ms", "--deadline", "1s"]).is_ok());
+    }
+
+    /// The message of a refusal of `args` (split at spaces), which must
+    /// exit with code 2.
+    fn refused(args: &str) -> String {
+        let argv = std::iter::once("client").chain(args.split_whitespace());
+        let err = ClientCli::try_parse_from(argv)
+            .and_then(|cli| cli.run.config())
+            .expect_err(args);
+        assert_eq!(err.exit_code(), 2, "{args}: {err}");
+        err.to_string()
+    }
+
+    #[test]
+    fn the_shipped_throttles_read_their_flags_and_no_others() {
+        use crate::policy::shipped::{AwsQuotaConfig, EnvoyRetryBudget, ShippedThrottleConfig};
+        let throttle = |args: &str| match client(&args.split(' ').collect::<Vec<_>>()) {
+            Ok(c) => c.throttle,
+            Err(e) => panic!("{args}: {e}"),
+        };
+        let shipped = |c| Some(ThrottleConfig::Shipped(c));
+        let quota = AwsQuotaConfig {
+            capacity: 50,
+            retry_cost: 10,
+            refund: 0,
+            ..AwsQuotaConfig::STANDARD
+        };
+        assert_eq!(
+            throttle(
+                "--strategy aws-standard --quota-capacity 50 --quota-retry-cost 10 --quota-refund 0"
+            ),
+            shipped(ShippedThrottleConfig::AwsQuota {
+                variant_2026: false,
+                quota
+            })
+        );
+        // Four times faster: 2.5 a second over 4 s is 10 over 1 s.
+        assert_eq!(
+            throttle(
+                "--strategy finagle --budget-percent 50 --budget-ttl 4s --budget-min-per-sec 2.5 --time-scale 4"
+            ),
+            shipped(ShippedThrottleConfig::Finagle {
+                percent: 0.5,
+                ttl: ms(1000),
+                min_per_sec: 10.0
+            })
+        );
+        assert_eq!(
+            throttle("--strategy envoy --min-retry-concurrency 0"),
+            shipped(ShippedThrottleConfig::Envoy(EnvoyRetryBudget {
+                percent: 20.0,
+                min: 0
+            }))
+        );
+        for (args, message) in [
+            (
+                "--throttle tower-budget --quota-capacity 50",
+                "--quota-capacity does not apply to --throttle tower-budget \
+                 (it applies to: aws-quota, aws-quota-2026)",
+            ),
+            (
+                "--strategy aws-standard --min-retry-concurrency 1",
+                "--min-retry-concurrency does not apply to --throttle aws-quota \
+                 (it applies to: envoy-budget)",
+            ),
+            (
+                "--strategy envoy --budget-ttl 1s",
+                "(it applies to: budget, tower-budget, finagle-budget)",
+            ),
+            (
+                "--throttle aws-quota-2026 --budget-percent 5",
+                "(it applies to: budget, tower-budget, finagle-budget, envoy-budget)",
+            ),
+        ] {
+            let err = refused(args);
+            assert!(err.contains(message), "{args}: {err}");
+        }
+        // Bad values: no empty quota, no negative cost, no fraction.
+        for (flag, value) in [
+            ("--quota-capacity", "0"),
+            ("--quota-retry-cost", "-1"),
+            ("--quota-timeout-cost", "x"),
+            ("--quota-throttle-cost", "-1"),
+            ("--quota-refund", "1.5"),
+            ("--min-retry-concurrency", "-1"),
+        ] {
+            let err = refused(&format!("--throttle aws-quota {flag} {value}"));
+            assert!(err.contains(flag) && err.contains("invalid value"), "{err}");
+        }
     }
 }

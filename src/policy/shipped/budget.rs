@@ -58,6 +58,15 @@ impl AwsQuotaConfig {
         ..AwsQuotaConfig::STANDARD
     };
 
+    /// The standard mode's parameters, or the 2026 variant's.
+    pub fn of(variant_2026: bool) -> Self {
+        if variant_2026 {
+            AwsQuotaConfig::VARIANT_2026
+        } else {
+            AwsQuotaConfig::STANDARD
+        }
+    }
+
     /// A full quota with these parameters.
     pub fn quota(self) -> AwsQuota {
         AwsQuota::new(

@@ -63,11 +63,7 @@ impl ShippedThrottleConfig {
     pub fn aws_quota(variant_2026: bool) -> Self {
         ShippedThrottleConfig::AwsQuota {
             variant_2026,
-            quota: if variant_2026 {
-                AwsQuotaConfig::VARIANT_2026
-            } else {
-                AwsQuotaConfig::STANDARD
-            },
+            quota: AwsQuotaConfig::of(variant_2026),
         }
     }
 

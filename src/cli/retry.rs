@@ -148,6 +148,12 @@ fn throttle_flag(param: ThrottleParam) -> &'static str {
         ThrottleParam::BreakerConsecutive => "--breaker-consecutive",
         ThrottleParam::BreakerCooldown => "--breaker-cooldown",
         ThrottleParam::BreakerProbes => "--breaker-probes",
+        ThrottleParam::QuotaCapacity => "--quota-capacity",
+        ThrottleParam::QuotaRetryCost => "--quota-retry-cost",
+        ThrottleParam::QuotaTimeoutCost => "--quota-timeout-cost",
+        ThrottleParam::QuotaThrottleCost => "--quota-throttle-cost",
+        ThrottleParam::QuotaRefund => "--quota-refund",
+        ThrottleParam::MinRetryConcurrency => "--min-retry-concurrency",
     }
 }
 
@@ -370,13 +376,16 @@ pub struct ThrottleArgs {
     /// token-bucket: tokens a success returns [default: 0.1].
     #[arg(long, value_parser = positive, value_name = "X")]
     pub token_ratio: Option<f64>,
-    /// budget: retries allowed as a percentage of requests [default: 20].
+    /// budget, tower-budget, finagle-budget: retries allowed as a
+    /// percentage of requests; envoy-budget: retries in flight as a
+    /// percentage of requests in flight [default: 20].
     #[arg(long, value_parser = non_negative, value_name = "PERCENT")]
     pub budget_percent: Option<f64>,
-    /// budget: window [default: 10s].
+    /// budget, tower-budget, finagle-budget: window [default: 10s].
     #[arg(long, value_parser = positive_duration, value_name = "DURATION")]
     pub budget_ttl: Option<Duration>,
-    /// budget: retries per second allowed regardless [default: 10].
+    /// budget, tower-budget, finagle-budget: retries per second allowed
+    /// regardless [default: 10].
     #[arg(long, value_parser = non_negative, value_name = "X")]
     pub budget_min_per_sec: Option<f64>,
     /// adaptive: the multiplier K [default: 2].
@@ -404,6 +413,32 @@ pub struct ThrottleArgs {
     /// circuit-breaker: attempts let through while half-open [default: 1].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
     pub breaker_probes: Option<u32>,
+    /// aws-quota, aws-adaptive and their -2026 variants: the retry quota's size, what it starts
+    /// with and never exceeds [default: 500].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
+    pub quota_capacity: Option<u32>,
+    /// aws-quota, aws-adaptive (and -2026): what a retry takes from the quota after
+    /// a failure that is neither a timeout nor a 429 [default: 5;
+    /// the -2026 variants: 14].
+    #[arg(long, value_parser = clap::value_parser!(u32), value_name = "N")]
+    pub quota_retry_cost: Option<u32>,
+    /// aws-quota, aws-adaptive (and -2026): what a retry takes after a timeout
+    /// [default: 10; the -2026 variants: 14].
+    #[arg(long, value_parser = clap::value_parser!(u32), value_name = "N")]
+    pub quota_timeout_cost: Option<u32>,
+    /// aws-quota, aws-adaptive (and -2026): what a retry takes after a throttling
+    /// answer, a 429 [default: 5].
+    #[arg(long, value_parser = clap::value_parser!(u32), value_name = "N")]
+    pub quota_throttle_cost: Option<u32>,
+    /// aws-quota, aws-adaptive (and -2026): what a success without retries gives
+    /// back (a success after retries gives back its last retry's cost)
+    /// [default: 1].
+    #[arg(long, value_parser = clap::value_parser!(u32), value_name = "N")]
+    pub quota_refund: Option<u32>,
+    /// envoy-budget: retries in flight allowed whatever the percent
+    /// (Envoy's min_retry_concurrency) [default: 3].
+    #[arg(long, value_parser = clap::value_parser!(u32), value_name = "N")]
+    pub min_retry_concurrency: Option<u32>,
 }
 
 impl ThrottleArgs {
@@ -433,91 +468,23 @@ impl ThrottleArgs {
             breaker_consecutive: self.breaker_consecutive,
             breaker_cooldown: self.breaker_cooldown,
             breaker_probes: self.breaker_probes,
+            quota_capacity: self.quota_capacity,
+            quota_retry_cost: self.quota_retry_cost,
+            quota_timeout_cost: self.quota_timeout_cost,
+            quota_throttle_cost: self.quota_throttle_cost,
+            quota_refund: self.quota_refund,
+            min_retry_concurrency: self.min_retry_concurrency,
         };
         ThrottleKind::build(kind, &params).map_err(|NotRead { param, kind }| {
             stray(
                 throttle_flag(param),
                 "--throttle",
                 kind.map_or("none", ThrottleKind::name),
-                [param.of().name()],
+                param.readers().map(ThrottleKind::name),
             )
         })
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use clap::Parser;
-
-    use super::super::client::ClientCli;
-    use crate::model::client::ClientConfig;
-    use crate::policy::{Hedging, ThrottleConfig};
-
-    fn client(args: &[&str]) -> Result<ClientConfig, String> {
-        let mut argv = vec!["client"];
-        argv.extend_from_slice(args);
-        ClientCli::try_parse_from(argv)
-            .map_err(|e| e.to_string())?
-            .run
-            .config()
-            .map_err(|e| e.to_string())
-    }
-
-    fn ms(n: u64) -> std::time::Duration {
-        std::time::Duration::from_millis(n)
-    }
-
-    #[test]
-    fn hedging_takes_a6s_example_and_grpcs_throttle_by_default() {
-        let c = client(&["--hedge-delay", "50ms"]).unwrap();
-        assert_eq!(c.hedging, Some(Hedging::new(ms(50), 4)));
-        assert_eq!(
-            c.throttle,
-            Some(ThrottleConfig::TokenBucket {
-                max_tokens: 10.0,
-                token_ratio: 0.1
-            })
-        );
-        assert_eq!(c.policy_name(), "hedging");
-        let c = client(&[
-            "--hedge-delay",
-            "0s",
-            "--hedge-max-attempts",
-            "9",
-            "--no-throttle",
-        ])
-        .unwrap();
-        assert_eq!(c.hedging, Some(Hedging::new(ms(0), 5)), "capped at 5");
-        assert_eq!(c.throttle, None);
-        let c = client(&["--hedge-delay", "1s", "--time-scale", "10"]).unwrap();
-        assert_eq!(c.hedging.map(|h| h.delay), Some(ms(100)));
-        assert_eq!(client(&[]).unwrap().hedging, None);
-    }
-
-    #[test]
-    fn retry_flags_do_not_belong_with_hedging() {
-        let refused = |args: &[&str], flag: &str| {
-            let e = client(args).unwrap_err();
-            assert!(e.contains(flag), "{e}");
-        };
-        refused(
-            &["--hedge-delay", "5ms", "--strategy", "grpc"],
-            "--strategy",
-        );
-        refused(
-            &["--hedge-delay", "5ms", "--fixed-delay", "1s"],
-            "--fixed-delay",
-        );
-        refused(
-            &["--hedge-delay", "5ms", "--max-attempts", "3"],
-            "--max-attempts",
-        );
-        refused(
-            &["--hedge-delay", "5ms", "--respect-retry-after"],
-            "--respect-retry-after",
-        );
-        refused(&["--hedge-max-attempts", "3"], "--hedge-delay");
-        refused(&["--hedge-delay", "5ms", "--hedge-max-attempts", "1"], "1");
-        assert!(client(&["--hedge-delay", "5ms", "--deadline", "1s"]).is_ok());
-    }
-}
+mod tests;

@@ -263,9 +263,7 @@ mod tests {
     #[test]
     fn the_aws_quota_lets_100_retries_of_cost_5_through_then_none() {
         let rows = burst(&request(ThrottleConfig::Shipped(
-            ShippedThrottleConfig::AwsQuota {
-                variant_2026: false,
-            },
+            ShippedThrottleConfig::aws_quota(false),
         )));
         // 500 / 5 = 100 retries, whatever the rate; nothing refunds.
         assert_eq!(totals(&rows), (1000, 100, 1000));
@@ -274,9 +272,9 @@ mod tests {
         assert_eq!(rows[0].retries, 100);
         assert_eq!(rows[1].retries, 0);
         // After a timeout a retry costs 10: 50 retries.
-        let mut timed_out = request(ThrottleConfig::Shipped(ShippedThrottleConfig::AwsQuota {
-            variant_2026: false,
-        }));
+        let mut timed_out = request(ThrottleConfig::Shipped(ShippedThrottleConfig::aws_quota(
+            false,
+        )));
         timed_out.timeouts = true;
         assert_eq!(totals(&burst(&timed_out)).1, 50);
     }
@@ -331,9 +329,9 @@ mod tests {
             rate: 10.0,
             length: secs(1),
             max_attempts: Some(3),
-            ..request(ThrottleConfig::Shipped(ShippedThrottleConfig::AwsQuota {
-                variant_2026: false,
-            }))
+            ..request(ThrottleConfig::Shipped(ShippedThrottleConfig::aws_quota(
+                false,
+            )))
         });
         assert_eq!(totals(&rows), (10, 20, 0));
     }

@@ -204,10 +204,7 @@ fn a_retry_throttle_refuses_at_the_failure_before_any_backoff() {
 fn a_rate_limiter_makes_the_attempt_wait_for_its_token() {
     let r = rules(None);
     let mut limiter = Throttle::new(ThrottleConfig::Shipped(
-        ShippedThrottleConfig::AwsAdaptive {
-            variant_2026: false,
-            time_scale: 1.0,
-        },
+        ShippedThrottleConfig::aws_adaptive(false),
     ));
     let kind = AttemptKind::default();
     // A 429 at 1 s switches it on.

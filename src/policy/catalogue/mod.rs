@@ -258,7 +258,7 @@ mod tests {
     }
 
     #[test]
-    fn throttle_parameters_belong_to_one_throttle() {
+    fn a_throttle_refuses_a_parameter_it_does_not_read() {
         let params = ThrottleParams {
             adaptive_k: Some(3.0),
             ..ThrottleParams::default()
@@ -292,6 +292,215 @@ mod tests {
                 ttl: Duration::from_secs(10),
                 min_per_sec: 10.0
             }))
+        );
+    }
+
+    #[test]
+    fn a_parameter_may_belong_to_several_throttles() {
+        use crate::policy::shipped::{AwsQuotaConfig, EnvoyRetryBudget, ShippedThrottleConfig};
+        let readers = |p: ThrottleParam| p.readers().map(ThrottleKind::name).collect::<Vec<_>>();
+        assert_eq!(
+            readers(ThrottleParam::BudgetPercent),
+            ["budget", "tower-budget", "finagle-budget", "envoy-budget"]
+        );
+        assert_eq!(
+            readers(ThrottleParam::BudgetTtl),
+            ["budget", "tower-budget", "finagle-budget"]
+        );
+        assert_eq!(
+            readers(ThrottleParam::QuotaRefund),
+            [
+                "aws-quota",
+                "aws-quota-2026",
+                "aws-adaptive",
+                "aws-adaptive-2026"
+            ]
+        );
+        assert_eq!(
+            readers(ThrottleParam::MinRetryConcurrency),
+            ["envoy-budget"]
+        );
+        assert_eq!(readers(ThrottleParam::MaxTokens), ["token-bucket"]);
+        for p in ThrottleParam::ALL {
+            assert!(p.readers().next().is_some(), "{p:?} is read by none");
+        }
+        // 50 % is one half for tower and Finagle, 50 for Envoy.
+        let half = ThrottleParams {
+            budget_percent: Some(50.0),
+            budget_ttl: Some(Duration::from_secs(4)),
+            budget_min_per_sec: Some(2.5),
+            ..ThrottleParams::default()
+        };
+        let shipped = |kind, params: &ThrottleParams| match ThrottleKind::build(Some(kind), params)
+        {
+            Ok(Some(ThrottleConfig::Shipped(c))) => c,
+            other => panic!("{other:?}"),
+        };
+        let tower = ShippedThrottleConfig::Tower {
+            percent: 0.5,
+            ttl: Duration::from_secs(4),
+            min_per_sec: 2.5,
+        };
+        assert_eq!(shipped(ThrottleKind::TowerBudget, &half), tower);
+        let ShippedThrottleConfig::Tower {
+            percent,
+            ttl,
+            min_per_sec,
+        } = tower
+        else {
+            unreachable!()
+        };
+        assert_eq!(
+            shipped(ThrottleKind::FinagleBudget, &half),
+            ShippedThrottleConfig::Finagle {
+                percent,
+                ttl,
+                min_per_sec
+            }
+        );
+        let envoy = ThrottleParams {
+            budget_percent: Some(50.0),
+            min_retry_concurrency: Some(1),
+            ..ThrottleParams::default()
+        };
+        assert_eq!(
+            shipped(ThrottleKind::EnvoyBudget, &envoy),
+            ShippedThrottleConfig::Envoy(EnvoyRetryBudget {
+                percent: 50.0,
+                min: 1
+            })
+        );
+        // The quota's flags over either variant's defaults.
+        let quota = ThrottleParams {
+            quota_capacity: Some(50),
+            quota_retry_cost: Some(10),
+            quota_refund: Some(0),
+            ..ThrottleParams::default()
+        };
+        for (kind, variant_2026, timeout_cost) in [
+            (ThrottleKind::AwsQuota, false, 10),
+            (ThrottleKind::AwsQuota2026, true, 14),
+        ] {
+            assert_eq!(
+                shipped(kind, &quota),
+                ShippedThrottleConfig::AwsQuota {
+                    variant_2026,
+                    quota: AwsQuotaConfig {
+                        capacity: 50,
+                        retry_cost: 10,
+                        timeout_cost,
+                        throttle_cost: 5,
+                        refund: 0
+                    }
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn a_shared_parameter_is_still_refused_by_a_throttle_that_does_not_read_it() {
+        let refused = |kind, params: ThrottleParams, param| {
+            assert_eq!(
+                ThrottleKind::build(Some(kind), &params),
+                Err(NotRead {
+                    param,
+                    kind: Some(kind)
+                }),
+                "{kind}"
+            );
+        };
+        let capacity = ThrottleParams {
+            quota_capacity: Some(50),
+            ..ThrottleParams::default()
+        };
+        for kind in [ThrottleKind::TowerBudget, ThrottleKind::Budget] {
+            refused(kind, capacity.clone(), ThrottleParam::QuotaCapacity);
+        }
+        let floor = ThrottleParams {
+            min_retry_concurrency: Some(1),
+            ..ThrottleParams::default()
+        };
+        refused(
+            ThrottleKind::AwsQuota,
+            floor,
+            ThrottleParam::MinRetryConcurrency,
+        );
+        let ttl = ThrottleParams {
+            budget_ttl: Some(Duration::from_secs(1)),
+            ..ThrottleParams::default()
+        };
+        refused(ThrottleKind::EnvoyBudget, ttl, ThrottleParam::BudgetTtl);
+        let percent = ThrottleParams {
+            budget_percent: Some(10.0),
+            ..ThrottleParams::default()
+        };
+        refused(
+            ThrottleKind::AwsQuota2026,
+            percent,
+            ThrottleParam::BudgetPercent,
+        );
+    }
+
+    #[test]
+    fn without_flags_the_shipped_throttles_are_their_sources() {
+        use crate::policy::shipped::{
+            AwsQuota, EnvoyRetryBudget, FinagleBudget, ShippedThrottle, ShippedThrottleConfig,
+            TpsBudget,
+        };
+        let built = |kind| match ThrottleKind::build(Some(kind), &ThrottleParams::default()) {
+            Ok(Some(ThrottleConfig::Shipped(c))) => c,
+            other => panic!("{other:?}"),
+        };
+        let cases = [
+            (
+                ThrottleKind::AwsQuota,
+                ShippedThrottleConfig::aws_quota(false),
+                ShippedThrottle::AwsQuota(AwsQuota::standard()),
+            ),
+            (
+                ThrottleKind::AwsQuota2026,
+                ShippedThrottleConfig::aws_quota(true),
+                ShippedThrottle::AwsQuota(AwsQuota::variant_2026()),
+            ),
+            (
+                ThrottleKind::TowerBudget,
+                ShippedThrottleConfig::tower(),
+                ShippedThrottle::Tower(TpsBudget::tower_default()),
+            ),
+            (
+                ThrottleKind::FinagleBudget,
+                ShippedThrottleConfig::finagle(),
+                ShippedThrottle::Finagle(FinagleBudget::finagle_default()),
+            ),
+            (
+                ThrottleKind::EnvoyBudget,
+                ShippedThrottleConfig::Envoy(EnvoyRetryBudget::default()),
+                ShippedThrottle::Envoy {
+                    budget: EnvoyRetryBudget {
+                        percent: 20.0,
+                        min: 3,
+                    },
+                    active: 0,
+                    retrying: 0,
+                },
+            ),
+        ];
+        for (kind, config, fresh) in cases {
+            assert_eq!(built(kind), config, "{kind}");
+            assert_eq!(ShippedThrottle::new(built(kind)), fresh, "{kind}");
+        }
+        assert_eq!(
+            AwsQuota::standard(),
+            AwsQuota::new(500, 5, 10, 5, 1),
+            "botocore's numbers"
+        );
+        assert_eq!(
+            ShippedThrottleConfig::tower(),
+            ShippedThrottleConfig::Tower {
+                percent: 0.2,
+                ttl: Duration::from_secs(10),
+                min_per_sec: 10.0
+            }
         );
     }
 }

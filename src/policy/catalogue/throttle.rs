@@ -1,10 +1,11 @@
 //! The throttles by name: the parameters each reads and their defaults.
+//! A parameter may be read by several throttles (the budgets share theirs).
 
 use std::fmt;
 use std::time::Duration;
 
 use super::not_read::NotRead;
-use crate::policy::shipped::ShippedThrottleConfig;
+use crate::policy::shipped::{AwsQuotaConfig, EnvoyRetryBudget, ShippedThrottleConfig};
 use crate::policy::throttle::ThrottleConfig;
 
 /// A retry throttle, by name.
@@ -64,11 +65,24 @@ pub enum ThrottleParam {
     BreakerCooldown,
     /// circuit-breaker: attempts let through while half-open.
     BreakerProbes,
+    /// aws-quota: the quota's size, and what it starts with.
+    QuotaCapacity,
+    /// aws-quota: a retry's cost after a failure that is neither a timeout
+    /// nor a throttling answer.
+    QuotaRetryCost,
+    /// aws-quota: a retry's cost after a timeout.
+    QuotaTimeoutCost,
+    /// aws-quota: a retry's cost after a throttling answer (a 429).
+    QuotaThrottleCost,
+    /// aws-quota: what a success without retries gives back.
+    QuotaRefund,
+    /// envoy-budget: retries in flight allowed regardless.
+    MinRetryConcurrency,
 }
 
 impl ThrottleParam {
     /// Every parameter, in the order they are checked.
-    pub const ALL: [ThrottleParam; 13] = [
+    pub const ALL: [ThrottleParam; 19] = [
         ThrottleParam::MaxTokens,
         ThrottleParam::TokenRatio,
         ThrottleParam::BudgetPercent,
@@ -82,23 +96,52 @@ impl ThrottleParam {
         ThrottleParam::BreakerConsecutive,
         ThrottleParam::BreakerCooldown,
         ThrottleParam::BreakerProbes,
+        ThrottleParam::QuotaCapacity,
+        ThrottleParam::QuotaRetryCost,
+        ThrottleParam::QuotaTimeoutCost,
+        ThrottleParam::QuotaThrottleCost,
+        ThrottleParam::QuotaRefund,
+        ThrottleParam::MinRetryConcurrency,
     ];
 
-    /// The throttle that reads this parameter.
-    pub fn of(self) -> ThrottleKind {
+    /// Whether the throttle `kind` reads this parameter. The budgets share
+    /// theirs: tower's and Finagle's budgets read all three of the `budget`
+    /// throttle's, Envoy's its percent; both AWS quotas read the quota's.
+    pub fn read_by(self, kind: ThrottleKind) -> bool {
+        use ThrottleKind as K;
         match self {
-            ThrottleParam::MaxTokens | ThrottleParam::TokenRatio => ThrottleKind::TokenBucket,
-            ThrottleParam::BudgetPercent
-            | ThrottleParam::BudgetTtl
-            | ThrottleParam::BudgetMinPerSec => ThrottleKind::Budget,
-            ThrottleParam::AdaptiveK | ThrottleParam::AdaptiveWindow => ThrottleKind::Adaptive,
+            ThrottleParam::MaxTokens | ThrottleParam::TokenRatio => kind == K::TokenBucket,
+            ThrottleParam::BudgetPercent => matches!(
+                kind,
+                K::Budget | K::TowerBudget | K::FinagleBudget | K::EnvoyBudget
+            ),
+            ThrottleParam::BudgetTtl | ThrottleParam::BudgetMinPerSec => {
+                matches!(kind, K::Budget | K::TowerBudget | K::FinagleBudget)
+            }
+            ThrottleParam::AdaptiveK | ThrottleParam::AdaptiveWindow => kind == K::Adaptive,
             ThrottleParam::BreakerFailureRatio
             | ThrottleParam::BreakerMinRequests
             | ThrottleParam::BreakerWindow
             | ThrottleParam::BreakerConsecutive
             | ThrottleParam::BreakerCooldown
-            | ThrottleParam::BreakerProbes => ThrottleKind::CircuitBreaker,
+            | ThrottleParam::BreakerProbes => kind == K::CircuitBreaker,
+            ThrottleParam::QuotaCapacity
+            | ThrottleParam::QuotaRetryCost
+            | ThrottleParam::QuotaTimeoutCost
+            | ThrottleParam::QuotaThrottleCost
+            | ThrottleParam::QuotaRefund => matches!(
+                kind,
+                K::AwsQuota | K::AwsQuota2026 | K::AwsAdaptive | K::AwsAdaptive2026
+            ),
+            ThrottleParam::MinRetryConcurrency => kind == K::EnvoyBudget,
         }
+    }
+
+    /// The throttles that read this parameter, in the catalogue's order.
+    pub fn readers(self) -> impl Iterator<Item = ThrottleKind> {
+        ThrottleKind::ALL
+            .into_iter()
+            .filter(move |&kind| self.read_by(kind))
     }
 }
 
@@ -132,6 +175,19 @@ pub struct ThrottleParams {
     pub breaker_cooldown: Option<Duration>,
     /// circuit-breaker: probes (default 1).
     pub breaker_probes: Option<u32>,
+    /// aws-quota: size (default 500).
+    pub quota_capacity: Option<u32>,
+    /// aws-quota: a retry's cost (default 5; aws-quota-2026: 14).
+    pub quota_retry_cost: Option<u32>,
+    /// aws-quota: a retry's cost after a timeout (default 10;
+    /// aws-quota-2026: 14).
+    pub quota_timeout_cost: Option<u32>,
+    /// aws-quota: a retry's cost after a 429 (default 5).
+    pub quota_throttle_cost: Option<u32>,
+    /// aws-quota: a clean success's refund (default 1).
+    pub quota_refund: Option<u32>,
+    /// envoy-budget: retries in flight allowed regardless (default 3).
+    pub min_retry_concurrency: Option<u32>,
 }
 
 impl ThrottleParams {
@@ -151,6 +207,12 @@ impl ThrottleParams {
             ThrottleParam::BreakerConsecutive => self.breaker_consecutive.is_some(),
             ThrottleParam::BreakerCooldown => self.breaker_cooldown.is_some(),
             ThrottleParam::BreakerProbes => self.breaker_probes.is_some(),
+            ThrottleParam::QuotaCapacity => self.quota_capacity.is_some(),
+            ThrottleParam::QuotaRetryCost => self.quota_retry_cost.is_some(),
+            ThrottleParam::QuotaTimeoutCost => self.quota_timeout_cost.is_some(),
+            ThrottleParam::QuotaThrottleCost => self.quota_throttle_cost.is_some(),
+            ThrottleParam::QuotaRefund => self.quota_refund.is_some(),
+            ThrottleParam::MinRetryConcurrency => self.min_retry_concurrency.is_some(),
         }
     }
 }
@@ -196,20 +258,24 @@ impl ThrottleKind {
     ) -> Result<Option<ThrottleConfig>, NotRead<ThrottleParam, Option<ThrottleKind>>> {
         if let Some(param) = ThrottleParam::ALL
             .into_iter()
-            .find(|&p| params.given(p) && Some(p.of()) != kind)
+            .find(|&p| params.given(p) && !kind.is_some_and(|k| p.read_by(k)))
         {
             return Err(NotRead { param, kind });
         }
         let secs = Duration::from_secs;
+        // The budget's three, which tower's and Finagle's budgets share.
+        let percent = params.budget_percent.unwrap_or(20.0) / 100.0;
+        let ttl = params.budget_ttl.unwrap_or(secs(10));
+        let min_per_sec = params.budget_min_per_sec.unwrap_or(10.0);
         Ok(kind.map(|kind| match kind {
             ThrottleKind::TokenBucket => ThrottleConfig::TokenBucket {
                 max_tokens: params.max_tokens.unwrap_or(10.0),
                 token_ratio: params.token_ratio.unwrap_or(0.1),
             },
             ThrottleKind::Budget => ThrottleConfig::Budget {
-                percent: params.budget_percent.unwrap_or(20.0) / 100.0,
-                ttl: params.budget_ttl.unwrap_or(secs(10)),
-                min_per_sec: params.budget_min_per_sec.unwrap_or(10.0),
+                percent,
+                ttl,
+                min_per_sec,
             },
             ThrottleKind::Adaptive => ThrottleConfig::Adaptive {
                 k: params.adaptive_k.unwrap_or(2.0),
@@ -223,22 +289,54 @@ impl ThrottleKind {
                 cooldown: params.breaker_cooldown.unwrap_or(secs(5)),
                 probes: params.breaker_probes.unwrap_or(1),
             },
-            ThrottleKind::AwsQuota => ThrottleConfig::Shipped(ShippedThrottleConfig::AwsQuota {
-                variant_2026: false,
-            }),
-            ThrottleKind::AwsQuota2026 => {
-                ThrottleConfig::Shipped(ShippedThrottleConfig::AwsQuota { variant_2026: true })
-            }
-            ThrottleKind::TowerBudget => ThrottleConfig::Shipped(ShippedThrottleConfig::tower()),
-            ThrottleKind::FinagleBudget => {
-                ThrottleConfig::Shipped(ShippedThrottleConfig::finagle())
-            }
-            ThrottleKind::EnvoyBudget => ThrottleConfig::Shipped(ShippedThrottleConfig::Envoy),
-            ThrottleKind::AwsAdaptive | ThrottleKind::AwsAdaptive2026 => {
-                ThrottleConfig::Shipped(ShippedThrottleConfig::AwsAdaptive {
-                    variant_2026: kind == ThrottleKind::AwsAdaptive2026,
-                    time_scale: 1.0,
+            ThrottleKind::AwsQuota
+            | ThrottleKind::AwsQuota2026
+            | ThrottleKind::AwsAdaptive
+            | ThrottleKind::AwsAdaptive2026 => {
+                let variant_2026 = matches!(
+                    kind,
+                    ThrottleKind::AwsQuota2026 | ThrottleKind::AwsAdaptive2026
+                );
+                let source = AwsQuotaConfig::of(variant_2026);
+                let quota = AwsQuotaConfig {
+                    capacity: params.quota_capacity.unwrap_or(source.capacity),
+                    retry_cost: params.quota_retry_cost.unwrap_or(source.retry_cost),
+                    timeout_cost: params.quota_timeout_cost.unwrap_or(source.timeout_cost),
+                    throttle_cost: params.quota_throttle_cost.unwrap_or(source.throttle_cost),
+                    refund: params.quota_refund.unwrap_or(source.refund),
+                };
+                ThrottleConfig::Shipped(match kind {
+                    ThrottleKind::AwsAdaptive | ThrottleKind::AwsAdaptive2026 => {
+                        ShippedThrottleConfig::AwsAdaptive {
+                            variant_2026,
+                            quota,
+                            time_scale: 1.0,
+                        }
+                    }
+                    _ => ShippedThrottleConfig::AwsQuota {
+                        variant_2026,
+                        quota,
+                    },
                 })
+            }
+            ThrottleKind::TowerBudget => ThrottleConfig::Shipped(ShippedThrottleConfig::Tower {
+                percent,
+                ttl,
+                min_per_sec,
+            }),
+            ThrottleKind::FinagleBudget => {
+                ThrottleConfig::Shipped(ShippedThrottleConfig::Finagle {
+                    percent,
+                    ttl,
+                    min_per_sec,
+                })
+            }
+            ThrottleKind::EnvoyBudget => {
+                let source = EnvoyRetryBudget::default();
+                ThrottleConfig::Shipped(ShippedThrottleConfig::Envoy(EnvoyRetryBudget {
+                    percent: params.budget_percent.unwrap_or(source.percent),
+                    min: params.min_retry_concurrency.map_or(source.min, u64::from),
+                }))
             }
         }))
     }
@@ -255,13 +353,14 @@ impl ThrottleConfig {
             ThrottleConfig::Shipped(c) => match c {
                 ShippedThrottleConfig::AwsQuota {
                     variant_2026: false,
+                    ..
                 } => ThrottleKind::AwsQuota,
-                ShippedThrottleConfig::AwsQuota { variant_2026: true } => {
-                    ThrottleKind::AwsQuota2026
-                }
+                ShippedThrottleConfig::AwsQuota {
+                    variant_2026: true, ..
+                } => ThrottleKind::AwsQuota2026,
                 ShippedThrottleConfig::Tower { .. } => ThrottleKind::TowerBudget,
                 ShippedThrottleConfig::Finagle { .. } => ThrottleKind::FinagleBudget,
-                ShippedThrottleConfig::Envoy => ThrottleKind::EnvoyBudget,
+                ShippedThrottleConfig::Envoy(_) => ThrottleKind::EnvoyBudget,
                 ShippedThrottleConfig::AwsAdaptive {
                     variant_2026: false,
                     ..

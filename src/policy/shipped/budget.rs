@@ -18,29 +18,96 @@ pub struct AwsQuota {
     cost: u32,
     timeout_cost: u32,
     throttle_cost: u32,
+    refund: u32,
+}
+
+/// An AWS retry quota's parameters: its size (what it starts with and
+/// never exceeds), what a retry takes after each kind of failure, and what
+/// a success without retries gives back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AwsQuotaConfig {
+    /// The quota's size (botocore: 500).
+    pub capacity: u32,
+    /// A retry after a failure that is neither a timeout nor a throttling
+    /// answer (5; the 2026 variant: 14).
+    pub retry_cost: u32,
+    /// A retry after a timeout (10; the 2026 variant: 14).
+    pub timeout_cost: u32,
+    /// A retry after a throttling answer, a 429 (5 in both).
+    pub throttle_cost: u32,
+    /// What a success without retries gives back (1).
+    pub refund: u32,
+}
+
+impl AwsQuotaConfig {
+    /// botocore's standard mode: 500; a retry takes 5, 10 after a timeout,
+    /// 5 after a 429; a clean success gives 1 back.
+    pub const STANDARD: AwsQuotaConfig = AwsQuotaConfig {
+        capacity: 500,
+        retry_cost: 5,
+        timeout_cost: 10,
+        throttle_cost: 5,
+        refund: 1,
+    };
+
+    /// The 2026 variant: 14 after a transient error (timeouts are
+    /// transient), 5 after throttling.
+    pub const VARIANT_2026: AwsQuotaConfig = AwsQuotaConfig {
+        retry_cost: 14,
+        timeout_cost: 14,
+        ..AwsQuotaConfig::STANDARD
+    };
+
+    /// The standard mode's parameters, or the 2026 variant's.
+    pub fn of(variant_2026: bool) -> Self {
+        if variant_2026 {
+            AwsQuotaConfig::VARIANT_2026
+        } else {
+            AwsQuotaConfig::STANDARD
+        }
+    }
+
+    /// A full quota with these parameters.
+    pub fn quota(self) -> AwsQuota {
+        AwsQuota::new(
+            self.capacity,
+            self.retry_cost,
+            self.timeout_cost,
+            self.throttle_cost,
+            self.refund,
+        )
+    }
 }
 
 impl AwsQuota {
     /// The standard mode's quota: 500, cost 5, 10 after a timeout.
     pub fn standard() -> Self {
-        AwsQuota::new(500, 5, 10, 5)
+        AwsQuotaConfig::STANDARD.quota()
     }
 
     /// The 2026 variant: cost 14 for a transient error, 5 for throttling
     /// (timeouts are transient).
     pub fn variant_2026() -> Self {
-        AwsQuota::new(500, 14, 14, 5)
+        AwsQuotaConfig::VARIANT_2026.quota()
     }
 
-    /// A quota of `capacity` with these costs: after another failure, a
-    /// timeout, a throttle.
-    pub fn new(capacity: u32, cost: u32, timeout_cost: u32, throttle_cost: u32) -> Self {
+    /// A full quota of `capacity` with these costs: after another failure,
+    /// a timeout, a throttle; and `refund`, what a success without retries
+    /// gives back.
+    pub fn new(
+        capacity: u32,
+        cost: u32,
+        timeout_cost: u32,
+        throttle_cost: u32,
+        refund: u32,
+    ) -> Self {
         AwsQuota {
             available: capacity,
             max: capacity,
             cost,
             timeout_cost,
             throttle_cost,
+            refund,
         }
     }
 
@@ -72,19 +139,20 @@ impl AwsQuota {
     }
 
     /// A success: `last_cost` is what the request's last retry took (none
-    /// if it had no retries).
+    /// if it had no retries: then the refund). Never above the capacity.
     pub fn release(&mut self, last_cost: Option<u32>) {
-        let amount = last_cost.unwrap_or(1);
-        self.available = (self.available + amount).min(self.max);
+        let amount = last_cost.unwrap_or(self.refund);
+        self.available = self.available.saturating_add(amount).min(self.max);
     }
 }
 
 /// `min_per_sec * ttl * withdraw`, the reserve of tower's and Finagle's
-/// budgets. Both count the ttl in whole seconds; the ttl here is 10 s, or
-/// that compressed by `--time-scale` (which multiplies `min_per_sec` as
-/// much), so it is taken exactly, keeping the same product.
-fn reserve(min_per_sec: u32, ttl: Duration, withdraw: i64) -> i64 {
-    ((f64::from(min_per_sec) * ttl.as_secs_f64()).round() as i64).saturating_mul(withdraw)
+/// budgets. Both take whole retries a second and count the ttl in whole
+/// seconds; here the ttl may be compressed by `--time-scale` (which
+/// multiplies `min_per_sec` as much), so the product is taken exactly and
+/// rounded: the sources' value for a whole rate and a ttl of whole seconds.
+fn reserve(min_per_sec: f64, ttl: Duration, withdraw: i64) -> i64 {
+    ((min_per_sec * ttl.as_secs_f64()).round() as i64).saturating_mul(withdraw)
 }
 
 /// tower's `TpsBudget`, modelled on its code: a request deposits 1; a
@@ -110,11 +178,11 @@ pub struct TpsBudget {
 impl TpsBudget {
     /// tower's defaults: ttl 10 s, 10 retries a second, 20 %.
     pub fn tower_default() -> Self {
-        TpsBudget::new(Duration::from_secs(10), 10, 0.2)
+        TpsBudget::new(Duration::from_secs(10), 10.0, 0.2)
     }
 
     /// `TpsBudget::new(ttl, min_per_sec, retry_percent)`.
-    pub fn new(ttl: Duration, min_per_sec: u32, percent: f64) -> Self {
+    pub fn new(ttl: Duration, min_per_sec: f64, percent: f64) -> Self {
         let (deposit, withdraw) = if percent == 0.0 {
             (0, 1)
         } else if percent <= 1.0 {
@@ -175,7 +243,9 @@ impl TpsBudget {
 
 /// Finagle's `RetryBudget`: a request deposits 1000, a retry withdraws
 /// `trunc(1000 / percent)`, against a correct windowed sum over ten slices
-/// of `ttl / 10` plus a reserve of `min_per_sec * ttl * withdraw`.
+/// of `ttl / 10` plus a reserve of `min_per_sec * ttl * withdraw`. At 0 %
+/// a request deposits nothing and a retry withdraws 1: only the reserve
+/// pays for retries.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FinagleBudget {
     /// (slice index, amount), oldest first.
@@ -183,29 +253,33 @@ pub struct FinagleBudget {
     slice: Duration,
     sum: i64,
     reserve: i64,
+    deposit: i64,
     withdraw: i64,
 }
 
-const FINAGLE_DEPOSIT: i64 = 1000;
+/// Finagle's `ScaleFactor`: what a request deposits, so that a percent
+/// above 1 needs no fractions.
+const FINAGLE_SCALE: i64 = 1000;
 
 impl FinagleBudget {
     /// Finagle's defaults: ttl 10 s, 10 retries a second, 20 %.
     pub fn finagle_default() -> Self {
-        FinagleBudget::new(Duration::from_secs(10), 10, 0.2)
+        FinagleBudget::new(Duration::from_secs(10), 10.0, 0.2)
     }
 
     /// `RetryBudget(ttl, minRetriesPerSec, percentCanRetry)`.
-    pub fn new(ttl: Duration, min_per_sec: u32, percent: f64) -> Self {
-        let withdraw = if percent == 0.0 {
-            FINAGLE_DEPOSIT
+    pub fn new(ttl: Duration, min_per_sec: f64, percent: f64) -> Self {
+        let (deposit, withdraw) = if percent == 0.0 {
+            (0, 1)
         } else {
-            (FINAGLE_DEPOSIT as f64 / percent) as i64
+            (FINAGLE_SCALE, (FINAGLE_SCALE as f64 / percent) as i64)
         };
         FinagleBudget {
             slices: std::collections::VecDeque::new(),
             slice: (ttl / 10).max(Duration::from_nanos(1)),
             sum: 0,
             reserve: reserve(min_per_sec, ttl, withdraw),
+            deposit,
             withdraw,
         }
     }
@@ -243,7 +317,7 @@ impl FinagleBudget {
 
     /// A request was made.
     pub fn deposit(&mut self, now: Duration) {
-        self.add(now, FINAGLE_DEPOSIT);
+        self.add(now, self.deposit);
     }
 
     /// A retry asks to go.
@@ -336,16 +410,51 @@ mod tests {
     }
 
     #[test]
+    fn an_aws_quota_takes_its_size_costs_and_refund_as_given() {
+        // The sources' two sets, as they were before they could be given.
+        assert_eq!(AwsQuota::standard(), AwsQuota::new(500, 5, 10, 5, 1));
+        assert_eq!(AwsQuota::variant_2026(), AwsQuota::new(500, 14, 14, 5, 1));
+        // 50 at 10 a retry: exactly 5 retries, after any failure.
+        let mut q = AwsQuota::new(50, 10, 10, 10, 1);
+        for _ in 0..5 {
+            assert_eq!(q.acquire(false, false), Some(10));
+        }
+        assert_eq!((q.available(), q.acquire(true, true)), (0, None));
+        // A refund of 3: 20 - 5 + 3 = 18, then 21 is capped at 20.
+        let mut q = AwsQuota::new(20, 5, 10, 5, 3);
+        q.acquire(false, false);
+        q.release(None);
+        assert_eq!(q.available(), 18);
+        q.release(None);
+        assert_eq!(q.available(), 20, "never above its capacity");
+        // A refund of 0: a clean success gives nothing back.
+        let mut q = AwsQuota::new(10, 10, 10, 10, 0);
+        q.acquire(false, false);
+        q.release(None);
+        assert_eq!(q.available(), 0);
+        // A cost of 0: a free retry, even from an empty quota.
+        let mut free = AwsQuota::new(1, 0, 1, 1, 1);
+        assert_eq!(free.acquire(true, false), Some(1));
+        assert_eq!(free.acquire(true, false), None);
+        assert_eq!(free.acquire(false, false), Some(0));
+        // A huge refund saturates at the capacity instead of overflowing.
+        let mut q = AwsQuota::new(u32::MAX, 1, 1, 1, u32::MAX);
+        q.acquire(false, false);
+        q.release(None);
+        assert_eq!(q.available(), u32::MAX);
+    }
+
+    #[test]
     fn tower_turns_its_percent_into_a_whole_withdrawal() {
         // 0.3 withdraws trunc(1 / 0.3) = 3: one retry per three requests.
-        let mut b = TpsBudget::new(Duration::from_secs(10), 0, 0.3);
+        let mut b = TpsBudget::new(Duration::from_secs(10), 0.0, 0.3);
         for _ in 0..3 {
             b.deposit(ms(0));
         }
         assert!(b.withdraw(ms(1)));
         assert!(!b.withdraw(ms(2)));
         // 0.6 withdraws trunc(1.67) = 1: every request allows a retry.
-        let mut b = TpsBudget::new(Duration::from_secs(10), 0, 0.6);
+        let mut b = TpsBudget::new(Duration::from_secs(10), 0.0, 0.6);
         b.deposit(ms(0));
         b.deposit(ms(0));
         assert!(b.withdraw(ms(1)) && b.withdraw(ms(1)));
@@ -360,24 +469,50 @@ mod tests {
     }
 
     #[test]
+    fn towers_percent_of_one_half_withdraws_two() {
+        // trunc(1 / 0.5) = 2: four deposits pay for two retries.
+        let mut b = TpsBudget::new(Duration::from_secs(10), 0.0, 0.5);
+        for _ in 0..4 {
+            b.deposit(ms(0));
+        }
+        assert!(b.withdraw(ms(1)) && b.withdraw(ms(1)));
+        assert!(!b.withdraw(ms(1)));
+        // The reserve at 1 a second over 10 s: 10 retries of 2, so 20.
+        let mut b = TpsBudget::new(Duration::from_secs(10), 1.0, 0.5);
+        assert_eq!(b.balance(ms(0)), 20);
+        // Finagle at one half: a retry withdraws trunc(1000 / 0.5) = 2000.
+        let mut f = FinagleBudget::new(Duration::from_secs(10), 1.0, 0.5);
+        assert_eq!(f.balance(ms(0)), 20_000);
+        f.deposit(ms(0));
+        f.deposit(ms(0));
+        assert_eq!(f.balance(ms(0)), 22_000);
+        assert!(f.withdraw(ms(0)));
+        assert_eq!(f.balance(ms(0)), 20_000);
+    }
+
+    #[test]
     fn the_reserve_survives_time_compression() {
         // Ten times faster: 100 a second over 1 s, as much as 10 over 10 s;
         // three times: 30 over 3.333 s, the same 100 retries.
-        for (ttl, rate) in [(ms(10_000), 10), (ms(1000), 100), (ms(3333), 30)] {
+        for (ttl, rate) in [(ms(10_000), 10.0), (ms(1000), 100.0), (ms(3333), 30.0)] {
             let mut t = TpsBudget::new(ttl, rate, 0.2);
             let mut f = FinagleBudget::new(ttl, rate, 0.2);
             assert_eq!(t.balance(ms(0)), 500, "{ttl:?}");
             assert_eq!(f.balance(ms(0)), 500_000, "{ttl:?}");
         }
         // Under a second of ttl (k = 20) the product holds too.
-        assert_eq!(TpsBudget::new(ms(500), 200, 0.2).balance(ms(0)), 500);
+        assert_eq!(TpsBudget::new(ms(500), 200.0, 0.2).balance(ms(0)), 500);
+        // A rate that is not whole: 2.5 a second over 4 s is 10 retries,
+        // and so is 10 a second over 1 s (four times faster).
+        assert_eq!(TpsBudget::new(ms(4000), 2.5, 0.2).balance(ms(0)), 50);
+        assert_eq!(TpsBudget::new(ms(1000), 10.0, 0.2).balance(ms(0)), 50);
     }
 
     #[test]
     fn tower_rotates_its_slots_as_its_code_does() {
         // tower's own tests, with time passed in: ttl 1 s, no reserve, one
         // retry per two deposits.
-        let mut b = TpsBudget::new(Duration::from_secs(1), 0, 0.5);
+        let mut b = TpsBudget::new(Duration::from_secs(1), 0.0, 0.5);
         b.deposit(ms(0));
         b.deposit(ms(0));
         assert!(b.withdraw(ms(901)), "900 ms later the deposits hold");
@@ -389,14 +524,14 @@ mod tests {
         assert!(b.withdraw(ms(t + 1102)), "the 2nd and 3rd deposits hold");
         assert!(!b.withdraw(ms(t + 1102)));
         // One deposit, 3 s later, is gone.
-        let mut b = TpsBudget::new(Duration::from_secs(1), 0, 1.0);
+        let mut b = TpsBudget::new(Duration::from_secs(1), 0.0, 1.0);
         b.deposit(ms(0));
         assert!(!b.withdraw(ms(3000)));
     }
 
     #[test]
     fn finagle_keeps_a_windowed_sum_in_thousandths() {
-        let mut b = FinagleBudget::new(Duration::from_secs(10), 0, 0.2);
+        let mut b = FinagleBudget::new(Duration::from_secs(10), 0.0, 0.2);
         // 0.2: a retry withdraws 5000, a request deposits 1000.
         for _ in 0..10 {
             b.deposit(ms(0));
@@ -410,6 +545,28 @@ mod tests {
     }
 
     #[test]
+    fn at_zero_percent_only_the_reserve_pays_for_retries() {
+        // Finagle and tower alike: a request deposits 0, a retry withdraws
+        // 1 from a reserve of 1 a second over 10 s: 10 retries, however
+        // many requests were made.
+        let mut f = FinagleBudget::new(Duration::from_secs(10), 1.0, 0.0);
+        let mut t = TpsBudget::new(Duration::from_secs(10), 1.0, 0.0);
+        for _ in 0..100 {
+            f.deposit(ms(0));
+            t.deposit(ms(0));
+        }
+        assert_eq!((f.balance(ms(0)), t.balance(ms(0))), (10, 10));
+        for _ in 0..10 {
+            assert!(f.withdraw(ms(1)) && t.withdraw(ms(1)));
+        }
+        assert!(!f.withdraw(ms(1)) && !t.withdraw(ms(1)));
+        // No reserve either: no retry at all (Finagle's `Empty`).
+        let mut f = FinagleBudget::new(Duration::from_secs(10), 0.0, 0.0);
+        f.deposit(ms(0));
+        assert!(!f.withdraw(ms(0)));
+    }
+
+    #[test]
     fn envoy_allows_a_fifth_of_active_requests_and_at_least_three() {
         let b = EnvoyRetryBudget::default();
         assert_eq!(b.max(0), 3);
@@ -418,5 +575,24 @@ mod tests {
         assert_eq!(b.max(1000), 200);
         assert!(b.allows(2, 0) && !b.allows(3, 0));
         assert!(b.allows(199, 1000) && !b.allows(200, 1000));
+    }
+
+    #[test]
+    fn envoy_takes_its_percent_and_floor_as_given() {
+        // Half of 10 requests in flight: 5 retries may be in flight.
+        let b = EnvoyRetryBudget {
+            percent: 50.0,
+            min: 1,
+        };
+        assert_eq!(b.max(10), 5);
+        assert!(b.allows(4, 10) && !b.allows(5, 10));
+        // trunc(0.5 * 1) = 0: the floor of 1 holds; trunc(1.5) = 1.
+        assert_eq!((b.max(0), b.max(1), b.max(3)), (1, 1, 1));
+        // A floor of 0 and 0 %: no retry ever.
+        let none = EnvoyRetryBudget {
+            percent: 0.0,
+            min: 0,
+        };
+        assert!(!none.allows(0, 1000));
     }
 }

@@ -14,5 +14,5 @@ pub use adaptive::{AdaptiveLimiter, Cubic};
 pub use backoff::{
     ShippedBackoff, aws_delay, envoy_bound, finagle_next, grpc_delay, polly_v2_next,
 };
-pub use budget::{AwsQuota, EnvoyRetryBudget, FinagleBudget, TpsBudget};
+pub use budget::{AwsQuota, AwsQuotaConfig, EnvoyRetryBudget, FinagleBudget, TpsBudget};
 pub use throttle::{Answer, AttemptKind, ShippedThrottle, ShippedThrottleConfig};

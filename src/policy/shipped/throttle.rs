@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::adaptive::AdaptiveLimiter;
-use super::budget::{AwsQuota, EnvoyRetryBudget, FinagleBudget, TpsBudget};
+use super::budget::{AwsQuota, AwsQuotaConfig, EnvoyRetryBudget, FinagleBudget, TpsBudget};
 use crate::model::timescale::compress;
 use crate::policy::decision::Decision;
 
@@ -32,80 +32,119 @@ pub enum Answer {
     Failed,
 }
 
-/// A shipped client's budget, with its source's defaults.
+/// A shipped client's budget, with its parameters (the sources' defaults
+/// unless given).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ShippedThrottleConfig {
     /// The AWS SDKs' process-wide retry quota (500; cost 5, 10 after a
     /// timeout; the 2026 variant: 14).
     AwsQuota {
-        /// The 2026 variant's costs.
+        /// The 2026 variant (its name; its costs are in `quota`).
         variant_2026: bool,
+        /// The quota's size, costs and refund.
+        quota: AwsQuotaConfig,
     },
     /// tower's `TpsBudget` (10 s, 10/s, 20 %), deposited by each success
     /// as tower's documented policy does.
     Tower {
+        /// Retries allowed per request (0.2 for 20 %).
+        percent: f64,
         /// ttl.
         ttl: Duration,
         /// Retries a second allowed regardless (10; multiplied when time
         /// is compressed).
-        min_per_sec: u32,
+        min_per_sec: f64,
     },
     /// Finagle's `RetryBudget` (10 s, 10/s, 20 %), deposited by each
     /// request.
     Finagle {
+        /// Retries allowed per request (0.2 for 20 %).
+        percent: f64,
         /// ttl.
         ttl: Duration,
         /// Retries a second allowed regardless.
-        min_per_sec: u32,
+        min_per_sec: f64,
     },
     /// Envoy's concurrent-retry budget (20 % of active requests, at least
     /// 3).
-    Envoy,
+    Envoy(EnvoyRetryBudget),
     /// The AWS SDKs' adaptive mode: the retry quota and the client-side
     /// rate limiter that the first throttling answer switches on.
     AwsAdaptive {
-        /// The 2026 variant's quota costs.
+        /// The 2026 variant (its name; its costs are in `quota`).
         variant_2026: bool,
+        /// The quota's size, costs and refund.
+        quota: AwsQuotaConfig,
         /// How many times the experiment is compressed in time (1: not).
         time_scale: f64,
     },
 }
 
 impl ShippedThrottleConfig {
+    /// The AWS quota with its source's defaults.
+    pub fn aws_quota(variant_2026: bool) -> Self {
+        ShippedThrottleConfig::AwsQuota {
+            variant_2026,
+            quota: AwsQuotaConfig::of(variant_2026),
+        }
+    }
+
+    /// The AWS adaptive mode with its source's defaults.
+    pub fn aws_adaptive(variant_2026: bool) -> Self {
+        ShippedThrottleConfig::AwsAdaptive {
+            variant_2026,
+            quota: AwsQuotaConfig::of(variant_2026),
+            time_scale: 1.0,
+        }
+    }
+
     /// tower's defaults.
     pub fn tower() -> Self {
         ShippedThrottleConfig::Tower {
+            percent: 0.2,
             ttl: Duration::from_secs(10),
-            min_per_sec: 10,
+            min_per_sec: 10.0,
         }
     }
 
     /// Finagle's defaults.
     pub fn finagle() -> Self {
         ShippedThrottleConfig::Finagle {
+            percent: 0.2,
             ttl: Duration::from_secs(10),
-            min_per_sec: 10,
+            min_per_sec: 10.0,
         }
     }
 
     /// The same budget with time compressed `k` times: shorter windows,
-    /// and as many retries allowed within them.
+    /// and as many retries allowed within them; the percent is unchanged.
     pub fn scaled(self, k: f64) -> Self {
-        let rate = |r: u32| (f64::from(r) * k).round() as u32;
         match self {
-            ShippedThrottleConfig::Tower { ttl, min_per_sec } => ShippedThrottleConfig::Tower {
+            ShippedThrottleConfig::Tower {
+                percent,
+                ttl,
+                min_per_sec,
+            } => ShippedThrottleConfig::Tower {
+                percent,
                 ttl: compress(ttl, k),
-                min_per_sec: rate(min_per_sec),
+                min_per_sec: min_per_sec * k,
             },
-            ShippedThrottleConfig::Finagle { ttl, min_per_sec } => ShippedThrottleConfig::Finagle {
+            ShippedThrottleConfig::Finagle {
+                percent,
+                ttl,
+                min_per_sec,
+            } => ShippedThrottleConfig::Finagle {
+                percent,
                 ttl: compress(ttl, k),
-                min_per_sec: rate(min_per_sec),
+                min_per_sec: min_per_sec * k,
             },
             ShippedThrottleConfig::AwsAdaptive {
                 variant_2026,
+                quota,
                 time_scale,
             } => ShippedThrottleConfig::AwsAdaptive {
                 variant_2026,
+                quota,
                 time_scale: time_scale * k,
             },
             other => other,
@@ -140,36 +179,31 @@ pub enum ShippedThrottle {
     },
 }
 
-fn aws_quota(variant_2026: bool) -> AwsQuota {
-    if variant_2026 {
-        AwsQuota::variant_2026()
-    } else {
-        AwsQuota::standard()
-    }
-}
-
 impl ShippedThrottle {
     /// A fresh budget.
     pub fn new(config: ShippedThrottleConfig) -> Self {
         match config {
-            ShippedThrottleConfig::AwsQuota { variant_2026 } => {
-                ShippedThrottle::AwsQuota(aws_quota(variant_2026))
+            ShippedThrottleConfig::AwsQuota { quota, .. } => {
+                ShippedThrottle::AwsQuota(quota.quota())
             }
             ShippedThrottleConfig::AwsAdaptive {
-                variant_2026,
-                time_scale,
+                quota, time_scale, ..
             } => ShippedThrottle::AwsAdaptive {
-                quota: aws_quota(variant_2026),
+                quota: quota.quota(),
                 limiter: AdaptiveLimiter::compressed(Duration::ZERO, time_scale),
             },
-            ShippedThrottleConfig::Tower { ttl, min_per_sec } => {
-                ShippedThrottle::Tower(TpsBudget::new(ttl, min_per_sec, 0.2))
-            }
-            ShippedThrottleConfig::Finagle { ttl, min_per_sec } => {
-                ShippedThrottle::Finagle(FinagleBudget::new(ttl, min_per_sec, 0.2))
-            }
-            ShippedThrottleConfig::Envoy => ShippedThrottle::Envoy {
-                budget: EnvoyRetryBudget::default(),
+            ShippedThrottleConfig::Tower {
+                percent,
+                ttl,
+                min_per_sec,
+            } => ShippedThrottle::Tower(TpsBudget::new(ttl, min_per_sec, percent)),
+            ShippedThrottleConfig::Finagle {
+                percent,
+                ttl,
+                min_per_sec,
+            } => ShippedThrottle::Finagle(FinagleBudget::new(ttl, min_per_sec, percent)),
+            ShippedThrottleConfig::Envoy(budget) => ShippedThrottle::Envoy {
+                budget,
                 active: 0,
                 retrying: 0,
             },
@@ -307,9 +341,7 @@ mod tests {
 
     #[test]
     fn the_aws_quota_charges_retries_and_refunds_successes() {
-        let mut t = ShippedThrottle::new(ShippedThrottleConfig::AwsQuota {
-            variant_2026: false,
-        });
+        let mut t = ShippedThrottle::new(ShippedThrottleConfig::aws_quota(false));
         // 50 retries after timeouts use up the 500.
         for _ in 0..50 {
             assert!(ask(&mut t, RETRY_AFTER_TIMEOUT, ms(0)));
@@ -328,7 +360,7 @@ mod tests {
 
     #[test]
     fn envoy_counts_retries_in_flight_against_a_fifth_of_all() {
-        let mut t = ShippedThrottle::new(ShippedThrottleConfig::Envoy);
+        let mut t = ShippedThrottle::new(ShippedThrottleConfig::Envoy(EnvoyRetryBudget::default()));
         for _ in 0..3 {
             assert!(ask(&mut t, RETRY, ms(0)));
         }
@@ -371,7 +403,7 @@ mod tests {
 
     #[test]
     fn envoy_counts_a_retry_from_its_failure_through_its_backoff() {
-        let mut t = ShippedThrottle::new(ShippedThrottleConfig::Envoy);
+        let mut t = ShippedThrottle::new(ShippedThrottleConfig::Envoy(EnvoyRetryBudget::default()));
         // Three failures whose retries sleep: none has gone, all count.
         for _ in 0..3 {
             assert!(t.allows_retry(RETRY, ms(0)));
@@ -386,13 +418,7 @@ mod tests {
     /// The AWS adaptive mode's limiter after one throttle at `at`, in an
     /// experiment compressed `k` times: what the next two attempts wait.
     fn adaptive_waits(k: f64, at: Duration) -> [Decision; 2] {
-        let mut t = ShippedThrottle::new(
-            ShippedThrottleConfig::AwsAdaptive {
-                variant_2026: false,
-                time_scale: 1.0,
-            }
-            .scaled(k),
-        );
+        let mut t = ShippedThrottle::new(ShippedThrottleConfig::aws_adaptive(false).scaled(k));
         assert_eq!(t.before(FIRST, Duration::ZERO), Decision::Allow, "off");
         t.after(Answer::Throttled, FIRST, at);
         [t.before(FIRST, at), t.before(FIRST, at)]
@@ -425,13 +451,125 @@ mod tests {
 
     #[test]
     fn the_aws_adaptive_mode_keeps_the_quota() {
-        let mut t = ShippedThrottle::new(ShippedThrottleConfig::AwsAdaptive {
-            variant_2026: false,
-            time_scale: 1.0,
-        });
+        let mut t = ShippedThrottle::new(ShippedThrottleConfig::aws_adaptive(false));
         for _ in 0..100 {
             assert!(t.allows_retry(RETRY, ms(0)));
         }
         assert!(!t.allows_retry(RETRY, ms(0)), "500 at 5 a retry");
+    }
+
+    #[test]
+    fn an_aws_quota_of_50_at_10_a_retry_allows_exactly_5_retries() {
+        let quota = AwsQuotaConfig {
+            capacity: 50,
+            retry_cost: 10,
+            ..AwsQuotaConfig::STANDARD
+        };
+        let mut t = ShippedThrottle::new(ShippedThrottleConfig::AwsQuota {
+            variant_2026: false,
+            quota,
+        });
+        for _ in 0..5 {
+            assert!(ask(&mut t, RETRY, ms(0)));
+        }
+        assert!(!ask(&mut t, RETRY, ms(0)));
+        // A clean success refunds 1: not enough for a retry of 10; ten
+        // of them are.
+        t.after(Answer::Ok, FIRST, ms(0));
+        assert!(!ask(&mut t, RETRY, ms(0)));
+        for _ in 0..9 {
+            t.after(Answer::Ok, FIRST, ms(0));
+        }
+        assert!(ask(&mut t, RETRY, ms(0)));
+    }
+
+    #[test]
+    fn envoy_at_half_with_a_floor_of_one() {
+        let mut t = ShippedThrottle::new(ShippedThrottleConfig::Envoy(EnvoyRetryBudget {
+            percent: 50.0,
+            min: 1,
+        }));
+        // Alone, the floor: one retry; then 1 in flight, trunc(0.5) = 0.
+        assert!(ask(&mut t, RETRY, ms(0)));
+        assert!(!ask(&mut t, RETRY, ms(0)));
+        t.after(Answer::Failed, RETRY, ms(1));
+        // 6 first attempts in flight; each retry counts in flight too:
+        // 0 < 3, 1 < trunc(3.5), 2 < 4, 3 < trunc(4.5), 4 < 5, then 5 of
+        // 11 is not below trunc(5.5) = 5.
+        for _ in 0..6 {
+            ask(&mut t, FIRST, ms(1));
+        }
+        for _ in 0..5 {
+            assert!(ask(&mut t, RETRY, ms(1)));
+        }
+        assert!(!ask(&mut t, RETRY, ms(1)));
+    }
+
+    #[test]
+    fn tower_and_finagle_at_one_half_let_one_retry_per_two_requests() {
+        let ttl = Duration::from_secs(10);
+        // tower: two successes deposit 2, a retry withdraws trunc(1/0.5).
+        let mut t = ShippedThrottle::new(ShippedThrottleConfig::Tower {
+            percent: 0.5,
+            ttl,
+            min_per_sec: 0.0,
+        });
+        assert!(!ask(&mut t, RETRY, ms(0)), "no reserve");
+        for _ in 0..2 {
+            ask(&mut t, FIRST, ms(0));
+            t.after(Answer::Ok, FIRST, ms(0));
+        }
+        assert!(ask(&mut t, RETRY, ms(0)));
+        assert!(!ask(&mut t, RETRY, ms(0)));
+        // Finagle: two requests deposit 2000, a retry withdraws 2000.
+        let mut t = ShippedThrottle::new(ShippedThrottleConfig::Finagle {
+            percent: 0.5,
+            ttl,
+            min_per_sec: 0.0,
+        });
+        ask(&mut t, FIRST, ms(0));
+        assert!(!ask(&mut t, RETRY, ms(0)));
+        ask(&mut t, FIRST, ms(0));
+        assert!(ask(&mut t, RETRY, ms(0)));
+        assert!(!ask(&mut t, RETRY, ms(0)));
+    }
+
+    #[test]
+    fn compressed_time_divides_the_ttl_and_multiplies_the_rate_only() {
+        let tower = ShippedThrottleConfig::Tower {
+            percent: 0.5,
+            ttl: Duration::from_secs(4),
+            min_per_sec: 2.5,
+        };
+        assert_eq!(
+            tower.scaled(4.0),
+            ShippedThrottleConfig::Tower {
+                percent: 0.5,
+                ttl: Duration::from_secs(1),
+                min_per_sec: 10.0,
+            }
+        );
+        assert_eq!(
+            ShippedThrottleConfig::finagle().scaled(10.0),
+            ShippedThrottleConfig::Finagle {
+                percent: 0.2,
+                ttl: Duration::from_secs(1),
+                min_per_sec: 100.0,
+            }
+        );
+        // The same reserve: 2.5 a second over 4 s is 10 retries of 2.
+        let reserve = |c| match ShippedThrottle::new(c) {
+            ShippedThrottle::Tower(mut b) => b.balance(ms(0)),
+            _ => unreachable!(),
+        };
+        assert_eq!((reserve(tower), reserve(tower.scaled(4.0))), (20, 20));
+        // The quota and Envoy's budget have no clock.
+        let envoy = ShippedThrottleConfig::Envoy(EnvoyRetryBudget {
+            percent: 50.0,
+            min: 1,
+        });
+        assert_eq!(envoy.scaled(10.0), envoy);
+        let aws = ShippedThrottleConfig::aws_quota(true);
+        assert_eq!(aws.scaled(10.0), aws);
     }
 }

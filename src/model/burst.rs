@@ -114,13 +114,20 @@ impl Run {
     }
 
     /// When an attempt of `kind` due at `at` goes out, if the throttle
-    /// does not reject it: then, or once a rate limiter's token is there.
+    /// does not reject it: then, or once a rate limiter has a token for
+    /// it. (The AWS adaptive mode's limiter waits for a 429, which a
+    /// burst of failures never is: the looking again is for completeness,
+    /// and bounded.)
     fn go(&mut self, kind: AttemptKind, at: Duration) -> Option<Duration> {
-        match self.throttle.before(kind, at, &mut self.rng) {
-            Decision::Allow => Some(at),
-            Decision::Wait(wait) => Some(at.saturating_add(wait)),
-            Decision::Reject => None,
+        let mut at = at;
+        for _ in 0..1000 {
+            match self.throttle.before(kind, at, &mut self.rng) {
+                Decision::Allow => return Some(at),
+                Decision::Wait(wait) => at = at.saturating_add(wait),
+                Decision::Reject => return None,
+            }
         }
+        None
     }
 
     /// When the next attempt in flight ends.

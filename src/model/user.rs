@@ -78,8 +78,9 @@ pub enum Attempt {
     /// Rejected locally by the throttle: an error that never left the
     /// process; record it.
     Rejected(Finished),
-    /// The throttle refused a hedge with none in flight: the logical
-    /// request is given up.
+    /// The logical request is given up before this attempt: a throttle
+    /// refused a hedge with none in flight, or a wait for a token ran past
+    /// the deadline.
     Refused(RequestRecord),
     /// The throttle refused a hedge: nothing goes, and no more hedges;
     /// the attempts in flight may still win.
@@ -186,6 +187,21 @@ impl<R: Rng> User<R> {
         let due = self.due().expect("an attempt is due");
         let kind = self.attempt_kind();
         let waited = self.look_again.take().is_some();
+        // A retry held for a token past the request's deadline is not made
+        // (the limits refused any that would start past it).
+        let past_deadline = rules
+            .limits
+            .deadline
+            .is_some_and(|d| now >= self.first.saturating_add(d));
+        if waited && past_deadline && self.hedges.is_none() {
+            let record = RequestRecord {
+                attempts: self.attempts,
+                latency: None,
+                throttled: false,
+            };
+            self.next_request(rules, now);
+            return Attempt::Refused(record);
+        }
         let decision = match throttle {
             None => Decision::Allow,
             Some(t) => {

@@ -445,3 +445,38 @@ fn hedging_obeys_pushback_and_the_deadline() {
     assert_eq!(deadline, t0 + ms(150), "no attempt runs past it");
     assert_eq!(user.due(), None, "a third would start at 200 ms");
 }
+
+#[test]
+fn a_wait_for_a_token_past_the_deadline_gives_the_request_up() {
+    let r = Rules {
+        limits: RetryLimits {
+            deadline: Some(ms(100)),
+            ..RetryLimits::default()
+        },
+        ..rules(None)
+    };
+    let mut limiter = Throttle::new(ThrottleConfig::Shipped(
+        ShippedThrottleConfig::aws_adaptive(false),
+    ));
+    let kind = AttemptKind::default();
+    limiter.after(Answer::Throttled, kind, ms(1000));
+    let mut user = User::new(&r, user_rng(6, 0), ms(1000));
+    let t0 = due(&user);
+    // Drain the bucket: at 0.56 a second the next token is over 100 ms
+    // away.
+    let mut rng = user_rng(0, 0);
+    let drained = (0..10).any(|_| limiter.before(kind, t0, &mut rng) != Decision::Allow);
+    assert!(drained);
+    assert_eq!(user.begin(&r, Some(&mut limiter), t0), Attempt::Wait);
+    let at = due(&user);
+    assert!(at > t0 + ms(100));
+    assert_eq!(
+        user.begin(&r, Some(&mut limiter), at),
+        Attempt::Refused(RequestRecord {
+            attempts: 0,
+            latency: None,
+            throttled: false,
+        })
+    );
+    assert!(due(&user) > at, "the next request thinks first");
+}

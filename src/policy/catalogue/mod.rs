@@ -125,7 +125,8 @@ mod tests {
                     scale: ms(50),
                     throttle_scale: secs(1),
                     max: secs(20),
-                    variant_2026: true
+                    variant_2026: true,
+                    hint_cap: secs(5)
                 })
             );
             assert_eq!(built.default_throttle(), Some(throttle));

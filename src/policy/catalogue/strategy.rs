@@ -7,7 +7,7 @@ use super::not_read::NotRead;
 use super::throttle::ThrottleKind;
 use crate::policy::backoff::Strategy;
 use crate::policy::retry_limits::RetryLimits;
-use crate::policy::shipped::ShippedBackoff;
+use crate::policy::shipped::{AWS_HINT_CAP, ShippedBackoff};
 
 /// A retry strategy, by name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -350,6 +350,7 @@ impl StrategyKind {
                     throttle_scale: if variant_2026 { secs(1) } else { min },
                     max,
                     variant_2026,
+                    hint_cap: AWS_HINT_CAP,
                 })
             }
             StrategyKind::Grpc => Strategy::Shipped(ShippedBackoff::Grpc {

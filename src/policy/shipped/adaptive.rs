@@ -19,8 +19,9 @@
 //!   again (botocore's `_acquire` loop on a condition variable). It takes
 //!   no token in advance: when the rate changes, every waiter sees the new
 //!   rate at its next look, so a rate that regrows serves the waiters at
-//!   once. (botocore also wakes one waiter early at every change of rate;
-//!   here each wakes when its own sleep ends.)
+//!   once; and every change of the rate (every response) wakes the waiter
+//!   that has waited longest, as botocore's condition variable does (the
+//!   engines do the waking, told by `Throttle::after`).
 
 use std::time::Duration;
 
@@ -136,17 +137,15 @@ impl TokenBucket {
         self.capacity = self.capacity.min(self.max_capacity);
     }
 
-    /// Takes a token at `t` and returns 0 if a whole one is there;
-    /// otherwise takes nothing and returns how long until one would be.
-    fn acquire(&mut self, t: f64) -> f64 {
+    /// Takes a token at `t` if a whole one is there (`None`); otherwise
+    /// takes nothing and returns how long until one would be, in seconds.
+    fn acquire(&mut self, t: f64) -> Option<f64> {
         self.refill(t);
-        // A waiter woken when its sleep ends finds the token whole, give
-        // or take the rounding of its sleep to a nanosecond.
-        if self.capacity >= 1.0 - 1e-9 {
+        if self.capacity >= 1.0 {
             self.capacity -= 1.0;
-            0.0
+            None
         } else {
-            (1.0 - self.capacity) / self.fill_rate
+            Some((1.0 - self.capacity) / self.fill_rate)
         }
     }
 }
@@ -198,15 +197,18 @@ impl AdaptiveLimiter {
         self.bucket.fill_rate
     }
 
-    /// An attempt is about to be sent at `now`: zero if it may go (it has
-    /// taken its token, or the limiter is off), otherwise how long to sleep
-    /// before asking again.
-    pub fn before_send(&mut self, now: Duration) -> Duration {
+    /// An attempt is about to be sent at `now`: `None` if it may go (it
+    /// has taken its token, or the limiter is off), otherwise how long to
+    /// sleep before asking again, rounded up to the next nanosecond so
+    /// that the token is whole when the sleep ends.
+    pub fn before_send(&mut self, now: Duration) -> Option<Duration> {
         if !self.enabled {
-            return Duration::ZERO;
+            return None;
         }
         let t = self.secs(now);
-        Duration::from_secs_f64(self.bucket.acquire(t) / self.scale)
+        let wait = self.bucket.acquire(t)? / self.scale;
+        let nanos = (wait * 1e9).ceil().clamp(1.0, u64::MAX as f64) as u64;
+        Some(Duration::from_nanos(nanos))
     }
 
     /// A response arrived at `now`; `throttled` if it was a throttling
@@ -271,27 +273,49 @@ mod tests {
     #[test]
     fn the_bucket_starts_empty_and_waiters_look_again() {
         let mut b = TokenBucket::new(2.0, 0.0);
-        assert!(close(b.acquire(0.0), 0.5), "empty: wait 1 / 2 s");
-        assert!(close(b.acquire(0.0), 0.5), "nothing was taken in advance");
+        assert!(close(b.acquire(0.0).unwrap(), 0.5), "empty: wait 1 / 2 s");
+        assert!(
+            close(b.acquire(0.0).unwrap(), 0.5),
+            "nothing was taken in advance"
+        );
         // A quarter of a second later half a token is there.
-        assert!(close(b.acquire(0.25), 0.25));
+        assert!(close(b.acquire(0.25).unwrap(), 0.25));
         // At 0.5 s one is: the first to look takes it, the next waits.
-        assert!(close(b.acquire(0.5), 0.0));
-        assert!(close(b.acquire(0.5), 0.5));
+        assert_eq!(b.acquire(0.5), None);
+        assert!(close(b.acquire(0.5).unwrap(), 0.5));
         // The rate rises to 4: the waiter's next look needs a quarter.
         b.set_rate(4.0, Some(0.5));
-        assert!(close(b.acquire(0.5), 0.25));
-        assert!(close(b.acquire(0.75), 0.0));
+        assert!(close(b.acquire(0.5).unwrap(), 0.25));
+        assert_eq!(b.acquire(0.75), None);
         // A rate under 1 keeps a capacity of 1 and a fill of at least 0.5.
         let mut slow = TokenBucket::new(0.1, 0.0);
         assert!(close(slow.fill_rate, 0.5) && close(slow.max_capacity, 1.0));
-        assert!(close(slow.acquire(0.0), 2.0));
+        assert!(close(slow.acquire(0.0).unwrap(), 2.0));
+    }
+
+    #[test]
+    fn waiters_that_wake_together_when_their_sleep_ends_take_one_token() {
+        // A bucket at a rate where a nanosecond's rounding would leave the
+        // token short: the waiters' common wait ends with it whole, and
+        // only the first of them takes it.
+        let mut l = AdaptiveLimiter::new(Duration::ZERO);
+        for i in 0..40 {
+            l.on_response(Duration::from_millis(25 * i), false);
+        }
+        l.on_response(Duration::from_millis(1000), true);
+        let now = Duration::from_millis(1000);
+        while l.before_send(now).is_none() {}
+        let wait = l.before_send(now).expect("the bucket is empty");
+        let went = (0..100)
+            .filter(|_| l.before_send(now + wait).is_none())
+            .count();
+        assert_eq!(went, 1, "rate {}", l.rate());
     }
 
     #[test]
     fn the_limiter_switches_on_at_the_first_throttle() {
         let mut l = AdaptiveLimiter::new(Duration::ZERO);
-        assert_eq!(l.before_send(Duration::from_secs(1)), Duration::ZERO);
+        assert_eq!(l.before_send(Duration::from_secs(1)), None);
         // Twenty responses, one every 50 ms from 0: the half second from 0
         // closes at 0.5 s with 11 counted, 22 a second, averaged to 17.6;
         // the next closes at the throttle, 1.0 s, with 10: 20 a second,
@@ -304,6 +328,6 @@ mod tests {
         assert!(l.enabled());
         // The bucket's rate: min(0.7 * 19.52, 2 * 19.52) = 13.664.
         assert!(close(l.rate(), 13.664), "{}", l.rate());
-        assert!(l.before_send(Duration::from_millis(1000)) > Duration::ZERO);
+        assert!(l.before_send(Duration::from_millis(1000)).is_some());
     }
 }

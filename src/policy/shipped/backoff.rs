@@ -31,10 +31,26 @@ pub fn aws_delay(
     max: Duration,
     hint: Option<Duration>,
 ) -> Duration {
+    aws_delay_within(n, u, scale, max, hint, AWS_HINT_CAP)
+}
+
+/// How much longer than its backoff the 2026 variant waits for a hint.
+pub const AWS_HINT_CAP: Duration = Duration::from_secs(5);
+
+/// [`aws_delay`] with the hint's cap given (5 s, divided when time is
+/// compressed).
+fn aws_delay_within(
+    n: u32,
+    u: f64,
+    scale: Duration,
+    max: Duration,
+    hint: Option<Duration>,
+    hint_cap: Duration,
+) -> Duration {
     let grown = scale.as_secs_f64() * 2f64.powi(n.saturating_sub(1).min(1000) as i32);
     let t = secs(u * grown.min(max.as_secs_f64()));
     match hint {
-        Some(hint) => t.max(hint.min(t + Duration::from_secs(5))),
+        Some(hint) => t.max(hint.min(t.saturating_add(hint_cap))),
         None => t,
     }
 }
@@ -116,6 +132,8 @@ pub enum ShippedBackoff {
         /// The 2026 variant (`AWS_NEW_RETRIES_2026`): the delay reads the
         /// server's retry-after hint.
         variant_2026: bool,
+        /// How much longer than its backoff it waits for a hint: 5 s.
+        hint_cap: Duration,
     },
     /// gRPC's retry policy.
     Grpc {
@@ -163,6 +181,7 @@ impl ShippedBackoff {
             throttle_scale,
             max: Duration::from_secs(20),
             variant_2026,
+            hint_cap: AWS_HINT_CAP,
         }
     }
 
@@ -184,6 +203,7 @@ impl ShippedBackoff {
                 throttle_scale,
                 max,
                 variant_2026,
+                hint_cap,
                 ..
             } => {
                 let scale = if failure.throttled {
@@ -192,7 +212,7 @@ impl ShippedBackoff {
                     scale
                 };
                 let hint = failure.retry_after.filter(|_| variant_2026);
-                aws_delay(n, rng.random(), scale, max, hint)
+                aws_delay_within(n, rng.random(), scale, max, hint, hint_cap)
             }
             ShippedBackoff::Grpc {
                 initial,
@@ -235,12 +255,14 @@ impl ShippedBackoff {
                 throttle_scale,
                 max,
                 variant_2026,
+                hint_cap,
             } => ShippedBackoff::Aws {
                 adaptive,
                 scale: s(scale),
                 throttle_scale: s(throttle_scale),
                 max: s(max),
                 variant_2026,
+                hint_cap: s(hint_cap),
             },
             ShippedBackoff::Grpc {
                 initial,
@@ -332,6 +354,17 @@ mod tests {
         assert!(close_to(delay(standard, 3, transient), u * 4.0));
         assert!(close_to(delay(standard, 3, throttled), u * 4.0));
         assert!(close_to(delay(standard, 1, hinted(3)), u));
+        // Ten times compressed, a hint of 6 s (60 s of the source's time)
+        // is cut at a tenth of t + 5 s.
+        let tenth = new.scaled(10.0);
+        let hinted_ms = |ms: u64| Failure {
+            retry_after: Some(Duration::from_millis(ms)),
+            ..Failure::default()
+        };
+        assert!(close_to(
+            delay(tenth, 1, hinted_ms(6000)),
+            (u * 0.05 + 5.0) / 10.0
+        ));
     }
 
     fn close_to(a: f64, b: f64) -> bool {

@@ -12,7 +12,7 @@ mod throttle;
 
 pub use adaptive::{AdaptiveLimiter, Cubic};
 pub use backoff::{
-    ShippedBackoff, aws_delay, envoy_bound, finagle_next, grpc_delay, polly_v2_next,
+    AWS_HINT_CAP, ShippedBackoff, aws_delay, envoy_bound, finagle_next, grpc_delay, polly_v2_next,
 };
 pub use budget::{AwsQuota, AwsQuotaConfig, EnvoyRetryBudget, FinagleBudget, TpsBudget};
 pub use throttle::{Answer, AttemptKind, ShippedThrottle, ShippedThrottleConfig};

@@ -241,8 +241,7 @@ impl ShippedThrottle {
             ShippedThrottle::Finagle(budget) if !kind.retry => budget.deposit(now),
             ShippedThrottle::Envoy { active, .. } => *active += 1,
             ShippedThrottle::AwsAdaptive { limiter, .. } => {
-                let wait = limiter.before_send(now);
-                if wait > Duration::ZERO {
+                if let Some(wait) = limiter.before_send(now) {
                     return Decision::Wait(wait);
                 }
             }

@@ -167,11 +167,6 @@ impl<R: Rng> User<R> {
         }
     }
 
-    /// The user's random stream (a throttle's draws come from it too).
-    pub fn rng(&mut self) -> &mut R {
-        &mut self.rng
-    }
-
     /// Starts the due attempt at `now`, asking `throttle` (shared by the
     /// process's users) whether it may go: a hedge may be refused, any
     /// attempt rejected locally or made to wait for a token.
@@ -194,13 +189,7 @@ impl<R: Rng> User<R> {
             .deadline
             .is_some_and(|d| now >= self.first.saturating_add(d));
         if waited && past_deadline && self.hedges.is_none() {
-            let record = RequestRecord {
-                attempts: self.attempts,
-                latency: None,
-                throttled: false,
-            };
-            self.next_request(rules, now);
-            return Attempt::Refused(record);
+            return self.give_up(rules, now, false);
         }
         let decision = match throttle {
             None => Decision::Allow,
@@ -230,15 +219,13 @@ impl<R: Rng> User<R> {
         }
         self.limit_hedges(rules);
         match decision {
-            Decision::Reject => Attempt::Rejected(self.end(
-                rules,
-                None,
-                sent,
-                Outcome::Error,
-                Hints::default(),
-                now,
-                true,
-            )),
+            Decision::Reject => {
+                // Never sent: the throttle that rejected it hears nothing.
+                let mut finished =
+                    self.end(rules, None, sent, Outcome::Error, Hints::default(), now);
+                finished.attempt.rejected_locally = true;
+                Attempt::Rejected(finished)
+            }
             _ => {
                 let started = due.saturating_sub(self.first);
                 Attempt::Send {
@@ -260,10 +247,16 @@ impl<R: Rng> User<R> {
             h.refused();
             return Attempt::Held;
         }
+        self.give_up(rules, now, true)
+    }
+
+    /// Gives the request up at `now` before its due attempt (`throttled`:
+    /// because a throttle refused it), and thinks before the next.
+    fn give_up(&mut self, rules: &Rules, now: Duration, throttled: bool) -> Attempt {
         let record = RequestRecord {
             attempts: self.attempts,
             latency: None,
-            throttled: true,
+            throttled,
         };
         self.next_request(rules, now);
         Attempt::Refused(record)
@@ -293,7 +286,7 @@ impl<R: Rng> User<R> {
         });
         Finished {
             wake_a_waiter,
-            ..self.end(rules, throttle, sent, outcome, hints, now, false)
+            ..self.end(rules, throttle, sent, outcome, hints, now)
         }
     }
 
@@ -315,7 +308,6 @@ impl<R: Rng> User<R> {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn end(
         &mut self,
         rules: &Rules,
@@ -324,12 +316,11 @@ impl<R: Rng> User<R> {
         outcome: Outcome,
         hints: Hints,
         now: Duration,
-        rejected_locally: bool,
     ) -> Finished {
         let attempt = AttemptRecord {
             outcome,
             is_retry: sent.kind.retry,
-            rejected_locally,
+            rejected_locally: false,
             latency: now.saturating_sub(sent.due),
             lateness: sent.lateness,
         };

@@ -26,7 +26,10 @@ use crate::net::{client, rlimit, server, signals};
 use crate::report::output::say;
 use crate::report::status::StatusSink;
 
+mod exit;
 mod merge;
+
+use exit::failure;
 
 /// Prints what `--generate` asks for: the man page of `page` (named
 /// `name`) or the completions of the whole program.
@@ -371,13 +374,6 @@ fn sweep(args: SweepArgs) -> ExitCode {
             say(format!("results: {}", config.storm.out.display()));
             ExitCode::SUCCESS
         }
-        Err(StormError::Flags(msg)) => {
-            eprintln!("error: {msg}");
-            ExitCode::from(2)
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
+        Err(e) => failure(e),
     }
 }

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+use super::exit::failure;
 use crate::cli::{MergeArgs, ProgramFlags, StormCli, StormCommand};
 use crate::experiment::shard::{self, Manifest, ShardKind};
 use crate::experiment::sweep::{self, SweepConfig, SweepReport};
@@ -100,14 +101,7 @@ pub(super) fn merge(args: MergeArgs) -> ExitCode {
             say(format!("results: {}", out.display()));
             ExitCode::SUCCESS
         }
-        Err(StormError::Flags(msg)) => {
-            eprintln!("error: {msg}");
-            ExitCode::from(2)
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
+        Err(e) => failure(e),
     }
 }
 

@@ -53,14 +53,7 @@ pub fn merge_sweep(parts: &[(PathBuf, Manifest)]) -> Result<SweepReport, StormEr
             *slot = Some((mine.into_iter().next(), pts));
         }
     }
-    let mut report = SweepReport {
-        critical: Vec::new(),
-        points: Vec::new(),
-        lines: Vec::new(),
-        runs: 0,
-        events: 0,
-        wall: Duration::ZERO,
-    };
+    let mut report = SweepReport::default();
     for (_, m) in parts {
         report.runs += m.runs;
         report.events += m.events;

@@ -96,7 +96,7 @@ pub enum Outside {
 }
 
 /// What a sweep found.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct SweepReport {
     /// One per setting, in order (none at one pause: no edge there).
     pub critical: Vec<Critical>,

@@ -25,7 +25,7 @@ mod summary;
 use std::fmt::Display;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::error::StormError;
 use super::storm::Flags;
@@ -73,14 +73,7 @@ pub fn run(
             });
         }
     });
-    let mut report = SweepReport {
-        critical: Vec::new(),
-        points: Vec::new(),
-        lines: Vec::new(),
-        runs: 0,
-        events: 0,
-        wall: Duration::ZERO,
-    };
+    let mut report = SweepReport::default();
     let results = results.into_inner().expect("results lock poisoned");
     for (done, &(setting, _)) in results.into_iter().zip(&settings) {
         let done = done.expect("every setting was run")?;

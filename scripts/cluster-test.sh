@@ -129,6 +129,9 @@ daemons=()            # pids of everything started here, stopped in reverse
 server_pid=""
 failures=0
 
+# alive PID: the process runs (a child of ours that ended is a zombie until
+# waited for).
+alive() { [[ -e /proc/$1 ]] && ! grep -q '^[0-9]* (.*) Z' "/proc/$1/stat" 2> /dev/null; }
 # stop PID...: SIGTERM, then SIGKILL whatever is left after 10 s.
 stop() {
   local p left
@@ -137,7 +140,7 @@ stop() {
   kill -TERM "$@" 2> /dev/null || true
   for _ in $(seq 100); do
     left=()
-    for p in "$@"; do kill -0 "$p" 2> /dev/null && left+=("$p"); done
+    for p in "$@"; do alive "$p" && left+=("$p"); done
     [[ ${#left[@]} -eq 0 ]] && return 0
     sleep 0.1
   done
@@ -341,5 +344,253 @@ if [[ $cluster_only == 1 ]]; then
   exit 0
 fi
 
-echo "cluster-test: the rest is not wired in yet" >&2
-exit 1
+# --- readers of HDR interval logs ------------------------------------------
+
+# java_hlog FILE [TAG]: "COUNT MAX_MS" of the log's histograms (untagged,
+# or those tagged TAG), as Java's HistogramLogProcessor sums them.
+java_hlog() {
+  local tagged=() out
+  [[ -n ${2:-} ]] && tagged=(-tag "$2")
+  out=$(mktemp "$tmp/java.XXXXXX")
+  timeout 60 java -cp "$hdr_jar" org.HdrHistogram.HistogramLogProcessor \
+    -i "$1" "${tagged[@]}" -outputValueUnitRatio 1000 -o "$out" > /dev/null 2>&1 || return 1
+  sed -n 's/^#\[Max *= *\([0-9.]*\), *Total count *= *\([0-9]*\)\]$/\2 \1/p' "$out.hgrm"
+}
+
+# A second reader: Python's hdrh decodes every histogram line itself (its
+# HistogramLogReader would mix the tags), into $tmp/py.
+py_reader=""
+if timeout 180 python3 -m pip install --quiet --disable-pip-version-check \
+  --root-user-action=ignore --target "$tmp/py" hdrhistogram > "$tmp/pip.log" 2>&1; then
+  py_reader=1
+else
+  echo "SKIP hlog: no Python reader (pip install hdrhistogram failed; see $tmp/pip.log)"
+fi
+# py_hlog FILE [TAG]: "COUNT MAX_MS", as Python's hdrh decodes them.
+py_hlog() {
+  PYTHONPATH=$tmp/py timeout 60 python3 - "$1" "${2:-}" << 'EOF_PY'
+import sys
+from hdrh.histogram import HdrHistogram
+path, want = sys.argv[1], sys.argv[2]
+count, top = 0, 0
+with open(path, encoding="utf-8") as log:
+    for line in log:
+        if line.startswith("#") or line.startswith('"'):
+            continue
+        tag = ""
+        if line.startswith("Tag="):
+            tag, line = line[4:].split(",", 1)
+        if tag != want or not line.strip():
+            continue
+        h = HdrHistogram.decode(line.strip().split(",")[3])
+        count += h.get_total_count()
+        top = max(top, h.get_max_value())
+print(count, round(top / 1000, 3))
+EOF_PY
+}
+
+# --- a sharded real run ----------------------------------------------------
+
+# client_run: the checks of a real run; returns early if it has nothing to
+# check.
+client_run() {
+  # The protocol in wall-clock seconds (time divided by 10): warm-up 5 s,
+  # pause 2 s, observe 5 s; the clients run 12 s from the common start.
+  scale=10
+  warmup=5 pause=2 observe=5
+  run=$tmp/run
+  mkdir -p "$run"
+  url=http://${addr[srv]}:8070/api
+  # The server drops the work of an attempt that timed out (and the client
+  # backs off), so it recovers at once on resume: the pause shows as a gap.
+  inns srv "$bin/server" --listen "${addr[srv]}:8070" --time-scale "$scale" \
+    --on-disconnect cancel --csv "$run/server.csv" > "$run/server.log" 2>&1 &
+  server_pid=$!
+  server_up() { inns ctl timeout 1 bash -c "exec 3<> /dev/tcp/${addr[srv]}/8070"; }
+  wait_for 15 "the server" server_up || die "the server did not start; see $run/server.log"
+
+  # now_ns: the wall clock, in nanoseconds. sleep_until NS: sleeps until then.
+  now_ns() { date +%s%N; }
+  sleep_until() {
+    local ns=$(($1 - $(now_ns)))
+    ((ns > 0)) && sleep "$((ns / 1000000000)).$(printf %09d $((ns % 1000000000)))"
+    return 0
+  }
+
+  start=$(($(date +%s) + 5))
+  client_job=$(START_AT=$start URL=$url OUT=$run/client CLIENTS=200 DURATION=$((12 * scale))s \
+    SEED=7 RETRY_STORM_BIN=$bin ctl sbatch --parsable --output="$run/client-job.out" \
+    deploy/slurm/client.sbatch --time-scale "$scale" --strategy exponential)
+  client_job=${client_job%%;*}
+  [[ $client_job =~ ^[0-9]+$ ]] || { fail client "sbatch client.sbatch: $client_job"; return 1; }
+  echo "cluster-test: client job $client_job: 2 shards of 200 users from $(date -d "@$start" +%T)," \
+    "the server paused from +${warmup}s for ${pause}s"
+  sleep_until $(((start + warmup) * 1000000000))
+  kill -STOP "$server_pid"
+  sleep_until $(((start + warmup + pause) * 1000000000))
+  kill -CONT "$server_pid"
+  client_ok=1
+  wait_job 90 "$client_job" || client_ok=0
+  check client "the job (both tasks and the merge) completed" test "$client_ok" == 1
+  # The server's last rows are written as it stops.
+  kill -INT "$server_pid"
+  wait_for 10 "the server to stop" eval '! alive "$server_pid"' || true
+  alive "$server_pid" || server_pid=""
+
+  # col FILE NAME: the column's number in a CSV's header.
+  col() { head -n 1 "$1" | tr ',' '\n' | grep -nx "$2" | cut -d: -f1; }
+  shards=("$run/client/shard-0/client.csv" "$run/client/shard-1/client.csv")
+  merged=$run/client/merged/client.csv
+  for f in "${shards[@]}" "$merged" "${shards[@]/%.csv/.hlog}" "${merged%.csv}.hlog"; do
+    [[ -s $f ]] || { fail client "no $f (see $run/client-job.out)"; return 1; }
+  done
+
+  # Each task took its shard from SLURM_PROCID/SLURM_NTASKS.
+  check client "each task a shard from SLURM_PROCID" \
+    test "$(grep -c 'SLURM_PROCID' "$run/client-job.out")" -ge 2
+
+  rows0=$(($(wc -l < "${shards[0]}") - 1))
+  rows1=$(($(wc -l < "${shards[1]}") - 1))
+  rowsm=$(($(wc -l < "$merged") - 1))
+  check client "the merged CSV has the shards' rows ($rows0, $rows1: $rowsm)" \
+    test "$rows0" == "$rows1" -a "$rowsm" == "$rows0" -a "$rows0" -ge $((12 * 2 - 1))
+
+  # The shards' rows on the same boundaries, from the common start.
+  skew=$(paste -d, <(cut -d, -f"$(col "${shards[0]}" unix_ms)" "${shards[0]}") \
+    <(cut -d, -f"$(col "${shards[1]}" unix_ms)" "${shards[1]}") |
+    awk -F, 'NR > 1 { d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d } END { print m + 0 }')
+  check client "the shards report on the same boundaries (at most ${skew} ms apart)" \
+    test "$skew" -le 100
+
+  # rates_summed: every rate (and in_flight) of each merged row is the sum of
+  # the shards', within rounding (1 %, or 0.02); every percentile lies
+  # between the shards' (a mixture's quantile does), within 1 %.
+  rates_summed() {
+    local name c0 c1 cm bad=0
+    for name in ok_per_s errors_per_s timeouts_per_s retries_per_s in_flight gave_up_per_s \
+      throttled_per_s requests_per_s sent_per_s p50_ms p99_ms; do
+      c0=$(col "${shards[0]}" "$name") c1=$(col "${shards[1]}" "$name") cm=$(col "$merged" "$name")
+      [[ -n $c0 && -n $c1 && -n $cm ]] || { echo "  no column $name" >&2; bad=1; continue; }
+      paste -d, <(cut -d, -f"$c0" "${shards[0]}") <(cut -d, -f"$c1" "${shards[1]}") \
+        <(cut -d, -f"$cm" "$merged") | awk -F, -v name="$name" '
+        NR == 1 { next }
+        name ~ /^p[0-9]+_ms$/ {
+          if ($1 == "" || $2 == "") next
+          lo = $1 < $2 ? $1 : $2; hi = $1 < $2 ? $2 : $1
+          if ($3 == "" || $3 < lo * 0.99 - 0.01 || $3 > hi * 1.01 + 0.01) { bad = 1; print "  row " NR - 1 ": " name " " $3 " not within " lo "-" hi }
+          next
+        }
+        { d = $3 - ($1 + $2); if (d < 0) d = -d
+          if (d > 0.02 && d > 0.01 * ($1 + $2)) { bad = 1; print "  row " NR - 1 ": " name " " $3 " != " $1 " + " $2 } }
+        END { exit bad }' >&2 || bad=1
+    done
+    return "$bad"
+  }
+  check client "every merged rate is the sum of the shards', every percentile between theirs" rates_summed
+
+  # The OK rate: in the warm-up, in the pause (rows wholly inside it), and
+  # from 1.5 s after the resume to the end.
+  ok_c=$(col "$merged" ok_per_s) el_c=$(col "$merged" elapsed_s)
+  read -r ok_warm ok_paused ok_after < <(awk -F, -v ok="$ok_c" -v el="$el_c" \
+    -v w="$warmup" -v p="$pause" '
+    NR == 1 { next }
+    { e = $el; r = $ok }
+    e >= 1 && e <= w { ws += r; wn++ }
+    e >= w + 0.6 && e <= w + p - 0.1 { ps += r; pn++ }
+    e >= w + p + 1.5 { as += r; an++ }
+    END { printf "%.1f %.1f %.1f\n", wn ? ws / wn : 0, pn ? ps / pn : -1, an ? as / an : 0 }' "$merged")
+  check client "the OK rate falls in the pause (${ok_warm}/s before, ${ok_paused}/s paused)" \
+    awk -v w="$ok_warm" -v p="$ok_paused" 'BEGIN { exit !(w > 50 && p >= 0 && p < 0.05 * w) }'
+  check client "and comes back after it (${ok_after}/s)" \
+    awk -v w="$ok_warm" -v a="$ok_after" 'BEGIN { exit !(a > 0.5 * w) }'
+
+  # The HDR logs: the merged log's count is the sum of the shards' (Java
+  # reading all three), and the OK count of the merged CSV within rounding.
+  csv_ok=$(awk -F, -v ok="$ok_c" -v el="$el_c" 'NR > 1 { n += $ok * ($el - prev); prev = $el } END { printf "%.0f\n", n }' "$merged")
+  max_c=$(col "$merged" max_ms)
+  csv_max=$(awk -F, -v c="$max_c" 'NR > 1 && $c != "" && $c > m { m = $c } END { print m + 0 }' "$merged")
+  hlog_check() {
+    local reader=$1 want=${2:-} a b m
+    a=$("$reader" "${shards[0]%.csv}.hlog" "$want") || return 1
+    b=$("$reader" "${shards[1]%.csv}.hlog" "$want") || return 1
+    m=$("$reader" "${merged%.csv}.hlog" "$want") || return 1
+    [[ -n $a && -n $b && -n $m ]] || return 1
+    echo "${a%% *} ${b%% *} ${m%% *} ${m##* }"
+  }
+  for reader in java_hlog ${py_reader:+py_hlog}; do
+    name=${reader%_hlog}
+    if read -r a b m top < <(hlog_check "$reader"); then
+      check hlog "$name: merged count $m = $a + $b (shards)" test "$m" == $((a + b))
+      check hlog "$name: merged count $m = the merged CSV's OK count $csv_ok, within 0.5 %" \
+        awk -v m="$m" -v c="$csv_ok" 'BEGIN { d = m - c; if (d < 0) d = -d; exit !(m > 0 && d <= 2 + 0.005 * m) }'
+      check hlog "$name: largest latency $top ms = the merged CSV's largest max_ms $csv_max, within 0.5 %" \
+        awk -v t="$top" -v c="$csv_max" 'BEGIN { d = t - c; if (d < 0) d = -d; exit !(t > 0 && d <= 0.005 * c + 0.01) }'
+    else
+      fail hlog "$name could not read the logs"
+    fi
+    if read -r a b m top < <(hlog_check "$reader" request); then
+      check hlog "$name: merged requests (tag request) $m = $a + $b" test "$m" == $((a + b)) -a "$m" -gt 0
+    else
+      fail hlog "$name could not read the logs' request histograms"
+    fi
+  done
+
+  # The full merge: the server's CSV beside, and the protocol for a verdict.
+  full=$run/full
+  if "$bin/storm" merge --out "$full" --server-csv "$run/server.csv" \
+    --warmup "${warmup}s" --pause "${pause}s" --observe "${observe}s" \
+    "$run"/client/shard-* > "$run/merge.log" 2>&1; then
+    pass merge "storm merge --server-csv --warmup --pause --observe"
+    check merge "its client.csv is the job's merge's" cmp -s "$full/client.csv" "$merged"
+    check merge "summary.json has a verdict" jq -e '.. | objects | select(has("verdict")) | .verdict' "$full/summary.json"
+  else
+    fail merge "storm merge --server-csv ... failed: $(tail -n 3 "$run/merge.log")"
+  fi
+}
+client_run || true
+
+# --- a sharded sweep -------------------------------------------------------
+
+# sweep_run: the checks of a sharded sweep.
+sweep_run() {
+  # shellcheck disable=SC2054 # the commas are storm's lists
+  sweep_args=(--strategies fixed,exponential --clients 200,400,800 --seeds 4
+    --max-pause 30s --resolution 2s --step 10s --threads 1)
+  sweep=$tmp/sweep
+  submitted=$(OUT=$sweep TASKS=4 RETRY_STORM_BIN=$bin ctl deploy/slurm/submit-sweep.sh "${sweep_args[@]}")
+  read -r sweep_job merge_job < <(sed -n 's/^sweep \([0-9]*\) .*, merge \([0-9]*\):.*/\1 \2/p' <<< "$submitted")
+  [[ -n ${merge_job:-} ]] || { fail sweep "submit-sweep.sh: $submitted"; return 1; }
+  "$bin/storm" sweep "${sweep_args[@]}" --out "$tmp/sweep-one" --quiet > "$tmp/sweep-one.log" 2>&1 ||
+    fail sweep "the one-process sweep failed: $(tail -n 3 "$tmp/sweep-one.log")"
+  check sweep "array job $sweep_job: 4 tasks completed" wait_job 120 "$sweep_job"
+  check sweep "merge job $merge_job completed" wait_job 60 "$merge_job"
+  last_end=$(ctl scontrol show job -o "$sweep_job" | grep -o 'EndTime=[^ ]*' | cut -d= -f2 | sort | tail -n 1)
+  merge_start=$(job_field "$merge_job" StartTime)
+  check sweep "the merge started after the last task ended ($merge_start >= $last_end)" \
+    test ! "$merge_start" \< "$last_end"
+  shard_files=("$sweep"/shard-*/shard.json)
+  check sweep "4 shards, each with its shard.json" test "${#shard_files[@]}" == 4
+  for f in critical.csv phase.csv; do
+    check sweep "merged $f is byte for byte the one-process sweep's" \
+      cmp "$sweep/merged/$f" "$tmp/sweep-one/$f"
+  done
+}
+sweep_run || true
+
+# --- the Kubernetes manifests ----------------------------------------------
+
+if [[ -e scripts/validate-manifests.sh ]]; then
+  if timeout 300 bash scripts/validate-manifests.sh > "$tmp/manifests.log" 2>&1; then
+    pass manifests "scripts/validate-manifests.sh"
+  else
+    fail manifests "scripts/validate-manifests.sh: $(tail -n 5 "$tmp/manifests.log")"
+  fi
+else
+  echo "SKIP manifests: no scripts/validate-manifests.sh"
+fi
+
+if [[ $failures -gt 0 ]]; then
+  echo "cluster-test: $failures checks failed (rerun with --keep for the logs)"
+  exit 1
+fi
+echo "cluster-test: all checks passed"

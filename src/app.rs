@@ -26,6 +26,8 @@ use crate::net::{client, rlimit, server, signals};
 use crate::report::output::say;
 use crate::report::status::StatusSink;
 
+mod merge;
+
 /// Prints what `--generate` asks for: the man page of `page` (named
 /// `name`) or the completions of the whole program.
 fn generate(
@@ -143,13 +145,13 @@ pub fn client(cli: ClientCli) -> ExitCode {
 
 /// Runs the client's load until its duration, SIGINT or SIGTERM.
 async fn load(args: ClientArgs, status: Option<StatusSink>) -> ExitCode {
-    let config = args.config().unwrap_or_else(|e| e.exit());
+    let (config, source) = args.sharded_config().unwrap_or_else(|e| e.exit());
     // One connection per user at most, plus a margin for the runtime.
-    if let Some(warning) = rlimit::ensure_nofile(u64::from(config.clients) + 64, "the client") {
+    if let Some(warning) = rlimit::ensure_nofile(config.users().count() as u64 + 64, "the client") {
         eprintln!("{warning}");
     }
     let shutdown = signals::requested();
-    say(client::describe(&config));
+    say(client::describe(&config, source));
     match client::run_with_status(config, status, shutdown).await {
         Ok(summary) => {
             say(summary);
@@ -182,6 +184,15 @@ pub fn storm(cli: StormCli) -> ExitCode {
                 StormCli::command(),
             ),
             None => sweep(*args),
+        },
+        Some(StormCommand::Merge(args)) => match args.generate.generate {
+            Some(kind) => generate(
+                kind,
+                subcommand("merge"),
+                "storm-merge",
+                StormCli::command(),
+            ),
+            None => merge::merge(*args),
         },
         Some(StormCommand::Run(args)) => match args.generate.generate {
             Some(kind) => generate(kind, subcommand("run"), "storm-run", StormCli::command()),
@@ -288,7 +299,10 @@ fn failed(e: StormError, storm: &Storm) -> ExitCode {
 /// `storm sweep`: every setting's edge (or, at one pause, its share that
 /// recovered), its files and its maps.
 fn sweep(args: SweepArgs) -> ExitCode {
-    let config = match args.config() {
+    let config = match args.config().and_then(|mut config| {
+        config.shard = args.shard()?.0;
+        Ok(config)
+    }) {
         Ok(config) => config,
         Err(e) => {
             eprintln!("error: {e}");
@@ -296,16 +310,32 @@ fn sweep(args: SweepArgs) -> ExitCode {
         }
     };
     let quiet = args.output.quiet;
-    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let argv = merge::command_line(args.file.as_deref());
+    let command = argv.join(" ");
+    let shard = match args.shard() {
+        Ok(shard) => shard,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
     if !quiet {
         let pauses = match config.pause {
             Some(pause) => format!("a pause of {} s", pause.as_secs_f64()),
             None => format!("pauses up to {} s", config.max_pause.as_secs_f64()),
         };
+        let settings = config.settings().len();
+        let share = if config.shard.is_whole() {
+            format!("{settings} setting(s)")
+        } else {
+            format!(
+                "shard {} from {} of {settings} setting(s)",
+                config.shard, shard.1
+            )
+        };
         say(format!(
-            "sweep: {} setting(s), {pauses}, {} seed(s) per point, {} thread(s); \
+            "sweep: {share}, {pauses}, {} seed(s) per point, {} thread(s); \
              results in {}",
-            config.settings().len(),
             config.seeds,
             config.threads,
             config.storm.out.display()
@@ -316,7 +346,8 @@ fn sweep(args: SweepArgs) -> ExitCode {
             say(line);
         }
     })
-    .and_then(|report| sweep::write(&config, &report, &command).map(|()| report));
+    .and_then(|report| sweep::write(&config, &report, &command).map(|()| report))
+    .and_then(|report| merge::write_sweep_manifest(&config, &report, argv).map(|()| report));
     match result {
         Ok(report) => {
             if args.verbose {

@@ -39,6 +39,7 @@ fn sweep(clients: Vec<u32>) -> SweepConfig {
         resolution: Duration::from_secs(5),
         step: Duration::from_secs(10),
         threads: 2,
+        shard: retry_storm::model::shard::Shard::WHOLE,
     }
 }
 

@@ -1,7 +1,8 @@
 //! The `client` program's flags and `client plan`'s, turned into validated
 //! configurations.
 
-use std::time::Duration;
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
 
 use clap::error::ErrorKind;
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
@@ -12,12 +13,13 @@ use super::report::ReportArgs;
 use super::retry::{HedgingArgs, LimitArgs, StrategyArgs, ThrottleArgs};
 use super::runtime::RuntimeArgs;
 use super::values::{
-    duration, http_url, positive, positive_duration, seconds_or_duration, time_scale,
-    timer_resolution,
+    duration, http_url, positive, positive_duration, seconds_or_duration, shard, time_scale,
+    timer_resolution, wall_clock,
 };
 use crate::model::arrivals::ThinkTime;
 use crate::model::client::ClientConfig;
 use crate::model::planner::PlanRequest;
+use crate::model::shard::{Shard, ShardSource};
 use crate::policy::StrategyKind;
 
 /// N simulated users sending Poisson traffic and retrying failed and
@@ -97,6 +99,26 @@ pub struct ClientArgs {
     /// Where report rows go.
     #[command(flatten)]
     pub report: ReportArgs,
+    /// Write an HDR interval log here: one histogram per report interval
+    /// of the latency of successful attempts (untagged) and of successful
+    /// requests (tag `request`), in microseconds; the HdrHistogram log
+    /// format, V2 compressed, which `storm merge` and Java's
+    /// HistogramLogProcessor read.
+    #[arg(long, value_name = "PATH")]
+    pub hlog: Option<PathBuf>,
+    /// Run only shard I of N of the population (I counts from 0): users
+    /// I, I+N, I+2N, ... of --clients, each seeded by its global index, so
+    /// that the shards together run exactly the users one process would.
+    /// Needs --seed. [default: from SLURM_ARRAY_TASK_ID/COUNT,
+    /// SLURM_PROCID/SLURM_NTASKS or JOB_COMPLETION_INDEX/JOB_COMPLETIONS;
+    /// else the whole population]
+    #[arg(long, value_parser = shard, value_name = "I/N", help_heading = "Scale-out")]
+    pub shard: Option<Shard>,
+    /// Start at this wall-clock instant (RFC 3339, or Unix seconds), so
+    /// that shards launched at slightly different moments start together
+    /// and report on the same interval boundaries [default: at once].
+    #[arg(long, value_parser = wall_clock, value_name = "TIME", help_heading = "Scale-out")]
+    pub start_at: Option<SystemTime>,
     /// Compress time: divide every duration given (think time, timeout,
     /// retry delays, windows, report interval, run length) by K and multiply
     /// rates by it, for quick experiments.
@@ -121,8 +143,35 @@ fn conflict(msg: String) -> clap::Error {
 }
 
 impl ClientArgs {
-    /// Checks the flags together and builds the client's configuration.
+    /// The shard this process runs and where it was named: the flag, else
+    /// the cluster engine's environment, else the whole population.
+    pub fn shard(&self) -> Result<(Shard, ShardSource), clap::Error> {
+        Shard::resolve(self.shard, |name| std::env::var(name).ok())
+            .map_err(|e| ClientCli::command().error(ErrorKind::ValueValidation, e))
+    }
+
+    /// Checks the flags together and builds the client's configuration:
+    /// the shard of `--shard`, or the whole population. The environment is
+    /// not read, so that a storm's virtual runs stay whole wherever the
+    /// storm runs.
     pub fn config(&self) -> Result<ClientConfig, clap::Error> {
+        self.config_of(self.shard.unwrap_or_default())
+    }
+
+    /// The client program's configuration: [`ClientArgs::config`] with the
+    /// shard of [`ClientArgs::shard`], and where that shard was named.
+    pub fn sharded_config(&self) -> Result<(ClientConfig, ShardSource), clap::Error> {
+        let (shard, source) = self.shard()?;
+        Ok((self.config_of(shard)?, source))
+    }
+
+    fn config_of(&self, shard: Shard) -> Result<ClientConfig, clap::Error> {
+        if !shard.is_whole() && self.seed.is_none() {
+            return Err(conflict(format!(
+                "shard {shard} needs --seed: every shard must draw from the same seed to run \
+                 its part of one population"
+            )));
+        }
         let strategy = self.retry.strategy().map_err(conflict)?;
         let hedging = self
             .hedging
@@ -135,6 +184,8 @@ impl ClientArgs {
         let config = ClientConfig {
             url: self.url.clone(),
             clients: self.clients,
+            shard,
+            start_at: self.start_at,
             think: ThinkTime::new(self.lambda),
             timeout: self.timeout,
             strategy,
@@ -147,6 +198,7 @@ impl ClientArgs {
             timer_resolution: self.timer_resolution,
             seed: self.seed.unwrap_or_else(rand::random),
             csv: self.report.csv.clone(),
+            hlog: self.hlog.clone(),
             quiet: false,
         };
         Ok(config.scaled(self.time_scale))

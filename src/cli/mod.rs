@@ -6,6 +6,7 @@
 mod burst;
 mod client;
 mod generate;
+mod merge;
 mod protocol;
 mod refusal;
 mod report;
@@ -21,6 +22,7 @@ use clap::{CommandFactory, Parser};
 
 pub use client::{ClientArgs, ClientCli, ClientCommand, PlanArgs, PlanFormat};
 pub use generate::{Generate, GenerateArgs};
+pub use merge::MergeArgs;
 pub use protocol::{OutputArgs, ProtocolArgs};
 pub use report::ReportArgs;
 pub use retry::{HedgingArgs, LimitArgs, StrategyArgs, ThrottleArgs};

@@ -10,6 +10,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use super::client::ClientCli;
 use super::generate::GenerateArgs;
+use super::merge::MergeArgs;
 use super::protocol::default_out;
 use super::protocol::{OutputArgs, ProtocolArgs};
 use super::server::ServerArgs;
@@ -62,6 +63,9 @@ pub enum StormCommand {
     /// Map where each policy breaks, in virtual time: the share of runs
     /// that recover against the pause, T50 with its interval, phase maps.
     Sweep(Box<SweepArgs>),
+    /// Put shards' results back together (sweep, storm or client shards)
+    /// as one process would have written them.
+    Merge(Box<MergeArgs>),
     /// Run the server (the same as the `server` program; the runner's
     /// children).
     #[command(hide = true)]

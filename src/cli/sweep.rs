@@ -7,10 +7,11 @@ use clap::Args;
 
 use super::generate::GenerateArgs;
 use super::protocol::{OutputArgs, ProtocolArgs, default_out};
-use super::values::{duration, positive_duration, seconds_or_duration};
+use super::values::{duration, positive_duration, seconds_or_duration, shard};
 use crate::experiment::Storm;
 use crate::experiment::scenario::{Engine, Scenario, ScenarioError};
 use crate::experiment::sweep::SweepConfig;
+use crate::model::shard::{Shard, ShardSource};
 use crate::policy::StrategyKind;
 
 /// `storm sweep [FILE]`: where each policy breaks. For each case (the
@@ -71,6 +72,14 @@ pub struct SweepArgs {
     /// Pause step of the grid.
     #[arg(long, default_value = "5s", value_parser = positive_duration, value_name = "DURATION")]
     pub step: Duration,
+    /// Run only shard I of N of the settings (I counts from 0): those
+    /// whose place among all settings is I modulo N, written with a
+    /// shard.json for `storm merge`, which puts the shards together as one
+    /// process would have written them. [default: from
+    /// SLURM_ARRAY_TASK_ID/COUNT, SLURM_PROCID/SLURM_NTASKS or
+    /// JOB_COMPLETION_INDEX/JOB_COMPLETIONS; else every setting]
+    #[arg(long, value_parser = shard, value_name = "I/N")]
+    pub shard: Option<Shard>,
     /// Worker threads [default: one per core].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub threads: Option<u32>,
@@ -89,6 +98,12 @@ pub struct SweepArgs {
 }
 
 impl SweepArgs {
+    /// The share of the settings to run and where it was named: the flag,
+    /// else a cluster engine's environment, else every setting.
+    pub fn shard(&self) -> Result<(Shard, ShardSource), ScenarioError> {
+        Shard::resolve(self.shard, |name| std::env::var(name).ok()).map_err(ScenarioError)
+    }
+
     /// Builds the sweep's configuration.
     pub fn config(&self) -> Result<SweepConfig, ScenarioError> {
         let (scenario, suffix) = match &self.file {
@@ -145,6 +160,9 @@ impl SweepArgs {
             resolution: self.resolution,
             step: self.step,
             threads,
+            // The environment is read by the program (`storm sweep`), not
+            // here: a merge rebuilds a shard's configuration from its flags.
+            shard: self.shard.unwrap_or_default(),
         })
     }
 }

@@ -108,3 +108,24 @@ pub fn ratio(s: &str) -> Result<f64, String> {
         _ => Err("must be greater than 0 and at most 1".to_string()),
     }
 }
+
+/// A shard, `I/N`: shard I (from 0) of N.
+pub fn shard(s: &str) -> Result<crate::model::shard::Shard, String> {
+    crate::model::shard::Shard::parse(s)
+}
+
+/// A wall-clock instant: RFC 3339 (`2026-11-24T10:00:00Z`, fractions of
+/// a second allowed) or seconds since the Unix epoch (`1795000000.25`).
+pub fn wall_clock(s: &str) -> Result<std::time::SystemTime, String> {
+    if let Ok(secs) = s.parse::<f64>() {
+        if !(secs.is_finite() && secs >= 0.0) {
+            return Err(format!("'{s}' is not a time after the Unix epoch"));
+        }
+        return std::time::UNIX_EPOCH
+            .checked_add(Duration::from_secs_f64(secs))
+            .ok_or_else(|| format!("'{s}' is too far in the future"));
+    }
+    humantime::parse_rfc3339_weak(s).map_err(|e| {
+        format!("'{s}' is neither an RFC 3339 time (2026-11-24T10:00:00Z) nor Unix seconds: {e}")
+    })
+}

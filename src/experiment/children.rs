@@ -57,6 +57,11 @@ pub(super) fn spawn(
     let writer = OwnedFd::from(writer);
     let raw = writer.as_raw_fd();
     let mut cmd = Command::new(program);
+    // A storm's children are whole programs, even when the storm itself
+    // runs as a shard of a cluster job: they must not read its shard.
+    for var in crate::model::shard::ENV_VARS {
+        cmd.env_remove(var);
+    }
     cmd.arg(role)
         .args(args)
         .stdin(Stdio::null())

@@ -10,10 +10,12 @@
 //! layer above hands in as [`Flags`].
 
 mod children;
+pub mod clients;
 mod error;
 mod judge;
 mod runner;
 pub mod scenario;
+pub mod shard;
 mod simulate;
 mod storm;
 pub mod summary;

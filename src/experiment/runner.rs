@@ -20,7 +20,7 @@ use super::scenario::{Case, join_flags};
 use super::storm::{Storm, confirmation};
 use super::summary::CaseRun;
 use crate::model::timescale::compress;
-use crate::report::output::say;
+use crate::report::output::{read_rows, say};
 use crate::report::rows::unix_ms;
 use crate::report::verdict::Timeline;
 
@@ -329,12 +329,7 @@ async fn drive<'a>(
 }
 
 fn read_csv<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> Result<Vec<T>, StormError> {
-    let fail = |e: csv::Error| StormError::Io(path.display().to_string(), io::Error::other(e));
-    csv::Reader::from_path(path)
-        .map_err(fail)?
-        .deserialize()
-        .collect::<Result<Vec<T>, _>>()
-        .map_err(fail)
+    read_rows(path).map_err(io_err("read"))
 }
 
 /// A finished run's rows, read back from its CSV files: every row the

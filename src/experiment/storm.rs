@@ -52,7 +52,12 @@ pub(super) const STATUS_FD: i32 = 3;
 /// The intervals after the observation window that confirm a recovery
 /// whose first interval is the last one starting within it (full scale).
 pub(super) fn confirmation(p: &Protocol) -> Duration {
-    p.report_interval * (STREAK as u32 - 1)
+    confirmation_after(p.report_interval)
+}
+
+/// The intervals that confirm a recovery, with this report interval.
+pub(super) fn confirmation_after(report_interval: Duration) -> Duration {
+    report_interval * (STREAK as u32 - 1)
 }
 
 impl Storm {

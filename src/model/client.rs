@@ -3,9 +3,10 @@
 //! configuration.
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use super::arrivals::ThinkTime;
+use super::shard::Shard;
 use super::timescale::compress;
 use super::user::Rules;
 use crate::policy::{Hedging, RetryLimits, Strategy, ThrottleConfig};
@@ -16,8 +17,13 @@ pub struct ClientConfig {
     /// The `http://host:port/path` URL every attempt requests (the virtual
     /// engine has none).
     pub url: String,
-    /// Number of simulated users.
+    /// Number of simulated users in the whole population (all shards).
     pub clients: u32,
+    /// Which of the population's users this process runs.
+    pub shard: Shard,
+    /// When the run starts on the wall clock (shards launched apart start
+    /// together and report on the same boundaries); `None`: at once.
+    pub start_at: Option<SystemTime>,
     /// Think-time distribution between a user's logical requests.
     pub think: ThinkTime,
     /// Time an attempt may take, from its intended start.
@@ -42,6 +48,9 @@ pub struct ClientConfig {
     pub seed: u64,
     /// Where to write report rows, if anywhere.
     pub csv: Option<PathBuf>,
+    /// Where to write the HDR interval log (latencies of each report
+    /// interval), if anywhere.
+    pub hlog: Option<PathBuf>,
     /// Print nothing on stdout (for tests and embedding).
     pub quiet: bool,
 }
@@ -51,6 +60,11 @@ impl ClientConfig {
     pub fn start_of(&self, index: u32) -> Duration {
         let share = f64::from(index) / f64::from(self.clients.max(1));
         self.ramp_up.mul_f64(share)
+    }
+
+    /// The global indices of this process's users.
+    pub fn users(&self) -> impl Iterator<Item = u32> + use<> {
+        self.shard.indices(self.clients)
     }
 
     /// The rules every user follows.

@@ -11,5 +11,6 @@ pub mod outcome;
 pub mod planner;
 pub mod server;
 pub mod service;
+pub mod shard;
 pub(crate) mod timescale;
 pub mod user;

@@ -21,6 +21,7 @@ use super::timer::{Sleep, Timer};
 use crate::model::arrivals::user_rng;
 use crate::model::client::ClientConfig;
 use crate::model::outcome::{Hints, Outcome};
+use crate::model::shard::ShardSource;
 use crate::model::user::{Attempt, Rules, Sent, User};
 use crate::policy::Throttle;
 use crate::report::counts::ClientRecorder;
@@ -189,6 +190,19 @@ pub async fn run_with_status(
         .map_err(StartError::Url)?;
     let timer = Timer::start(config.timer_resolution).map_err(StartError::Timer)?;
     let mut reporter = Reporter::new(&config, status).map_err(StartError::Csv)?;
+    let mut shutdown = pin!(shutdown);
+    // Shards wait for their common start; asked to stop before it, the
+    // run is empty.
+    let mut stopped_early = false;
+    if let Some(at) = config.start_at {
+        let wait = at
+            .duration_since(std::time::SystemTime::now())
+            .unwrap_or_default();
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            () = shutdown.as_mut() => stopped_early = true,
+        }
+    }
     let shared = Arc::new(Shared {
         pool: Pool::new(target),
         recorder: ClientRecorder::new(),
@@ -201,7 +215,7 @@ pub async fn run_with_status(
 
     let start = shared.epoch;
     let mut users = JoinSet::new();
-    for index in 0..config.clients {
+    for index in config.users() {
         let start = config.start_of(index);
         users.spawn(user(shared.clone(), config.seed, u64::from(index), start));
     }
@@ -213,6 +227,9 @@ pub async fn run_with_status(
         }
     };
     let mut stop = pin!(async {
+        if stopped_early {
+            return;
+        }
         tokio::select! {
             _ = shutdown => {}
             _ = until => {}
@@ -247,9 +264,10 @@ pub async fn run_with_status(
     })
 }
 
-/// Human-readable description of a run, for the client's start-up line.
-pub fn describe(config: &ClientConfig) -> String {
-    let demand = f64::from(config.clients) / config.think.mean().as_secs_f64();
+/// Human-readable description of a run, for the client's start-up line;
+/// `shard` says where a shard was named.
+pub fn describe(config: &ClientConfig, shard: ShardSource) -> String {
+    let demand = config.users().count() as f64 / config.think.mean().as_secs_f64();
     let policy = match &config.hedging {
         Some(h) => format!(
             "hedging every {}, at most {} copies",
@@ -258,10 +276,22 @@ pub fn describe(config: &ClientConfig) -> String {
         ),
         None => format!("strategy {}", config.strategy.name()),
     };
+    let population = if config.shard.is_whole() {
+        format!("{} clients", config.clients)
+    } else {
+        format!(
+            "{} of {} clients (shard {} from {shard})",
+            config.users().count(),
+            config.clients,
+            config.shard
+        )
+    };
+    let start = config.start_at.map_or(String::new(), |at| {
+        format!(", starting at {}", humantime::format_rfc3339_millis(at))
+    });
     format!(
-        "{} clients -> {}, mean think {} (about {demand:.1} req/s), timeout {}, \
-         {policy}{}, seed {}",
-        config.clients,
+        "{population} -> {}, mean think {} (about {demand:.1} req/s), timeout {}, \
+         {policy}{}, seed {}{start}",
         config.url,
         humantime::format_duration(config.think.mean()),
         humantime::format_duration(config.timeout),

@@ -7,6 +7,7 @@ pub mod aggregate;
 pub mod counts;
 pub mod estimate;
 pub mod histogram;
+pub mod hlog;
 pub mod output;
 pub mod rows;
 pub mod status;

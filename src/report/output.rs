@@ -108,9 +108,22 @@ pub fn server_csv(config: &ServerConfig) -> Result<Option<CsvSink<ServerRow>>, C
     CsvSink::with_header_if(config.csv.as_deref(), &server_header(config))
 }
 
-/// A CSV file that could not be created.
+/// Every row of a CSV file with a header, as written by a [`CsvSink`].
+pub fn read_rows<T: serde::de::DeserializeOwned>(path: &Path) -> io::Result<Vec<T>> {
+    let with_path = |e: csv::Error| io::Error::other(format!("{}: {e}", path.display()));
+    csv::Reader::from_path(path)
+        .map_err(with_path)?
+        .deserialize()
+        .collect::<Result<Vec<T>, _>>()
+        .map_err(with_path)
+}
+
+/// An output file (a CSV file, an interval log) that could not be
+/// created.
 #[derive(Debug)]
 pub struct CsvError {
+    /// The flag that named it.
+    pub flag: &'static str,
     /// The path asked for.
     pub path: PathBuf,
     /// What the system said.
@@ -121,7 +134,8 @@ impl std::fmt::Display for CsvError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "--csv {}: cannot create file: {}",
+            "{} {}: cannot create file: {}",
+            self.flag,
             self.path.display(),
             self.source
         )
@@ -162,6 +176,7 @@ impl<T: Serialize> CsvSink<T> {
             Ok(writer)
         };
         let writer = open().map_err(|source| CsvError {
+            flag: "--csv",
             path: path.to_path_buf(),
             source,
         })?;
@@ -232,6 +247,8 @@ mod tests {
         let hedging = ClientConfig {
             url: String::new(),
             clients: 1,
+            shard: crate::model::shard::Shard::WHOLE,
+            start_at: None,
             think: crate::model::arrivals::ThinkTime::new(Duration::from_secs(1)),
             timeout: Duration::from_secs(1),
             strategy: crate::policy::Strategy::Fixed {
@@ -246,6 +263,7 @@ mod tests {
             timer_resolution: Duration::ZERO,
             seed: 0,
             csv: None,
+            hlog: None,
             quiet: true,
         };
         assert_eq!(

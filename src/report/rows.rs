@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::counts::{ClientCounts, Held, ServerCounts};
 use super::histogram::Percentiles;
 use crate::model::service::Gauges;
+use hdrhistogram::Histogram;
 
 fn per_sec(count: u64, secs: f64) -> f64 {
     if secs > 0.0 { count as f64 / secs } else { 0.0 }
@@ -102,6 +103,37 @@ impl ClientRow {
 }
 
 impl ClientRow {
+    /// The row one process running every shard's users would have
+    /// written for an interval the `shards` rows report: rates and
+    /// requests in flight summed, amplification from the summed rates, and
+    /// the percentiles of `latency`, the shards' histograms of the
+    /// interval merged. Its time is the latest of theirs.
+    pub fn merged(shards: &[&ClientRow], latency: &Histogram<u64>) -> ClientRow {
+        let sum = |f: fn(&ClientRow) -> f64| round2(shards.iter().map(|r| f(r)).sum());
+        let percentiles = Percentiles::of(latency);
+        let requests = sum(|r| r.requests_per_s);
+        let sent = sum(|r| r.sent_per_s);
+        let hedging = shards.iter().any(|r| r.cancelled_per_s.is_some());
+        ClientRow {
+            unix_ms: shards.iter().map(|r| r.unix_ms).max().unwrap_or(0),
+            elapsed_s: shards.iter().map(|r| r.elapsed_s).fold(0.0, f64::max),
+            ok_per_s: sum(|r| r.ok_per_s),
+            errors_per_s: sum(|r| r.errors_per_s),
+            timeouts_per_s: sum(|r| r.timeouts_per_s),
+            retries_per_s: sum(|r| r.retries_per_s),
+            in_flight: shards.iter().map(|r| r.in_flight).sum(),
+            p50_ms: percentiles.p50_ms,
+            p99_ms: percentiles.p99_ms,
+            max_ms: percentiles.max_ms,
+            gave_up_per_s: sum(|r| r.gave_up_per_s),
+            throttled_per_s: sum(|r| r.throttled_per_s),
+            attempts_per_request: (requests > 0.0).then(|| round2(sent / requests)),
+            requests_per_s: requests,
+            sent_per_s: sent,
+            cancelled_per_s: hedging.then(|| sum(|r| r.cancelled_per_s.unwrap_or(0.0))),
+        }
+    }
+
     /// The row's latency percentiles.
     pub fn latency(&self) -> Percentiles {
         Percentiles {
@@ -324,6 +356,46 @@ fn round3(x: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shards_rows_merge_into_the_row_of_one_process() {
+        let row = |ok: f64, requests: f64, sent: f64, in_flight: u64, unix_ms: u64| ClientRow {
+            unix_ms,
+            elapsed_s: 5.0,
+            ok_per_s: ok,
+            errors_per_s: 0.5,
+            timeouts_per_s: 0.25,
+            retries_per_s: 1.0,
+            in_flight,
+            p50_ms: Some(1.0),
+            p99_ms: Some(1.0),
+            max_ms: Some(1.0),
+            gave_up_per_s: 0.0,
+            throttled_per_s: 0.0,
+            attempts_per_request: Some(sent / requests),
+            requests_per_s: requests,
+            sent_per_s: sent,
+            cancelled_per_s: None,
+        };
+        let a = row(10.0, 10.0, 12.0, 3, 1_000);
+        let b = row(20.0, 30.0, 36.0, 4, 1_002);
+        let mut latency = crate::report::histogram::latency_histogram();
+        for us in [1_000, 2_000, 3_000, 100_000] {
+            latency.record(us).unwrap();
+        }
+        let m = ClientRow::merged(&[&a, &b], &latency);
+        assert_eq!(m.ok_per_s, 30.0);
+        assert_eq!(m.errors_per_s, 1.0);
+        assert_eq!(m.timeouts_per_s, 0.5);
+        assert_eq!(m.in_flight, 7);
+        assert_eq!(m.unix_ms, 1_002);
+        // 48 sent for 40 requests, not the mean of 1.2 and 1.2 by chance:
+        assert_eq!(m.attempts_per_request, Some(1.2));
+        // The percentiles are the merged histogram's, not the rows'.
+        assert_eq!(m.p50_ms, Some(2.0));
+        assert_eq!(m.max_ms, Some(100.031));
+        assert_eq!(m.cancelled_per_s, None);
+    }
 
     #[test]
     fn empty_interval_has_no_percentiles() {

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::counts::{ATTEMPT_BUCKETS, ClientCounts, ClientRecorder};
 use super::histogram::Percentiles;
+use super::hlog::HlogWriter;
 use super::output::{CsvError, CsvSink, client_csv, say, write_row};
 use super::rows::ClientRow;
 use super::status::{Status, StatusSink};
@@ -153,6 +154,8 @@ impl fmt::Display for ServerSummary {
 /// CSV row, the status line and the run's totals. Shared by both engines.
 pub(crate) struct Reporter {
     csv: Option<CsvSink<ClientRow>>,
+    /// Every interval's histograms, slivers too.
+    hlog: Option<HlogWriter>,
     /// Rows carry the cancelled hedges.
     hedging: bool,
     status: Option<StatusSink>,
@@ -170,8 +173,19 @@ impl Reporter {
     /// A reporter for a run of `config`, creating its CSV file; status
     /// lines go to `status`, if given.
     pub fn new(config: &ClientConfig, status: Option<StatusSink>) -> Result<Self, CsvError> {
+        let hlog = config
+            .hlog
+            .as_deref()
+            .map(HlogWriter::create)
+            .transpose()
+            .map_err(|source| CsvError {
+                flag: "--hlog",
+                path: config.hlog.clone().unwrap_or_default(),
+                source,
+            })?;
         Ok(Reporter {
             csv: client_csv(config)?,
+            hlog,
             hedging: config.hedging.is_some(),
             status,
             quiet: config.quiet,
@@ -194,6 +208,20 @@ impl Reporter {
     ) {
         recorder.take_interval(&mut self.interval);
         self.totals.merge(&self.interval);
+        if let Some(log) = &mut self.hlog {
+            let start = Duration::from_millis(unix_ms).saturating_sub(elapsed);
+            let written = log.interval(
+                start,
+                elapsed.saturating_sub(measured),
+                measured,
+                &self.interval.attempt_latency,
+                &self.interval.request_latency,
+            );
+            if let Err(e) = written {
+                eprintln!("--hlog {}: {e}; the log stops here", log.path().display());
+                self.hlog = None;
+            }
+        }
         if measured < self.sliver {
             return;
         }

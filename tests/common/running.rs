@@ -9,6 +9,7 @@ use retry_storm::model::arrivals::ThinkTime;
 use retry_storm::model::client::ClientConfig;
 use retry_storm::model::latency::LatencyModel;
 use retry_storm::model::server::{OnDisconnect, ServerConfig, Shedding};
+use retry_storm::model::shard::Shard;
 use retry_storm::net::server::{Gauges, Server};
 use retry_storm::policy::{RetryLimits, Strategy};
 use retry_storm::report::summary::ServerSummary;
@@ -101,6 +102,8 @@ pub fn client_config(url: String) -> ClientConfig {
     ClientConfig {
         url,
         clients: 20,
+        shard: Shard::WHOLE,
+        start_at: None,
         think: ThinkTime::new(ms(20)),
         timeout: Duration::from_secs(5),
         strategy: Strategy::Fixed { delay: ms(10) },
@@ -113,6 +116,7 @@ pub fn client_config(url: String) -> ClientConfig {
         timer_resolution: Duration::ZERO,
         seed: 7,
         csv: None,
+        hlog: None,
         quiet: true,
     }
 }

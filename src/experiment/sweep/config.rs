@@ -5,6 +5,7 @@ use std::time::Duration;
 use super::super::error::StormError;
 use super::super::scenario::{Case, format_duration};
 use super::super::storm::{Flags, Storm, flag_value};
+use crate::model::shard::Shard;
 
 /// A whole sweep.
 #[derive(Debug, Clone)]
@@ -33,6 +34,8 @@ pub struct SweepConfig {
     pub step: Duration,
     /// Worker threads.
     pub threads: usize,
+    /// The share of the settings this process runs.
+    pub shard: Shard,
 }
 
 /// One line of the map: a case under one setting.

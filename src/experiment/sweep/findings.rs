@@ -3,10 +3,10 @@
 use std::fmt;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One pause of one setting, judged over the seeds: a row of `phase.csv`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Point {
     /// The case's name.
     pub case: String,
@@ -43,7 +43,7 @@ impl Point {
 }
 
 /// A setting's edge: a row of `critical.csv`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Critical {
     /// The case's name.
     pub case: String,
@@ -86,7 +86,7 @@ pub struct Critical {
 }
 
 /// Which side of the pauses tried an edge lies on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Outside {
     /// Longer than every pause tried.
@@ -102,12 +102,27 @@ pub struct SweepReport {
     pub critical: Vec<Critical>,
     /// Every pause tried, by setting then pause.
     pub points: Vec<Point>,
+    /// Which rows each setting run gave, in the order of the rows.
+    pub lines: Vec<LineRows>,
     /// Virtual-time runs made.
     pub runs: u64,
     /// Events they processed.
     pub events: u64,
     /// Real time the sweep took.
     pub wall: Duration,
+}
+
+/// The rows one setting gave: how many of `critical` (0 or 1) and of
+/// `points` are its, so that shards' rows can be put back in the order
+/// of one process's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LineRows {
+    /// The setting's place among the sweep's settings.
+    pub setting: usize,
+    /// Its rows of `critical.csv`.
+    pub critical: usize,
+    /// Its rows of `phase.csv`.
+    pub points: usize,
 }
 
 impl fmt::Display for Critical {

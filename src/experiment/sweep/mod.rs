@@ -20,6 +20,7 @@ mod findings;
 mod line;
 mod one_pause;
 mod output;
+mod shard;
 mod summary;
 
 use std::fmt::Display;
@@ -31,8 +32,9 @@ use super::error::StormError;
 use super::storm::Flags;
 
 pub use config::{Setting, SweepConfig};
-pub use findings::{Critical, Outside, Point, SweepReport};
+pub use findings::{Critical, LineRows, Outside, Point, SweepReport};
 pub use output::write;
+pub use shard::merge;
 
 /// Runs the sweep on `config.threads` threads, calling `progress` as each
 /// setting is done, with its edge (or, with one pause only, its point).
@@ -43,7 +45,13 @@ pub fn run(
 ) -> Result<SweepReport, StormError> {
     config.validate(flags)?;
     let wall = Instant::now();
-    let settings = config.settings();
+    // This shard's settings, each with its place among all of them.
+    let settings: Vec<(usize, Setting)> = config
+        .settings()
+        .into_iter()
+        .enumerate()
+        .filter(|&(i, _)| config.shard.owns(i as u64))
+        .collect();
     let next = AtomicUsize::new(0);
     type Done = Result<line::Done, StormError>;
     let results: Mutex<Vec<Option<Done>>> = Mutex::new((0..settings.len()).map(|_| None).collect());
@@ -52,7 +60,7 @@ pub fn run(
             scope.spawn(|| {
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(&setting) = settings.get(i) else {
+                    let Some(&(_, setting)) = settings.get(i) else {
                         break;
                     };
                     let done = line::Line::new(config, flags, setting).run();
@@ -70,12 +78,19 @@ pub fn run(
     let mut report = SweepReport {
         critical: Vec::new(),
         points: Vec::new(),
+        lines: Vec::new(),
         runs: 0,
         events: 0,
         wall: Duration::ZERO,
     };
-    for done in results.into_inner().expect("results lock poisoned") {
+    let results = results.into_inner().expect("results lock poisoned");
+    for (done, &(setting, _)) in results.into_iter().zip(&settings) {
         let done = done.expect("every setting was run")?;
+        report.lines.push(LineRows {
+            setting,
+            critical: usize::from(done.critical.is_some()),
+            points: done.points.len(),
+        });
         report.critical.extend(done.critical);
         report.points.extend(done.points);
         report.runs += done.runs;

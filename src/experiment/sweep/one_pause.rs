@@ -149,6 +149,7 @@ mod tests {
         SweepReport {
             critical: Vec::new(),
             points,
+            lines: Vec::new(),
             runs: 0,
             events: 0,
             wall: Duration::ZERO,

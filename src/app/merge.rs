@@ -1,0 +1,135 @@
+//! `storm merge`, and what a sharded sweep or storm leaves for it: shards'
+//! results put back together as one process would have written them.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::cli::{MergeArgs, ProgramFlags, StormCli, StormCommand};
+use crate::experiment::shard::{self, Manifest, ShardKind};
+use crate::experiment::sweep::{self, SweepConfig, SweepReport};
+use crate::experiment::{StormError, clients};
+use crate::model::shard::Shard;
+use crate::report::output::say;
+
+/// This process's command line, with `file` (a scenario file) made
+/// absolute, so that a merge run elsewhere finds it.
+pub(super) fn command_line(file: Option<&Path>) -> Vec<String> {
+    let absolute = file.and_then(|f| std::path::absolute(f).ok());
+    std::env::args_os()
+        .map(|word| match (file, &absolute) {
+            (Some(f), Some(abs)) if Path::new(&word) == f => abs.display().to_string(),
+            _ => word.to_string_lossy().into_owned(),
+        })
+        .collect()
+}
+
+/// Beside a sweep shard's results, its manifest for `storm merge`; a whole
+/// sweep writes none.
+pub(super) fn write_sweep_manifest(
+    config: &SweepConfig,
+    report: &SweepReport,
+    command: Vec<String>,
+) -> Result<(), StormError> {
+    if config.shard.is_whole() {
+        return Ok(());
+    }
+    Manifest {
+        kind: ShardKind::Sweep,
+        shard: config.shard,
+        command,
+        settings: config.settings().len(),
+        lines: report.lines.clone(),
+        runs: report.runs,
+        events: report.events,
+        wall_s: report.wall.as_secs_f64(),
+    }
+    .write(&config.storm.out)
+}
+
+/// `storm merge DIR...`.
+pub(super) fn merge(args: MergeArgs) -> ExitCode {
+    let out = args.out.clone().expect("clap requires --out");
+    let sharded = args.dirs.iter().any(|d| d.join(shard::MANIFEST).exists());
+    let done = if sharded {
+        merge_shards(&args.dirs, &out, args.png)
+    } else {
+        let protocol = match (args.warmup, args.pause, args.observe) {
+            (Some(warmup), Some(pause), Some(observe)) => Some(clients::Protocol {
+                warmup,
+                pause,
+                observe,
+            }),
+            _ => None,
+        };
+        clients::merge(&clients::MergeRequest {
+            dirs: &args.dirs,
+            out: &out,
+            server_csv: args.server_csv.as_deref(),
+            protocol,
+            png: args.png,
+        })
+        .map(|merged| {
+            for line in merged {
+                say(line);
+            }
+        })
+    };
+    match done {
+        Ok(()) => {
+            say(format!("results: {}", out.display()));
+            ExitCode::SUCCESS
+        }
+        Err(StormError::Flags(msg)) => {
+            eprintln!("error: {msg}");
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Sweep or storm shards: checked to be whole, then their rows in one
+/// process's order, and every file that process writes.
+fn merge_shards(dirs: &[PathBuf], out: &Path, png: bool) -> Result<(), StormError> {
+    let parts = shard::whole(dirs)?;
+    let first = &parts[0].1;
+    let reparse = |what: &str| {
+        StormCli::try_parse_from(first.common_command()).map_err(|e| {
+            StormError::Flags(format!(
+                "the shards' command no longer parses as a {what}: {}",
+                e.render()
+            ))
+        })
+    };
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    match first.kind {
+        ShardKind::Sweep => {
+            let Some(StormCommand::Sweep(args)) = reparse("sweep")?.command else {
+                return Err(StormError::Flags(
+                    "the shards' manifest says sweep, its command is not one".to_string(),
+                ));
+            };
+            let mut config = args
+                .config()
+                .map_err(|e| StormError::Flags(e.to_string()))?;
+            config.shard = Shard::WHOLE;
+            config.storm.out = out.to_path_buf();
+            config.storm.png |= png;
+            config.validate(&ProgramFlags)?;
+            let report = sweep::merge(&parts)?;
+            say(format!(
+                "merged {} sweep shard(s): {} setting(s)",
+                parts.len(),
+                report.lines.len()
+            ));
+            sweep::write(&config, &report, &command)
+        }
+        ShardKind::Run => Err(StormError::Flags(
+            "merging storm shards is not supported yet".to_string(),
+        )),
+    }
+}

@@ -1,0 +1,188 @@
+//! HDR interval logs: the HdrHistogram log format (V2 compressed
+//! histograms, base64, one line per interval) that Java's
+//! `HistogramLogWriter` writes and `HistogramLogProcessor` reads. A client
+//! writes one beside its CSV, so that shards' latency percentiles merge
+//! exactly: the log keeps every interval's whole histogram, where the CSV
+//! keeps only its percentiles.
+//!
+//! Each report interval gives two histograms, in microseconds: the
+//! latency of successful attempts (untagged, what readers show by default)
+//! and of successful logical requests (tag `request`). The log's
+//! `StartTime` and `BaseTime` are the run's start; interval timestamps are
+//! seconds since it.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use base64::Engine;
+use hdrhistogram::Histogram;
+use hdrhistogram::serialization::interval_log::{
+    IntervalLogIterator, IntervalLogWriterBuilder, LogEntry, Tag,
+};
+use hdrhistogram::serialization::{Deserializer, V2DeflateSerializer};
+
+use super::histogram::{add_recorded, latency_histogram};
+
+/// The tag of the request-latency histograms.
+pub const REQUEST_TAG: &str = "request";
+
+/// Writes a client's interval log.
+pub struct HlogWriter {
+    path: PathBuf,
+    out: BufWriter<File>,
+    serializer: V2DeflateSerializer,
+    /// The header is written with the first interval, when the run's
+    /// start on the wall clock is known.
+    started: bool,
+}
+
+impl std::fmt::Debug for HlogWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HlogWriter")
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+fn io_error(e: impl std::fmt::Display) -> io::Error {
+    io::Error::other(e.to_string())
+}
+
+impl HlogWriter {
+    /// Creates the log file (and its folder).
+    pub fn create(path: &Path) -> io::Result<HlogWriter> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)?;
+        }
+        Ok(HlogWriter {
+            path: path.to_path_buf(),
+            out: BufWriter::new(File::create(path)?),
+            serializer: V2DeflateSerializer::new(),
+            started: false,
+        })
+    }
+
+    /// Where the log goes.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Writes one interval: `since_start` after the run's start (`start`,
+    /// since the Unix epoch), lasting `length`.
+    pub fn interval(
+        &mut self,
+        start: Duration,
+        since_start: Duration,
+        length: Duration,
+        attempts: &Histogram<u64>,
+        requests: &Histogram<u64>,
+    ) -> io::Result<()> {
+        if !self.started {
+            let at = std::time::UNIX_EPOCH + start;
+            IntervalLogWriterBuilder::new()
+                .add_comment(&format!(
+                    "[Logged with retry-storm {}]",
+                    env!("CARGO_PKG_VERSION")
+                ))
+                .add_comment("[Histogram log format version 1.3]")
+                .add_comment(
+                    "[Values in microseconds: untagged, successful attempts; \
+                     Tag=request, successful requests]",
+                )
+                .with_start_time(at)
+                .with_base_time(at)
+                .begin_log_with(&mut self.out, &mut self.serializer)?;
+            // The legend line Java's writer puts before the intervals.
+            writeln!(
+                self.out,
+                "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\""
+            )?;
+            self.started = true;
+        }
+        let mut log =
+            IntervalLogWriterBuilder::new().begin_log_with(&mut self.out, &mut self.serializer)?;
+        log.write_histogram(attempts, since_start, length, None)
+            .map_err(io_error)?;
+        log.write_histogram(requests, since_start, length, Tag::new(REQUEST_TAG))
+            .map_err(io_error)?;
+        self.out.flush()
+    }
+}
+
+/// One interval read back from a log.
+#[derive(Debug, Clone)]
+pub struct LoggedInterval {
+    /// Its start, since the log's base time.
+    pub start: Duration,
+    /// Its length.
+    pub length: Duration,
+    /// Latency of successful attempts (untagged).
+    pub attempts: Histogram<u64>,
+    /// Latency of successful requests (tag `request`).
+    pub requests: Histogram<u64>,
+}
+
+/// An interval log read back.
+#[derive(Debug, Clone)]
+pub struct Hlog {
+    /// The run's start, since the Unix epoch (the log's `BaseTime`).
+    pub base: Duration,
+    /// Its intervals, in order.
+    pub intervals: Vec<LoggedInterval>,
+}
+
+impl Hlog {
+    /// Reads a log written by [`HlogWriter`] (or any log with at most one
+    /// histogram per tag and interval; other tags are skipped).
+    pub fn read(path: &Path) -> io::Result<Hlog> {
+        let text = std::fs::read(path)?;
+        let mut base = None;
+        let mut intervals: Vec<LoggedInterval> = Vec::new();
+        let mut deserializer = Deserializer::new();
+        for entry in IntervalLogIterator::new(&text) {
+            let entry = entry
+                .map_err(|e| io_error(format!("{}: not an HDR log: {e:?}", path.display())))?;
+            let logged = match entry {
+                LogEntry::BaseTime(t) => {
+                    base = Some(t);
+                    continue;
+                }
+                LogEntry::StartTime(t) => {
+                    base.get_or_insert(t);
+                    continue;
+                }
+                LogEntry::Interval(logged) => logged,
+            };
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(logged.encoded_histogram())
+                .map_err(|e| io_error(format!("{}: {e}", path.display())))?;
+            let decoded: Histogram<u64> = deserializer
+                .deserialize(&mut bytes.as_slice())
+                .map_err(|e| io_error(format!("{}: {e:?}", path.display())))?;
+            let tag = logged.tag().map(|t| t.as_str().to_string());
+            let same = intervals
+                .last()
+                .is_some_and(|i| i.start == logged.start_timestamp());
+            if !same {
+                intervals.push(LoggedInterval {
+                    start: logged.start_timestamp(),
+                    length: logged.duration(),
+                    attempts: latency_histogram(),
+                    requests: latency_histogram(),
+                });
+            }
+            let interval = intervals.last_mut().expect("just pushed");
+            match tag.as_deref() {
+                None => add_recorded(&mut interval.attempts, &decoded),
+                Some(REQUEST_TAG) => add_recorded(&mut interval.requests, &decoded),
+                Some(_) => {}
+            }
+        }
+        Ok(Hlog {
+            base: base.unwrap_or_default(),
+            intervals,
+        })
+    }
+}

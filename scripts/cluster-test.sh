@@ -4,8 +4,8 @@
 # compute nodes, each in its own network namespace, the server in a third,
 # joined by a bridge on 10.199.0.0/24 with no route out. Runs as root; puts
 # in what it lacks from Debian packages (slurmctld, slurmd, munge, a JRE,
-# libhdrhistogram-java, jq) and pip (hdrhistogram, into the temporary
-# folder), then builds the programs, and in a few minutes:
+# libhdrhistogram-java, jq, python3-pip) and pip (hdrhistogram, into the
+# temporary folder), then builds the programs, and in a few minutes:
 #   - a two-shard client job (deploy/slurm/client.sbatch, one task a node)
 #     against the server, paused with SIGSTOP and resumed with SIGCONT
 #     (warm-up, pause, observe, time divided by 10), then storm merge with
@@ -80,6 +80,8 @@ for need in slurmctld:slurmctld slurmd:slurmd srun:slurm-client munged:munge \
   command -v "${need%%:*}" > /dev/null || missing+=("${need#*:}")
 done
 [[ -e $hdr_jar ]] || missing+=(libhdrhistogram-java)
+# pip, for the second reader.
+python3 -m pip --version > /dev/null 2>&1 || missing+=(python3-pip)
 if [[ ${#missing[@]} -gt 0 ]]; then
   [[ $install == 1 ]] || { echo "cluster-test: missing packages: ${missing[*]}" >&2; exit 2; }
   echo "cluster-test: installing ${missing[*]}"
@@ -184,7 +186,7 @@ fail() { echo "FAIL $1: $2"; failures=$((failures + 1)); }
 check() {
   local name=$1 what=$2
   shift 2
-  if "$@"; then pass "$name" "$what"; else fail "$name" "$what"; fi
+  if "$@" > /dev/null; then pass "$name" "$what"; else fail "$name" "$what"; fi
 }
 die() { echo "cluster-test: $*" >&2; exit 2; }
 
@@ -210,6 +212,14 @@ inns() {
   shift
   nsenter --net="/run/netns/$prefix-$ns" unshare --uts \
     sh -c 'hostname "$0" && exec "$@"' "$ns" "$@"
+}
+# spawn NS LOG COMMAND...: the same in the background, output to LOG; $! is
+# the command's pid (not a subshell's, so that signals reach it).
+spawn() {
+  local ns=$1 log=$2
+  shift 2
+  nsenter --net="/run/netns/$prefix-$ns" unshare --uts \
+    sh -c 'hostname "$0" && exec "$@"' "$ns" "$@" > "$log" 2>&1 &
 }
 
 for ns in "${namespaces[@]}"; do
@@ -287,10 +297,10 @@ NodeName=node2 NodeAddr=${addr[node2]} CPUs=2 State=UNKNOWN
 PartitionName=test Nodes=node1,node2 Default=YES MaxTime=30 State=UP
 EOF
 
-inns ctl slurmctld -D -i > "$tmp/slurm/log/slurmctld.out" 2>&1 &
+spawn ctl "$tmp/slurm/log/slurmctld.out" slurmctld -D -i
 daemons+=($!)
 for n in node1 node2; do
-  inns "$n" slurmd -D -N "$n" > "$tmp/slurm/log/slurmd-$n.out" 2>&1 &
+  spawn "$n" "$tmp/slurm/log/slurmd-$n.out" slurmd -D -N "$n"
   daemons+=($!)
 done
 
@@ -403,11 +413,13 @@ client_run() {
   url=http://${addr[srv]}:8070/api
   # The server drops the work of an attempt that timed out (and the client
   # backs off), so it recovers at once on resume: the pause shows as a gap.
-  inns srv "$bin/server" --listen "${addr[srv]}:8070" --time-scale "$scale" \
-    --on-disconnect cancel --csv "$run/server.csv" > "$run/server.log" 2>&1 &
+  spawn srv "$run/server.log" "$bin/server" --listen "${addr[srv]}:8070" \
+    --time-scale "$scale" --on-disconnect cancel --csv "$run/server.csv"
   server_pid=$!
   server_up() { inns ctl timeout 1 bash -c "exec 3<> /dev/tcp/${addr[srv]}/8070"; }
   wait_for 15 "the server" server_up || die "the server did not start; see $run/server.log"
+  # SIGSTOP must reach the server itself.
+  [[ $(cat "/proc/$server_pid/comm") == server ]] || die "pid $server_pid is not the server"
 
   # now_ns: the wall clock, in nanoseconds. sleep_until NS: sleeps until then.
   now_ns() { date +%s%N; }
@@ -446,8 +458,9 @@ client_run() {
   done
 
   # Each task took its shard from SLURM_PROCID/SLURM_NTASKS.
-  check client "each task a shard from SLURM_PROCID" \
-    test "$(grep -c 'SLURM_PROCID' "$run/client-job.out")" -ge 2
+  check client "each task a shard from SLURM_PROCID/SLURM_NTASKS (0/2, 1/2)" \
+    test "$(grep -o 'shard [0-9]*/[0-9]* from SLURM_PROCID/SLURM_NTASKS' "$run/client-job.out" |
+      sort | tr '\n' ';')" == "shard 0/2 from SLURM_PROCID/SLURM_NTASKS;shard 1/2 from SLURM_PROCID/SLURM_NTASKS;"
 
   rows0=$(($(wc -l < "${shards[0]}") - 1))
   rows1=$(($(wc -l < "${shards[1]}") - 1))
@@ -521,6 +534,7 @@ client_run() {
     name=${reader%_hlog}
     if read -r a b m top < <(hlog_check "$reader"); then
       check hlog "$name: merged count $m = $a + $b (shards)" test "$m" == $((a + b))
+    [[ $name == java ]] && java_count=$m
       check hlog "$name: merged count $m = the merged CSV's OK count $csv_ok, within 0.5 %" \
         awk -v m="$m" -v c="$csv_ok" 'BEGIN { d = m - c; if (d < 0) d = -d; exit !(m > 0 && d <= 2 + 0.005 * m) }'
       check hlog "$name: largest latency $top ms = the merged CSV's largest max_ms $csv_max, within 0.5 %" \
@@ -542,7 +556,13 @@ client_run() {
     "$run"/client/shard-* > "$run/merge.log" 2>&1; then
     pass merge "storm merge --server-csv --warmup --pause --observe"
     check merge "its client.csv is the job's merge's" cmp -s "$full/client.csv" "$merged"
-    check merge "summary.json has a verdict" jq -e '.. | objects | select(has("verdict")) | .verdict' "$full/summary.json"
+    verdict=$(jq -r '.figures | if .recovered then "recovered \(.recovery_s) s after resume" else "did not recover" end' \
+      "$full/client.summary.json" 2> /dev/null) || verdict=""
+    check merge "client.summary.json has a verdict: ${verdict:-none}" \
+      jq -e '.figures.recovered == true and .timeline.stop_ms > .timeline.start_ms' "$full/client.summary.json"
+    summary_count=$(jq -r .attempt_latency.count "$full/client.summary.json" 2> /dev/null) || summary_count=""
+    check merge "client.summary.json counts the merged log's OK attempts ($summary_count)" \
+      test "$summary_count" == "${java_count:-none}"
   else
     fail merge "storm merge --server-csv ... failed: $(tail -n 3 "$run/merge.log")"
   fi
@@ -568,8 +588,9 @@ sweep_run() {
   merge_start=$(job_field "$merge_job" StartTime)
   check sweep "the merge started after the last task ended ($merge_start >= $last_end)" \
     test ! "$merge_start" \< "$last_end"
-  shard_files=("$sweep"/shard-*/shard.json)
-  check sweep "4 shards, each with its shard.json" test "${#shard_files[@]}" == 4
+  check sweep "4 shards, each named in its shard.json (0/4 to 3/4)" test "$(
+    for i in 0 1 2 3; do jq -r '"\(.kind) \(.shard.index)/\(.shard.count)"' "$sweep/shard-$i/shard.json"; done |
+      tr '\n' ';')" == "sweep 0/4;sweep 1/4;sweep 2/4;sweep 3/4;"
   for f in critical.csv phase.csv; do
     check sweep "merged $f is byte for byte the one-process sweep's" \
       cmp "$sweep/merged/$f" "$tmp/sweep-one/$f"

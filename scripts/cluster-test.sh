@@ -30,20 +30,26 @@
 #   cluster    slurmctld and both slurmd answer; srun -N2 runs one task in
 #              each node's namespace; no address outside the subnet is
 #              reachable from a node
-#   client     both tasks end well, each a shard from SLURM_PROCID; the
-#              shards' report rows fall on the same boundaries; the merged
-#              CSV has their rows, and its rates are their sums; the OK rate
-#              falls during the pause and comes back
-#   hlog       Java's HistogramLogProcessor (and Python's hdrh, if pip could
-#              get it) reads the merged HDR interval log: its count is the
-#              sum of the shards' counts, and the OK count of the merged CSV
-#              within rounding
-#   merge      storm merge with --server-csv and the protocol writes a
-#              summary and a verdict
+#   client     the job completes, each task a shard from SLURM_PROCID/
+#              SLURM_NTASKS; the shards' report rows fall on the same
+#              boundaries; the merged CSV has their rows, each rate the sum
+#              of theirs and each percentile between theirs; the OK rate
+#              falls to nothing in the pause and comes back after it
+#   hlog       Java's HistogramLogProcessor and Python's hdrh (skipped if
+#              pip cannot get it) read the HDR interval logs: the merged
+#              log's count is the sum of the shards', and the merged CSV's
+#              OK count within rounding; its largest latency the CSV's;
+#              the same sum for the histograms tagged request
+#   merge      storm merge with --server-csv and the protocol: the same
+#              client.csv as the job's merge, a verdict (recovered: the
+#              server drops the work of attempts that timed out), the
+#              log's count in client.summary.json
 #   sweep      every array task and then the merge job complete (the merge
-#              not before the last task); the merged critical.csv and
-#              phase.csv are byte for byte the one-process sweep's
+#              not before the last task); each shard's shard.json names
+#              it; the merged critical.csv and phase.csv are byte for byte
+#              the one-process sweep's
 #   manifests  scripts/validate-manifests.sh passes (skipped if absent)
+# About 40 s here once installed and built (2 cores).
 # Prints PASS/FAIL per check and exits 1 if one fails, 2 on a usage or
 # setup error. Every daemon, process, namespace and file it made is gone
 # when it exits, whatever happened (with --keep, all but the folder).
@@ -95,21 +101,25 @@ if [[ ${#missing[@]} -gt 0 ]]; then
   policy=""
   if [[ ! -e /usr/sbin/policy-rc.d ]]; then
     policy=/usr/sbin/policy-rc.d
+    trap 'rm -f "$policy"' EXIT
     printf '#!/bin/sh\nexit 101\n' > "$policy"
     chmod 755 "$policy"
   fi
-  rc=0
+  installed=1
   { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-    --no-install-recommends "${missing[@]}" > /dev/null; } || rc=$?
-  [[ -n $policy ]] && rm -f "$policy"
-  [[ $rc == 0 ]] || { echo "cluster-test: could not install ${missing[*]}" >&2; exit 2; }
+    --no-install-recommends "${missing[@]}" > /dev/null; } || installed=0
+  if [[ -n $policy ]]; then
+    rm -f "$policy"
+    trap - EXIT
+  fi
+  [[ $installed == 1 ]] || { echo "cluster-test: could not install ${missing[*]}" >&2; exit 2; }
 fi
 
 # --- programs --------------------------------------------------------------
 
 if [[ -z $bin ]]; then
   bin=$repo/target/release
-  if [[ $build == 1 ]]; then
+  if [[ $build == 1 && $cluster_only == 0 ]]; then
     cargo build --release --locked --quiet --bin server --bin client --bin storm
   fi
 fi
@@ -125,8 +135,9 @@ fi
 # srun; ours come from SLURM_CONF.
 while read -r v; do unset "$v"; done < <(compgen -e | grep '^SLURM_' || true)
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/cluster-test.XXXXXX")
-# munged wants every folder above its socket open to all.
+# In /tmp, whatever TMPDIR says: munged wants every folder above its
+# socket open to all.
+tmp=$(mktemp -d /tmp/cluster-test.XXXXXX)
 chmod 755 "$tmp"
 prefix=ct$$           # namespaces: $prefix-hub, -ctl, -node1, -node2, -srv
 namespaces=(hub ctl node1 node2 srv)
@@ -155,7 +166,7 @@ stop() {
 }
 
 cleanup() {
-  local rc=$? ns pids left
+  local rc=$? ns pids left p
   trap - EXIT INT TERM
   set +e
   if [[ -n ${SLURM_CONF:-} && -e ${SLURM_CONF} ]] && [[ -e /run/netns/$prefix-ctl ]]; then
@@ -171,9 +182,18 @@ cleanup() {
     # shellcheck disable=SC2086 # a list of pids
     [[ -n $pids ]] && stop $pids
   done
-  for ns in "${made_ns[@]}"; do ip netns delete "$ns" 2> /dev/null; done
+  local survivors=()
+  for ns in "${made_ns[@]}"; do
+    # shellcheck disable=SC2207 # a list of pids
+    survivors+=($(ip netns pids "$ns" 2> /dev/null))
+    ip netns delete "$ns" 2> /dev/null
+  done
+  for p in "${daemons[@]}" $server_pid; do alive "$p" && survivors+=("$p"); done
   left=$(ip netns list 2> /dev/null | grep -c "^$prefix-")
-  [[ $left == 0 ]] || echo "cluster-test: warning: $left namespaces of $prefix left" >&2
+  if [[ ${#survivors[@]} -gt 0 || $left -gt 0 ]]; then
+    echo "cluster-test: cleanup left processes ${survivors[*]:-none} and $left namespaces" >&2
+    [[ $rc == 0 ]] && rc=1
+  fi
   if [[ $keep == 1 ]]; then
     echo "cluster-test: kept $tmp"
   else

@@ -457,9 +457,10 @@ client_run() {
   }
 
   start=$(($(date +%s) + 5))
-  client_job=$(START_AT=$start URL=$url OUT=$run/client CLIENTS=200 DURATION=$((12 * scale))s \
+  # The URL as the job's first argument, the client's own flags after it.
+  client_job=$(START_AT=$start OUT=$run/client CLIENTS=200 DURATION=$((12 * scale))s \
     SEED=7 RETRY_STORM_BIN=$bin ctl sbatch --parsable --time=2 --output="$run/client-job.out" \
-    deploy/slurm/client.sbatch --time-scale "$scale" --strategy exponential)
+    deploy/slurm/client.sbatch "$url" --time-scale "$scale" --strategy exponential)
   client_job=${client_job%%;*}
   [[ $client_job =~ ^[0-9]+$ ]] || { fail client "sbatch client.sbatch: $client_job"; return 1; }
   echo "cluster-test: client job $client_job: 2 shards of 200 users from $(date -d "@$start" +%T)," \

@@ -15,8 +15,8 @@ use std::process::ExitCode;
 use clap::CommandFactory;
 
 use crate::cli::{
-    ClientArgs, ClientCli, ClientCommand, Generate, PlanFormat, ProgramFlags, RunArgs, ServerArgs,
-    StormCli, StormCommand, SweepArgs,
+    ClientArgs, ClientCli, ClientCommand, ExecArgs, Generate, PlanFormat, ProgramFlags, RunArgs,
+    ServerArgs, StormCli, StormCommand, SweepArgs,
 };
 use crate::experiment::scenario::Engine;
 use crate::experiment::{self, Storm, StormError, sweep};
@@ -205,7 +205,7 @@ pub fn storm(cli: StormCli) -> ExitCode {
                 let storm = args
                     .scenario()
                     .map(|s| args.exec.storm(s, own_program(), None));
-                start(storm, args.exec.dump_scenario)
+                start(storm, &args.exec, merge::command_line(None))
             }
         },
     }
@@ -216,7 +216,7 @@ fn run(args: RunArgs) -> ExitCode {
     let storm = args
         .scenario()
         .map(|s| args.exec.storm(s, own_program(), args.stem().as_deref()));
-    start(storm, args.exec.dump_scenario)
+    start(storm, &args.exec, merge::command_line(args.file.as_deref()))
 }
 
 /// This program's path, to run its children.
@@ -224,8 +224,22 @@ fn own_program() -> PathBuf {
     std::env::current_exe().expect("the path of this program")
 }
 
-/// Prints the storm's scenario (`dump`) or runs it.
-fn start(storm: Result<Storm, impl std::fmt::Display>, dump: bool) -> ExitCode {
+/// Prints the storm's scenario (`--dump-scenario`) or runs it (its
+/// share of the runs, named by `--shard` or the environment); `command`
+/// is this process's, for a shard's manifest.
+fn start(
+    storm: Result<Storm, impl std::fmt::Display>,
+    exec: &ExecArgs,
+    command: Vec<String>,
+) -> ExitCode {
+    let storm = storm.map_err(|e| e.to_string()).and_then(|mut storm| {
+        let (shard, source) = exec.shard()?;
+        storm.shard = shard;
+        if !shard.is_whole() {
+            say(format!("storm: shard {shard} from {source}"));
+        }
+        Ok(storm)
+    });
     let storm = match storm {
         Ok(storm) => storm,
         Err(e) => {
@@ -233,17 +247,17 @@ fn start(storm: Result<Storm, impl std::fmt::Display>, dump: bool) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if dump {
+    if exec.dump_scenario {
         let _ = write!(std::io::stdout().lock(), "{}", storm.scenario.to_toml());
         return ExitCode::SUCCESS;
     }
     // The runner spawns its children from this one thread, so that the
     // kernel's parent-death signal follows the runner's lifetime.
-    block_on(Some(1), run_storm(storm))
+    block_on(Some(1), run_storm(storm, command))
 }
 
 /// Runs a storm to its end, or until SIGINT or SIGTERM.
-async fn run_storm(storm: Storm) -> ExitCode {
+async fn run_storm(storm: Storm, command: Vec<String>) -> ExitCode {
     if let Err(e) = storm.validate(&ProgramFlags) {
         return failed(e, &storm);
     }
@@ -267,6 +281,9 @@ async fn run_storm(storm: Storm) -> ExitCode {
     ));
     match experiment::run(&storm, &ProgramFlags, signals::requested()).await {
         Ok(report) => {
+            if let Err(e) = merge::write_storm_manifest(&storm, command) {
+                return failed(e, &storm);
+            }
             say(report.table().trim_end());
             say(format!("results: {}", storm.out.display()));
             ExitCode::SUCCESS
@@ -299,11 +316,13 @@ fn failed(e: StormError, storm: &Storm) -> ExitCode {
 /// `storm sweep`: every setting's edge (or, at one pause, its share that
 /// recovered), its files and its maps.
 fn sweep(args: SweepArgs) -> ExitCode {
-    let config = match args.config().and_then(|mut config| {
-        config.shard = args.shard()?.0;
-        Ok(config)
-    }) {
-        Ok(config) => config,
+    let parsed = args.shard().and_then(|(shard, source)| {
+        let mut config = args.config()?;
+        config.shard = shard;
+        Ok((config, source))
+    });
+    let (config, source) = match parsed {
+        Ok(parsed) => parsed,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(2);
@@ -312,30 +331,19 @@ fn sweep(args: SweepArgs) -> ExitCode {
     let quiet = args.output.quiet;
     let argv = merge::command_line(args.file.as_deref());
     let command = argv.join(" ");
-    let shard = match args.shard() {
-        Ok(shard) => shard,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
-    };
+    // Which shard, quiet or not: a cluster job's log should say.
+    if !config.shard.is_whole() {
+        say(format!("sweep: shard {} from {source}", config.shard));
+    }
     if !quiet {
         let pauses = match config.pause {
             Some(pause) => format!("a pause of {} s", pause.as_secs_f64()),
             None => format!("pauses up to {} s", config.max_pause.as_secs_f64()),
         };
-        let settings = config.settings().len();
-        let share = if config.shard.is_whole() {
-            format!("{settings} setting(s)")
-        } else {
-            format!(
-                "shard {} from {} of {settings} setting(s)",
-                config.shard, shard.1
-            )
-        };
         say(format!(
-            "sweep: {share}, {pauses}, {} seed(s) per point, {} thread(s); \
+            "sweep: {} setting(s), {pauses}, {} seed(s) per point, {} thread(s); \
              results in {}",
+            config.settings().len(),
             config.seeds,
             config.threads,
             config.storm.out.display()

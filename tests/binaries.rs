@@ -68,16 +68,31 @@ fn bad_flags_exit_2_with_a_message_naming_the_flag() {
         "--timer-resolution",
     );
     assert_refused(CLIENT, &["--threads", "0"], "--threads");
+    assert_refused(CLIENT, &["--shard", "2/2"], "--shard");
+    assert_refused(CLIENT, &["--shard", "0/2"], "--seed");
+    assert_refused(CLIENT, &["--start-at", "tomorrow"], "--start-at");
     assert_refused(SERVER, &["--threads", "-1"], "--threads");
 }
 
 #[test]
 fn an_unwritable_csv_or_a_taken_port_is_refused_before_any_load_and_writes_nothing() {
     let dir = temp_dir("refuse");
+    // A folder is made for the file, but not under a file, even by root.
+    let file = dir.join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let csv = file.join("client.csv");
+    let csv = csv.to_str().unwrap();
     assert_refused(
         CLIENT,
-        &["--csv", "/nonexistent/dir/client.csv", "--duration", "1s"],
-        "--csv /nonexistent/dir/client.csv",
+        &["--csv", csv, "--duration", "1s"],
+        &format!("--csv {csv}"),
+    );
+    let hlog = file.join("client.hlog");
+    let hlog = hlog.to_str().unwrap();
+    assert_refused(
+        CLIENT,
+        &["--hlog", hlog, "--duration", "1s"],
+        &format!("--hlog {hlog}"),
     );
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();

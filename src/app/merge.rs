@@ -9,7 +9,7 @@ use clap::Parser;
 use crate::cli::{MergeArgs, ProgramFlags, StormCli, StormCommand};
 use crate::experiment::shard::{self, Manifest, ShardKind};
 use crate::experiment::sweep::{self, SweepConfig, SweepReport};
-use crate::experiment::{StormError, clients};
+use crate::experiment::{Storm, StormError, clients};
 use crate::model::shard::Shard;
 use crate::report::output::say;
 
@@ -46,6 +46,25 @@ pub(super) fn write_sweep_manifest(
         wall_s: report.wall.as_secs_f64(),
     }
     .write(&config.storm.out)
+}
+
+/// Beside a storm shard's results, its manifest for `storm merge`; a whole
+/// storm writes none.
+pub(super) fn write_storm_manifest(storm: &Storm, command: Vec<String>) -> Result<(), StormError> {
+    if storm.shard.is_whole() {
+        return Ok(());
+    }
+    Manifest {
+        kind: ShardKind::Run,
+        shard: storm.shard,
+        command,
+        settings: 0,
+        lines: Vec::new(),
+        runs: 0,
+        events: 0,
+        wall_s: 0.0,
+    }
+    .write(&storm.out)
 }
 
 /// `storm merge DIR...`.
@@ -120,7 +139,7 @@ fn merge_shards(dirs: &[PathBuf], out: &Path, png: bool) -> Result<(), StormErro
             config.storm.out = out.to_path_buf();
             config.storm.png |= png;
             config.validate(&ProgramFlags)?;
-            let report = sweep::merge(&parts)?;
+            let report = shard::merge_sweep(&parts)?;
             say(format!(
                 "merged {} sweep shard(s): {} setting(s)",
                 parts.len(),
@@ -128,8 +147,36 @@ fn merge_shards(dirs: &[PathBuf], out: &Path, png: bool) -> Result<(), StormErro
             ));
             sweep::write(&config, &report, &command)
         }
-        ShardKind::Run => Err(StormError::Flags(
-            "merging storm shards is not supported yet".to_string(),
-        )),
+        ShardKind::Run => {
+            let cli = reparse("storm")?;
+            let exec = |exec: &crate::cli::ExecArgs, scenario, stem: Option<String>| {
+                // A merge runs no child: the program is not needed.
+                let mut storm = exec.storm(scenario, PathBuf::new(), stem.as_deref());
+                storm.out = out.to_path_buf();
+                storm.png |= png;
+                storm
+            };
+            let bad =
+                |e: crate::experiment::scenario::ScenarioError| StormError::Flags(e.to_string());
+            let storm = match cli.command {
+                Some(StormCommand::Run(args)) => {
+                    exec(&args.exec, args.scenario().map_err(bad)?, args.stem())
+                }
+                None => exec(&cli.run.exec, cli.run.scenario().map_err(bad)?, None),
+                Some(_) => {
+                    return Err(StormError::Flags(
+                        "the shards' manifest says storm, its command is not one".to_string(),
+                    ));
+                }
+            };
+            let report = shard::merge_runs(&storm, &ProgramFlags, &parts)?;
+            say(format!(
+                "merged {} storm shard(s): {} run(s)",
+                parts.len(),
+                report.runs.len()
+            ));
+            say(report.table().trim_end());
+            Ok(())
+        }
     }
 }

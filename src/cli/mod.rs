@@ -88,6 +88,7 @@ pub fn reference() -> String {
         ("storm", StormCli::command()),
         ("storm run", sub(StormCli::command(), "run")),
         ("storm sweep", sub(StormCli::command(), "sweep")),
+        ("storm merge", sub(StormCli::command(), "merge")),
     ];
     let mut out = String::from(
         "# Flag reference\n\n\

@@ -15,9 +15,10 @@ use super::protocol::default_out;
 use super::protocol::{OutputArgs, ProtocolArgs};
 use super::server::ServerArgs;
 use super::sweep::SweepArgs;
-use super::values::duration;
+use super::values::{duration, resolve_shard, shard};
 use crate::experiment::Storm;
 use crate::experiment::scenario::{Engine, Scenario, ScenarioError};
+use crate::model::shard::{Shard, ShardSource};
 use crate::policy::StrategyKind;
 
 impl ValueEnum for Engine {
@@ -101,6 +102,14 @@ pub struct ExecArgs {
     /// interval [default: the scenario's runs, else 1].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub runs: Option<u32>,
+    /// Make only shard I of N of the runs (I counts from 0): run k, counted
+    /// case by case and repetition by repetition from 0, when k is I
+    /// modulo N; a shard.json beside them lets `storm merge` put the
+    /// shards together as one process would have written them. [default:
+    /// from SLURM_ARRAY_TASK_ID/COUNT, SLURM_PROCID/SLURM_NTASKS or
+    /// JOB_COMPLETION_INDEX/JOB_COMPLETIONS; else every run]
+    #[arg(long, value_parser = shard, value_name = "I/N")]
+    pub shard: Option<Shard>,
     /// Say what the engine does: the real one, each child's command line
     /// as it starts; sim, each run's events and their rate.
     #[arg(long, short)]
@@ -114,6 +123,12 @@ pub struct ExecArgs {
 }
 
 impl ExecArgs {
+    /// The share of the runs to make and where it was named: the flag,
+    /// else a cluster engine's environment, else every run.
+    pub fn shard(&self) -> Result<(Shard, ShardSource), String> {
+        resolve_shard(self.shard)
+    }
+
     /// The storm that runs `scenario` (the engine given here overriding its
     /// own); results in `--out`, else `results/<timestamp>[-suffix]`.
     pub fn storm(&self, mut scenario: Scenario, program: PathBuf, suffix: Option<&str>) -> Storm {
@@ -141,6 +156,9 @@ impl ExecArgs {
             progress: !self.output.quiet,
             verbose: self.verbose,
             program,
+            // The environment is read by the program, not here: a merge
+            // rebuilds a shard's storm from its flags.
+            shard: self.shard.unwrap_or_default(),
             scenario,
         }
     }

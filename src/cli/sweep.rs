@@ -7,7 +7,7 @@ use clap::Args;
 
 use super::generate::GenerateArgs;
 use super::protocol::{OutputArgs, ProtocolArgs, default_out};
-use super::values::{duration, positive_duration, seconds_or_duration, shard};
+use super::values::{duration, positive_duration, resolve_shard, seconds_or_duration, shard};
 use crate::experiment::Storm;
 use crate::experiment::scenario::{Engine, Scenario, ScenarioError};
 use crate::experiment::sweep::SweepConfig;
@@ -101,7 +101,7 @@ impl SweepArgs {
     /// The share of the settings to run and where it was named: the flag,
     /// else a cluster engine's environment, else every setting.
     pub fn shard(&self) -> Result<(Shard, ShardSource), ScenarioError> {
-        Shard::resolve(self.shard, |name| std::env::var(name).ok()).map_err(ScenarioError)
+        resolve_shard(self.shard).map_err(ScenarioError)
     }
 
     /// Builds the sweep's configuration.
@@ -147,6 +147,7 @@ impl SweepArgs {
             progress: !self.output.quiet,
             verbose: self.verbose,
             program: PathBuf::new(),
+            shard: Shard::WHOLE,
         };
         Ok(SweepConfig {
             storm,

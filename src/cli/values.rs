@@ -109,6 +109,14 @@ pub fn ratio(s: &str) -> Result<f64, String> {
     }
 }
 
+/// The shard a program runs and where it was named: `flag` (`--shard`),
+/// else a cluster engine's environment, else the whole work.
+pub fn resolve_shard(
+    flag: Option<crate::model::shard::Shard>,
+) -> Result<(crate::model::shard::Shard, crate::model::shard::ShardSource), String> {
+    crate::model::shard::Shard::resolve(flag, |name| std::env::var(name).ok())
+}
+
 /// A shard, `I/N`: shard I (from 0) of N.
 pub fn shard(s: &str) -> Result<crate::model::shard::Shard, String> {
     crate::model::shard::Shard::parse(s)

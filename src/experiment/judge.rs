@@ -39,10 +39,12 @@ pub(super) fn write(
             server_csv: format!("{name}.server.csv"),
         });
     }
+    // A shard may make no run of a case.
     let cases = storm
         .scenario
         .cases
         .iter()
+        .filter(|case| reports.iter().any(|r| r.case == case.name))
         .map(|case| {
             let figures: Vec<&Figures> = reports
                 .iter()

@@ -54,7 +54,14 @@ pub(super) async fn run(
 ) -> Result<Vec<CaseRun>, StormError> {
     let cases = &storm.scenario.cases;
     let units: Vec<(&Case, u32)> = (0..storm.runs())
-        .flat_map(|rep| cases.iter().map(move |case| (case, rep)))
+        .flat_map(|rep| {
+            cases
+                .iter()
+                .enumerate()
+                .map(move |(place, case)| (place, case, rep))
+        })
+        .filter(|&(place, _, rep)| storm.makes(place, rep))
+        .map(|(_, case, rep)| (case, rep))
         .collect();
     let batch = if storm.parallel == 0 {
         cases.len()

@@ -19,8 +19,8 @@ pub(super) fn run(
     commands: &mut File,
 ) -> Result<Vec<CaseRun>, StormError> {
     let mut runs = Vec::new();
-    for case in &storm.scenario.cases {
-        for rep in 0..storm.runs() {
+    for (place, case) in storm.scenario.cases.iter().enumerate() {
+        for rep in (0..storm.runs()).filter(|&rep| storm.makes(place, rep)) {
             let name = storm.run_name(case, rep);
             let config = storm.sim_config(case, rep, flags)?;
             let outcome =

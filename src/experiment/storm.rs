@@ -9,6 +9,7 @@ use super::error::StormError;
 use super::scenario::{Case, Engine, Protocol, Scenario, format_duration};
 use crate::model::client::ClientConfig;
 use crate::model::server::{DEFAULT_BACKLOG, ServerConfig};
+use crate::model::shard::Shard;
 use crate::report::verdict::{STREAK, Timeline};
 use crate::sim::{Pause, SimConfig};
 
@@ -44,6 +45,8 @@ pub struct Storm {
     pub verbose: bool,
     /// The program to run as `PROGRAM server ...` and `PROGRAM client ...`.
     pub program: PathBuf,
+    /// The share of the runs this process makes.
+    pub shard: Shard,
 }
 
 /// The status descriptor every child of a real run writes to.
@@ -72,6 +75,14 @@ impl Storm {
     /// How many times every case runs.
     pub fn runs(&self) -> u32 {
         self.scenario.runs.unwrap_or(1).max(1)
+    }
+
+    /// Whether this process makes repetition `rep` of the case at `place`
+    /// in the scenario: runs are numbered case by case, repetitions in
+    /// order, and shared among the shards by that number.
+    pub fn makes(&self, place: usize, rep: u32) -> bool {
+        let index = place as u64 * u64::from(self.runs()) + u64::from(rep);
+        self.shard.owns(index)
     }
 
     /// The seed of repetition `rep` (from 0) of every case.
@@ -140,6 +151,8 @@ impl Storm {
             &self.time_scale.to_string(),
             "--csv",
             &self.file(case, rep, "client.csv").display().to_string(),
+            "--hlog",
+            &self.file(case, rep, "client.hlog").display().to_string(),
         ]
         .iter()
         .map(|s| s.to_string())

@@ -20,7 +20,7 @@ pub fn latency_histogram() -> Histogram<u64> {
 /// (`Histogram::add` walks every bucket of the range, about 20,000, which
 /// dominated short virtual-time runs). Each value lands in the bucket it
 /// came from.
-pub(crate) fn add_recorded(into: &mut Histogram<u64>, from: &Histogram<u64>) {
+pub fn add_recorded(into: &mut Histogram<u64>, from: &Histogram<u64>) {
     for v in from.iter_recorded() {
         into.saturating_record_n(v.value_iterated_to(), v.count_at_value());
     }

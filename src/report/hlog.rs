@@ -186,3 +186,50 @@ impl Hlog {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::histogram::record_latency;
+
+    fn histogram(us: &[u64]) -> Histogram<u64> {
+        let mut h = latency_histogram();
+        for &v in us {
+            record_latency(&mut h, Duration::from_micros(v));
+        }
+        h
+    }
+
+    #[test]
+    fn a_log_reads_back_as_written() {
+        let path = std::env::temp_dir()
+            .join(format!("hlog-{}", std::process::id()))
+            .join("run.hlog");
+        let start = Duration::from_millis(1_795_000_000_250);
+        let mut log = HlogWriter::create(&path).unwrap();
+        let (a1, r1) = (histogram(&[100, 200, 300]), histogram(&[300]));
+        let (a2, r2) = (histogram(&[]), histogram(&[5_000_000]));
+        let s = Duration::from_secs;
+        log.interval(start, s(0), s(5), &a1, &r1).unwrap();
+        log.interval(start, s(5), Duration::from_millis(4_999), &a2, &r2)
+            .unwrap();
+        drop(log);
+        let text = std::fs::read_to_string(&path).unwrap();
+        // The header Java's reader looks for, once.
+        assert_eq!(text.matches("#[StartTime: 1795000000.250").count(), 1);
+        assert_eq!(text.matches("#[BaseTime: 1795000000.250").count(), 1);
+        let tagged = text.lines().filter(|l| l.starts_with("Tag=request,"));
+        assert_eq!(tagged.count(), 2);
+        let back = Hlog::read(&path).unwrap();
+        assert_eq!(back.base, start);
+        assert_eq!(back.intervals.len(), 2);
+        let second = &back.intervals[1];
+        assert_eq!(second.start, s(5));
+        assert_eq!(second.length, Duration::from_millis(4_999));
+        assert_eq!(back.intervals[0].attempts, a1);
+        assert_eq!(back.intervals[0].requests, r1);
+        assert!(second.attempts.is_empty());
+        assert_eq!(second.requests.max(), r2.max());
+        std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+    }
+}

@@ -164,10 +164,13 @@ impl<T: CsvRow> CsvSink<T> {
 }
 
 impl<T: Serialize> CsvSink<T> {
-    /// Creates (or truncates) the file and writes `header`, which must name
-    /// the fields every row serializes.
+    /// Creates (or truncates) the file, and its folder, and writes
+    /// `header`, which must name the fields every row serializes.
     pub fn with_header(path: &Path, header: &[&str]) -> Result<Self, CsvError> {
         let open = || -> io::Result<csv::Writer<File>> {
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir)?;
+            }
             let mut writer = csv::WriterBuilder::new()
                 .has_headers(false)
                 .from_writer(File::create(path)?);

@@ -19,7 +19,7 @@ pub const STREAK: usize = 3;
 pub const CALM_FACTOR: f64 = 2.0;
 
 /// When the protocol's phases happened, in Unix milliseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Timeline {
     /// The client started.
     pub start_ms: u64,

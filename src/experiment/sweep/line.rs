@@ -130,6 +130,7 @@ impl<'a> Line<'a> {
             let mut run = storm.sim_config(&self.case, 0, self.flags)?;
             run.server.csv = None;
             run.client.csv = None;
+            run.client.hlog = None;
             let out = sim::run(&run).map_err(|e| StormError::Child(e.to_string()))?;
             self.runs += 1;
             self.events += out.events;

@@ -20,7 +20,6 @@ mod findings;
 mod line;
 mod one_pause;
 mod output;
-mod shard;
 mod summary;
 
 use std::fmt::Display;
@@ -34,7 +33,6 @@ use super::storm::Flags;
 pub use config::{Setting, SweepConfig};
 pub use findings::{Critical, LineRows, Outside, Point, SweepReport};
 pub use output::write;
-pub use shard::merge;
 
 /// Runs the sweep on `config.threads` threads, calling `progress` as each
 /// setting is done, with its edge (or, with one pause only, its point).

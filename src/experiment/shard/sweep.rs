@@ -8,8 +8,8 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 
 use super::super::error::StormError;
-use super::super::shard::Manifest;
-use super::findings::{Critical, Point, SweepReport};
+use super::super::sweep::{Critical, LineRows, Point, SweepReport};
+use super::manifest::Manifest;
 
 fn read_rows<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>, StormError> {
     crate::report::output::read_rows(path).map_err(|e| StormError::Io("read".to_string(), e))
@@ -19,10 +19,10 @@ fn read_rows<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>, StormError> {
 type Line = (Option<Critical>, Vec<Point>);
 
 /// The whole sweep from its shards' folders and manifests (as
-/// [`super::super::shard::whole`] checked them): their rows in the order
+/// [`super::manifest::whole`] checked them): their rows in the order
 /// of the settings; the runs and events summed, the time the longest
 /// shard's.
-pub fn merge(parts: &[(PathBuf, Manifest)]) -> Result<SweepReport, StormError> {
+pub fn merge_sweep(parts: &[(PathBuf, Manifest)]) -> Result<SweepReport, StormError> {
     let settings = parts.first().map_or(0, |(_, m)| m.settings);
     let mut lines: Vec<Option<Line>> = vec![None; settings];
     for (dir, manifest) in parts {
@@ -47,7 +47,7 @@ pub fn merge(parts: &[(PathBuf, Manifest)]) -> Result<SweepReport, StormError> {
                 return Err(StormError::Flags(format!(
                     "{}: fewer rows than its {} says",
                     dir.display(),
-                    super::super::shard::MANIFEST
+                    super::manifest::MANIFEST
                 )));
             }
             *slot = Some((mine.into_iter().next(), pts));
@@ -70,7 +70,7 @@ pub fn merge(parts: &[(PathBuf, Manifest)]) -> Result<SweepReport, StormError> {
         let (critical, points) = line.ok_or_else(|| {
             StormError::Flags(format!("setting {setting} is in no shard's results"))
         })?;
-        report.lines.push(super::LineRows {
+        report.lines.push(LineRows {
             setting,
             critical: usize::from(critical.is_some()),
             points: points.len(),

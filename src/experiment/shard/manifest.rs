@@ -1,14 +1,11 @@
-//! What a shard of a storm or a sweep leaves beside its results
-//! (`shard.json`), so that `storm merge` can check that the shards are
-//! parts of one piece of work, and whole, and put their rows back in the
-//! order one process would have written them.
+//! A shard's manifest, and the check that shards make a whole.
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::error::{StormError, io_err};
-use super::sweep::LineRows;
+use super::super::error::{StormError, io_err};
+use super::super::sweep::LineRows;
 use crate::model::shard::Shard;
 
 /// The file a shard's manifest is written to, in its results folder.

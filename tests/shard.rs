@@ -1,0 +1,249 @@
+//! Shards as a cluster runs them, merged with `storm merge`: a sweep in
+//! four shards gives the files of one process byte for byte; a storm's
+//! repeated runs in shards give its summaries; two client shards of 500
+//! users against one server on loopback do the work of one client of
+//! 1,000, and their merged percentiles are those of all their samples.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, SystemTime};
+
+use common::running::{Running, client_config, model, ms};
+use retry_storm::experiment::clients::{self, MergeRequest};
+use retry_storm::model::arrivals::ThinkTime;
+use retry_storm::model::server::OnDisconnect;
+use retry_storm::model::shard::Shard;
+use retry_storm::net::client;
+use retry_storm::report::histogram::{Percentiles, add_recorded, latency_histogram};
+use retry_storm::report::output::read_rows;
+use retry_storm::report::rows::ClientRow;
+
+const STORM: &str = env!("CARGO_BIN_EXE_storm");
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("shard-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Runs `storm ARGS`, with these environment variables, and checks it
+/// succeeded.
+fn storm(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(STORM);
+    cmd.args(args);
+    for var in retry_storm::model::shard::ENV_VARS {
+        cmd.env_remove(var);
+    }
+    cmd.envs(env.iter().copied());
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "storm {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn read(p: PathBuf) -> Vec<u8> {
+    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+const SWEEP: &[&str] = &[
+    "sweep",
+    "--strategies",
+    "fixed,exponential,exponential-2014",
+    "--clients",
+    "300,600",
+    "--seeds",
+    "3",
+    "--max-pause",
+    "30s",
+    "--threads",
+    "1",
+    "--quiet",
+];
+
+#[test]
+fn a_sweep_in_four_shards_merges_into_the_files_of_one_process() {
+    let dir = temp_dir("sweep");
+    let whole = dir.join("whole");
+    let mut args = SWEEP.to_vec();
+    args.extend(["--out", path(&whole)]);
+    storm(&args, &[]);
+    let shards: Vec<PathBuf> = (0..4).map(|i| dir.join(format!("shard-{i}"))).collect();
+    for (i, shard) in shards.iter().enumerate() {
+        let mut args = SWEEP.to_vec();
+        args.extend(["--out", path(shard)]);
+        // Two shards named by the flag, two by a Slurm array counting from 1.
+        let flag = format!("{i}/4");
+        let id = (i + 1).to_string();
+        let env: Vec<(&str, &str)> = if i % 2 == 0 {
+            args.extend(["--shard", &flag]);
+            vec![]
+        } else {
+            vec![
+                ("SLURM_ARRAY_TASK_ID", &id),
+                ("SLURM_ARRAY_TASK_MIN", "1"),
+                ("SLURM_ARRAY_TASK_COUNT", "4"),
+            ]
+        };
+        let out = storm(&args, &env);
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(said.contains(&format!("shard {i}/4")), "{said}");
+    }
+    // A shard's share is a part: fewer rows than the whole.
+    assert!(read(shards[1].join("phase.csv")).len() < read(whole.join("phase.csv")).len());
+    let merged = dir.join("merged");
+    let mut merge = vec!["merge", "--out", path(&merged)];
+    // In any order.
+    merge.extend(shards.iter().rev().map(|s| path(s)));
+    storm(&merge, &[]);
+    for file in ["critical.csv", "phase.csv"] {
+        assert!(
+            read(whole.join(file)) == read(merged.join(file)),
+            "{file} differs from one process's"
+        );
+    }
+    assert!(merged.join("phase.svg").exists());
+
+    // Three of four shards are not the whole sweep.
+    let out = Command::new(STORM)
+        .args(["merge", "--out", path(&dir.join("part"))])
+        .args(shards[..3].iter().map(|s| path(s)))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("missing 3"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_storms_runs_in_shards_merge_into_its_summaries() {
+    let dir = temp_dir("runs");
+    let scenario = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/storm-check.toml");
+    let run = |out: &Path, shard: Option<&str>| {
+        let mut args = vec![
+            "run",
+            path(&scenario),
+            "--engine",
+            "sim",
+            "--runs",
+            "3",
+            "--quiet",
+            "--out",
+            path(out),
+        ];
+        if let Some(s) = shard {
+            args.extend(["--shard", s]);
+        }
+        storm(&args, &[]);
+    };
+    let whole = dir.join("whole");
+    run(&whole, None);
+    let shards = [dir.join("a"), dir.join("b")];
+    run(&shards[0], Some("0/2"));
+    run(&shards[1], Some("1/2"));
+    let merged = dir.join("merged");
+    storm(
+        &[
+            "merge",
+            "--out",
+            path(&merged),
+            path(&shards[0]),
+            path(&shards[1]),
+        ],
+        &[],
+    );
+    for file in ["summary.json", "summary.md"] {
+        assert!(
+            read(whole.join(file)) == read(merged.join(file)),
+            "{file} differs from one process's"
+        );
+    }
+    // Every run's files are there, interval logs too.
+    assert!(merged.join("cancel.run3.client.hlog").exists());
+    assert!(merged.join("fixed.run2.server.csv").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_client_shards_do_the_work_of_one_client_and_merge_exactly() {
+    let dir = temp_dir("clients");
+    let server = Running::start(model(ms(20)), OnDisconnect::Continue);
+    let config = |shard: Shard, name: &str| retry_storm::model::client::ClientConfig {
+        clients: 1000,
+        shard,
+        think: ThinkTime::new(Duration::from_secs(1)),
+        report_interval: ms(500),
+        duration: Some(Duration::from_secs(3)),
+        csv: Some(dir.join(name).join("client.csv")),
+        hlog: Some(dir.join(name).join("client.hlog")),
+        ..client_config(server.url())
+    };
+    // The shards start together, as --start-at makes them.
+    let start = SystemTime::now() + ms(300);
+    let shard = |i: u32| retry_storm::model::client::ClientConfig {
+        start_at: Some(start),
+        ..config(Shard::new(i, 2).unwrap(), &format!("shard-{i}"))
+    };
+    let (a, b) = tokio::join!(
+        client::run(shard(0), std::future::pending()),
+        client::run(shard(1), std::future::pending())
+    );
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert_eq!(a.rows.len(), b.rows.len());
+    let one = client::run(config(Shard::WHOLE, "one"), std::future::pending())
+        .await
+        .unwrap();
+    server.stop().await;
+
+    // The same work: OK attempts within noise (about 3,000, Poisson).
+    let sharded = (a.totals.tally.ok + b.totals.tally.ok) as f64;
+    let whole = one.totals.tally.ok as f64;
+    assert!(
+        (sharded / whole - 1.0).abs() < 0.15,
+        "2 x 500 users: {sharded} OK, 1 x 1000: {whole}"
+    );
+
+    let merged = dir.join("merged");
+    let said = clients::merge(&MergeRequest {
+        dirs: &[dir.join("shard-0"), dir.join("shard-1")],
+        out: &merged,
+        server_csv: None,
+        protocol: None,
+        png: false,
+    })
+    .unwrap();
+    assert_eq!(said.len(), 1, "{said:?}");
+
+    // Percentiles of the union of every sample, from the processes'
+    // own histograms, not from the files.
+    let mut union = latency_histogram();
+    add_recorded(&mut union, &a.totals.attempt_latency);
+    add_recorded(&mut union, &b.totals.attempt_latency);
+    let summary: serde_json::Value =
+        serde_json::from_slice(&read(merged.join("client.summary.json"))).unwrap();
+    let latency = &summary["attempt_latency"];
+    assert_eq!(latency["count"], union.len());
+    let expected = Percentiles::of(&union);
+    assert_eq!(latency["p50_ms"].as_f64(), expected.p50_ms);
+    assert_eq!(latency["p99_ms"].as_f64(), expected.p99_ms);
+    assert_eq!(latency["max_ms"].as_f64(), expected.max_ms);
+
+    // Row by row: rates summed, percentiles of the interval's union.
+    let rows: Vec<ClientRow> = read_rows(&merged.join("client.csv")).unwrap();
+    assert_eq!(rows.len(), a.rows.len());
+    for (k, row) in rows.iter().enumerate() {
+        let sum = a.rows[k].ok_per_s + b.rows[k].ok_per_s;
+        assert!((row.ok_per_s - sum).abs() < 0.011, "row {k}: {row:?}");
+        assert_eq!(row.in_flight, a.rows[k].in_flight + b.rows[k].in_flight);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

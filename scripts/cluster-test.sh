@@ -35,15 +35,17 @@
 #              boundaries; the merged CSV has their rows, each rate the sum
 #              of theirs and each percentile between theirs; the OK rate
 #              falls to nothing in the pause and comes back after it
-#   hlog       Java's HistogramLogProcessor and Python's hdrh (skipped if
-#              pip cannot get it) read the HDR interval logs: the merged
-#              log's count is the sum of the shards', and the merged CSV's
-#              OK count within rounding; its largest latency the CSV's;
-#              the same sum for the histograms tagged request
+#   hlog       Java's HistogramLogProcessor and scripts/hlog-totals.py
+#              (Python's hdrh; skipped if pip cannot get it) read the HDR
+#              interval logs: the merged log's count is the sum of the
+#              shards' (attempts, and requests: tag request), and the
+#              merged CSV's OK count within rounding; its largest latency
+#              the CSV's; Java and Python read the same count, p50, p99
+#              and max
 #   merge      storm merge with --server-csv and the protocol: the same
 #              client.csv as the job's merge, a verdict (recovered: the
-#              server drops the work of attempts that timed out), the
-#              log's count in client.summary.json
+#              server drops the work of attempts that timed out), and in
+#              client.summary.json the count and percentiles Java reads
 #   sweep      every array task and then the merge job complete (the merge
 #              not before the last task); each shard's shard.json names
 #              it; the merged critical.csv and phase.csv are byte for byte
@@ -383,47 +385,38 @@ fi
 
 # --- readers of HDR interval logs ------------------------------------------
 
-# java_hlog FILE [TAG]: "COUNT MAX_MS" of the log's histograms (untagged,
-# or those tagged TAG), as Java's HistogramLogProcessor sums them.
+# Each prints "COUNT P50 P99 MAX" of a log's histograms summed (untagged,
+# or those tagged TAG), in the log's unit (microseconds).
+
+# java_hlog FILE [TAG]: as Java's HistogramLogProcessor reads it: the
+# running totals on its last interval line, "T:COUNT ( 50% 90% 99% 99.9%
+# 99.99% Max )".
 java_hlog() {
   local tagged=() out
   [[ -n ${2:-} ]] && tagged=(-tag "$2")
   out=$(mktemp "$tmp/java.XXXXXX")
   timeout 60 java -cp "$hdr_jar" org.HdrHistogram.HistogramLogProcessor \
-    -i "$1" "${tagged[@]}" -outputValueUnitRatio 1000 -o "$out" > /dev/null 2>&1 || return 1
-  sed -n 's/^#\[Max *= *\([0-9.]*\), *Total count *= *\([0-9]*\)\]$/\2 \1/p' "$out.hgrm"
+    -i "$1" "${tagged[@]}" -outputValueUnitRatio 1 -o "$out" > /dev/null 2>&1 || return 1
+  tail -n 1 "$out" | awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^T:/) {
+    printf "%d %d %d %d\n", substr($i, 3), $(i + 2), $(i + 4), $(i + 7); found = 1 } }
+    END { exit !found }'
 }
 
-# A second reader: Python's hdrh decodes every histogram line itself (its
-# HistogramLogReader would mix the tags), into $tmp/py.
+# A second reader: scripts/hlog-totals.py, with Python's hdrh (pip, into
+# $tmp/py), percentiles computed as Java does.
 py_reader=""
-if timeout 180 python3 -m pip install --quiet --disable-pip-version-check \
+if [[ ! -e scripts/hlog-totals.py ]]; then
+  echo "SKIP hlog: no Python reader (no scripts/hlog-totals.py)"
+elif timeout 180 python3 -m pip install --quiet --disable-pip-version-check \
   --root-user-action=ignore --target "$tmp/py" hdrhistogram > "$tmp/pip.log" 2>&1; then
   py_reader=1
 else
   echo "SKIP hlog: no Python reader (pip install hdrhistogram failed; see $tmp/pip.log)"
 fi
-# py_hlog FILE [TAG]: "COUNT MAX_MS", as Python's hdrh decodes them.
+# py_hlog FILE [TAG]: as scripts/hlog-totals.py reads it.
 py_hlog() {
-  PYTHONPATH=$tmp/py timeout 60 python3 - "$1" "${2:-}" << 'EOF_PY'
-import sys
-from hdrh.histogram import HdrHistogram
-path, want = sys.argv[1], sys.argv[2]
-count, top = 0, 0
-with open(path, encoding="utf-8") as log:
-    for line in log:
-        if line.startswith("#") or line.startswith('"'):
-            continue
-        tag = ""
-        if line.startswith("Tag="):
-            tag, line = line[4:].split(",", 1)
-        if tag != want or not line.strip():
-            continue
-        h = HdrHistogram.decode(line.strip().split(",")[3])
-        count += h.get_total_count()
-        top = max(top, h.get_max_value())
-print(count, round(top / 1000, 3))
-EOF_PY
+  PYTHONPATH=$tmp/py timeout 60 python3 scripts/hlog-totals.py --tag "${2:-}" "$1" 2> /dev/null |
+    jq -r --arg t "${2:-}" '.files[][$t] | "\(.count) \(.p50) \(.p99) \(.max)"'
 }
 
 # --- a sharded real run ----------------------------------------------------
@@ -545,37 +538,47 @@ client_run() {
   check client "and comes back after it (${ok_after}/s)" \
     awk -v w="$ok_warm" -v a="$ok_after" 'BEGIN { exit !(a > 0.5 * w) }'
 
-  # The HDR logs: the merged log's count is the sum of the shards' (Java
-  # reading all three), and the OK count of the merged CSV within rounding.
+  # The HDR logs, by two readers: the merged log's counts are the sums of
+  # the shards', and the merged CSV's OK count within rounding; its largest
+  # latency is the CSV's; both readers read the same numbers.
   csv_ok=$(awk -F, -v ok="$ok_c" -v el="$el_c" 'NR > 1 { n += $ok * ($el - prev); prev = $el } END { printf "%.0f\n", n }' "$merged")
   max_c=$(col "$merged" max_ms)
   csv_max=$(awk -F, -v c="$max_c" 'NR > 1 && $c != "" && $c > m { m = $c } END { print m + 0 }' "$merged")
-  hlog_check() {
-    local reader=$1 want=${2:-} a b m
-    a=$("$reader" "${shards[0]%.csv}.hlog" "$want") || return 1
-    b=$("$reader" "${shards[1]%.csv}.hlog" "$want") || return 1
-    m=$("$reader" "${merged%.csv}.hlog" "$want") || return 1
-    [[ -n $a && -n $b && -n $m ]] || return 1
-    echo "${a%% *} ${b%% *} ${m%% *} ${m##* }"
+  # read_logs READER TAG: "SHARD0 SHARD1 MERGED", each "COUNT P50 P99 MAX".
+  read_logs() {
+    local f line out=()
+    for f in "${shards[0]%.csv}.hlog" "${shards[1]%.csv}.hlog" "${merged%.csv}.hlog"; do
+      line=$("$1" "$f" "$2") && [[ $line =~ ^[0-9]+\ [0-9]+\ [0-9]+\ [0-9]+$ ]] || return 1
+      out+=("$line")
+    done
+    echo "${out[*]}"
   }
+  declare -A seen=()
   for reader in java_hlog ${py_reader:+py_hlog}; do
     name=${reader%_hlog}
-    if read -r a b m top < <(hlog_check "$reader"); then
-      check hlog "$name: merged count $m = $a + $b (shards)" test "$m" == $((a + b))
-    [[ $name == java ]] && java_count=$m
-      check hlog "$name: merged count $m = the merged CSV's OK count $csv_ok, within 0.5 %" \
-        awk -v m="$m" -v c="$csv_ok" 'BEGIN { d = m - c; if (d < 0) d = -d; exit !(m > 0 && d <= 2 + 0.005 * m) }'
-      check hlog "$name: largest latency $top ms = the merged CSV's largest max_ms $csv_max, within 0.5 %" \
-        awk -v t="$top" -v c="$csv_max" 'BEGIN { d = t - c; if (d < 0) d = -d; exit !(t > 0 && d <= 0.005 * c + 0.01) }'
-    else
-      fail hlog "$name could not read the logs"
-    fi
-    if read -r a b m top < <(hlog_check "$reader" request); then
-      check hlog "$name: merged requests (tag request) $m = $a + $b" test "$m" == $((a + b)) -a "$m" -gt 0
-    else
-      fail hlog "$name could not read the logs' request histograms"
-    fi
+    for tag in "" request; do
+      what=${tag:-attempts}
+      if ! numbers=$(read_logs "$reader" "$tag"); then
+        fail hlog "$name could not read the logs ($what)"
+        continue
+      fi
+      read -ra nums <<< "$numbers"
+      seen[$name $what]=${nums[*]:8:4}
+      a=${nums[0]} b=${nums[4]} m=${nums[8]} top=${nums[11]}
+      check hlog "$name, $what: merged count $m = $a + $b (the shards')" test "$m" -gt 0 -a "$m" == $((a + b))
+      [[ -n $tag ]] && continue
+      check hlog "$name, $what: merged count $m = the merged CSV's OK count $csv_ok, within 0.5 %" \
+        awk -v m="$m" -v c="$csv_ok" 'BEGIN { d = m - c; if (d < 0) d = -d; exit !(d <= 2 + 0.005 * m) }'
+      check hlog "$name, $what: largest latency $top us = the merged CSV's largest max_ms $csv_max, within 0.5 %" \
+        awk -v t="$top" -v c="$csv_max" 'BEGIN { d = t / 1000 - c; if (d < 0) d = -d; exit !(t > 0 && d <= 0.005 * c + 0.001) }'
+    done
   done
+  if [[ -n $py_reader ]]; then
+    for what in attempts request; do
+      check hlog "Java and Python read the same merged $what: count, p50, p99, max ${seen[java $what]:-?}" \
+        test "${seen[java $what]:-java}" == "${seen[py $what]:-py}"
+    done
+  fi
 
   # The full merge: the server's CSV beside, and the protocol for a verdict.
   full=$run/full
@@ -588,9 +591,14 @@ client_run() {
       "$full/client.summary.json" 2> /dev/null) || verdict=""
     check merge "client.summary.json has a verdict: ${verdict:-none}" \
       jq -e '.figures.recovered == true and .timeline.stop_ms > .timeline.start_ms' "$full/client.summary.json"
-    summary_count=$(jq -r .attempt_latency.count "$full/client.summary.json" 2> /dev/null) || summary_count=""
-    check merge "client.summary.json counts the merged log's OK attempts ($summary_count)" \
-      test "$summary_count" == "${java_count:-none}"
+    # The summary's count and percentiles, as Java reads the merged log.
+    for what in attempts request; do
+      key=${what%s}_latency
+      said=$(jq -r --arg k "$key" '.[$k] | [.count, (.p50_ms, .p99_ms, .max_ms | . * 1000 | round)] | map(tostring) | join(" ")' \
+        "$full/client.summary.json" 2> /dev/null) || said=""
+      check merge "client.summary.json's $key (count, p50, p99, max) is Java's: ${said:-none}" \
+        test "$said" == "${seen[java $what]:-none}"
+    done
   else
     fail merge "storm merge --server-csv ... failed: $(tail -n 3 "$run/merge.log")"
   fi

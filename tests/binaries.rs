@@ -226,3 +226,44 @@ fn sigint_prints_the_summary_flushes_the_csv_and_exits_0() {
     assert_eq!(server.guard.0.wait().unwrap().code(), Some(0));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_shard_waiting_for_its_start_says_so_and_stops_on_sigint_with_nothing_run() {
+    let dir = temp_dir("start-at");
+    let csv = dir.join("shard-1").join("client.csv");
+    let start = std::time::SystemTime::now() + std::time::Duration::from_secs(600);
+    let start = start
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        .to_string();
+    // No server: nothing may be sent before the start.
+    let mut client = Guard(
+        Command::new(CLIENT)
+            .args(["--url", "http://127.0.0.1:9/api", "--clients", "10"])
+            .args(["--seed", "4", "--start-at", &start, "--csv"])
+            .arg(&csv)
+            .env("SLURM_PROCID", "1")
+            .env("SLURM_NTASKS", "2")
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut out = BufReader::new(client.0.stdout.take().unwrap());
+    let line = line_with(&mut out, "clients");
+    assert!(
+        line.starts_with("5 of 10 clients (shard 1/2 from SLURM_PROCID/SLURM_NTASKS)"),
+        "{line}"
+    );
+    assert!(line.contains("starting at"), "{line}");
+    interrupt(&client.0);
+    let summary = line_with(&mut out, "summary:");
+    assert!(summary.contains("5 clients"), "{summary}");
+    let attempts = line_with(&mut out, "attempts:");
+    assert!(attempts.contains("attempts: 0 "), "{attempts}");
+    assert!(client.0.wait().unwrap().success());
+    // The CSV (and its folder) exist, with the header only.
+    let text = std::fs::read_to_string(&csv).unwrap();
+    assert_eq!(text.lines().count(), 1, "{text}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -215,7 +215,8 @@ pub async fn run_with_status(
 
     let start = shared.epoch;
     let mut users = JoinSet::new();
-    for index in config.users() {
+    // Asked to stop before the start: no user starts.
+    for index in config.users().filter(|_| !stopped_early) {
         let start = config.start_of(index);
         users.spawn(user(shared.clone(), config.seed, u64::from(index), start));
     }
@@ -260,7 +261,7 @@ pub async fn run_with_status(
         rows: reporter.rows,
         seed: config.seed,
         strategy: config.policy_name(),
-        clients: config.clients,
+        clients: config.users().count() as u32,
     })
 }
 

@@ -1,0 +1,20 @@
+//! How a storm subcommand's error ends the program.
+
+use std::process::ExitCode;
+
+use crate::experiment::StormError;
+
+/// Says why on stderr, and returns the exit code that says so: 2 for bad
+/// flags or input, 1 for anything else.
+pub(super) fn failure(e: StormError) -> ExitCode {
+    match e {
+        StormError::Flags(msg) => {
+            eprintln!("error: {msg}");
+            ExitCode::from(2)
+        }
+        e => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

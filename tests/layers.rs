@@ -26,7 +26,7 @@ const RANKS: &[(&str, u32)] = &[
 ];
 
 /// Folders whose code may not touch the network runtime.
-const WITHOUT_RUNTIME: &[&str] = &["model", "policy", "report", "sim", "plot"];
+const WITHOUT_RUNTIME: &[&str] = &["model", "policy", "report", "sim", "plot", "view"];
 
 const MAX_LINES: usize = 700;
 

@@ -184,7 +184,7 @@ fn the_storm_view_follows_the_phases_and_q_stops_it_as_ctrl_c_does() {
         "verdict so far",
         "batch 1 of 1",
     ]);
-    pty.wait_for_text(&["pause, ", "░ paused", "server stopped: baseline"]);
+    pty.wait_for_text(&["pause, ", "░ paused", "paused: baseline"]);
     pty.wait_for("a latency figure", figure("latency p99"));
     pty.keys("\t");
     pty.wait_for_text(&["exponential-2014: attempts per second"]);
@@ -236,4 +236,40 @@ fn without_a_terminal_tui_is_refused() {
         );
     }
     assert!(!out.exists(), "nothing ran");
+}
+
+#[test]
+fn no_color_takes_the_colour_out_of_errors_too() {
+    // clap colours a usage error on a terminal, unless NO_COLOR says not.
+    for (env, colour) in [(&[][..], true), (&[("NO_COLOR", "1")][..], false)] {
+        let pty = Pty::spawn(CLIENT, &["--bogus"], env, 80, 12);
+        pty.wait_for("the end", |shown| shown.ended.then_some(()));
+        assert_eq!(pty.coloured(), colour, "{env:?}");
+        let (status, screen, _) = pty.wait_end();
+        assert_eq!(status.code(), Some(2), "{screen}");
+        assert!(screen.contains("error: unexpected argument '--bogus'"), "{screen}");
+    }
+}
+
+#[test]
+fn repeated_runs_show_a_progress_bar_on_a_terminal_unless_quiet() {
+    let out = fresh_path("tui-progress");
+    let out_flag = out.to_str().unwrap();
+    for quiet in [false, true] {
+        let mut args = vec!["--engine", "sim", "--strategies", "fixed", "--runs", "12"];
+        args.extend(["--out", out_flag]);
+        if quiet {
+            args.push("--quiet");
+        }
+        let pty = Pty::spawn(STORM, &args, &[], 120, 30);
+        pty.wait_for("the end", |shown| shown.ended.then_some(()));
+        let raw = pty.wait_for("the output", |shown| {
+            Some(String::from_utf8_lossy(&shown.raw).into_owned())
+        });
+        let (status, screen, _) = pty.wait_end();
+        assert!(status.success(), "{screen}");
+        assert_eq!(raw.contains("/12 runs · "), !quiet, "{raw}");
+        assert!(screen.contains("| fixed | 12 |"), "the table: {screen}");
+        assert!(!screen.contains("runs · "), "the bar cleared: {screen}");
+    }
 }

@@ -231,10 +231,18 @@ fn runs(board: &Board, look: Look, now_ms: u64) -> Table<'static> {
             verdict.clone(),
         ]));
     }
+    let names = board
+        .runs
+        .iter()
+        .map(|r| &r.name)
+        .chain(board.finished.iter().map(|(name, _)| name))
+        .map(|name| name.chars().count())
+        .max()
+        .unwrap_or(0);
     Table::new(
         rows,
         [
-            Constraint::Length(24),
+            Constraint::Length(names.max(3) as u16 + 2),
             Constraint::Length(8),
             Constraint::Length(10),
             Constraint::Length(12),

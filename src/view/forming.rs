@@ -40,7 +40,7 @@ pub fn forming(run: &RunState, batch: &Batch, now_ms: u64) -> Forming {
     let baseline = f.baseline_ok_per_s;
     let share = |ok: f64| {
         if baseline > 0.0 {
-            format!("{:.0} % of the baseline", 100.0 * ok / baseline)
+            format!("{:.0} % of baseline", 100.0 * ok / baseline)
         } else {
             "no baseline".to_string()
         }
@@ -50,12 +50,12 @@ pub fn forming(run: &RunState, batch: &Batch, now_ms: u64) -> Forming {
             ("warming up: no baseline yet".to_string(), Tone::Open)
         }
         None | Some(Phase::Warmup) => (
-            format!("warming up: baseline {baseline:.1} OK/s so far"),
+            format!("warming up: baseline {baseline:.1} OK/s"),
             Tone::Open,
         ),
         Some(Phase::Pause) => (
             format!(
-                "server stopped: baseline {baseline:.1} OK/s, resume in {}",
+                "paused: baseline {baseline:.1} OK/s, resume in {}",
                 seconds(t.resume_ms.saturating_sub(now_ms))
             ),
             Tone::Open,
@@ -63,14 +63,14 @@ pub fn forming(run: &RunState, batch: &Batch, now_ms: u64) -> Forming {
         Some(Phase::Observe) => match f.recovery_s {
             Some(s) if now_ms >= t.confirm_ms => (
                 format!(
-                    "RECOVERED: {:.0} % of the baseline from {s:.1} s after the resume",
+                    "RECOVERED: {:.0} % of baseline from {s:.1} s after the resume",
                     RECOVERED_SHARE * 100.0
                 ),
                 Tone::Good,
             ),
             Some(s) => (
                 format!(
-                    "recovering: {:.0} % of the baseline from {s:.1} s after the resume, \
+                    "recovering: {:.0} % of baseline from {s:.1} s after the resume, \
                      confirming",
                     RECOVERED_SHARE * 100.0
                 ),
@@ -78,26 +78,26 @@ pub fn forming(run: &RunState, batch: &Batch, now_ms: u64) -> Forming {
             ),
             None if now_ms >= t.confirm_ms => (
                 format!(
-                    "NOT RECOVERED in the window: best {}",
+                    "NOT RECOVERED: best {}",
                     f.best_ok_per_s.map_or("nothing".to_string(), |b| format!(
-                        "{b:.1} OK/s, {}",
+                        "{b:.1} OK/s ({})",
                         share(b)
                     ))
                 ),
                 Tone::Bad,
             ),
             None if now_ms >= t.end_ms => (
-                "window closed, not recovered so far: confirming its last intervals".to_string(),
+                "window closed, not recovered so far: confirming".to_string(),
                 Tone::Open,
             ),
             None => (
                 format!(
-                    "not recovered yet: last {}, window ends in {}",
+                    "not yet: {}, window ends in {}",
                     run.client
                         .last()
                         .filter(|r| r.unix_ms > t.resume_ms)
                         .map_or("-".to_string(), |r| format!(
-                            "{:.1} OK/s, {}",
+                            "{:.1} OK/s ({})",
                             r.ok_per_s,
                             share(r.ok_per_s)
                         )),
@@ -182,7 +182,7 @@ mod tests {
         let warm = forming(&run(&[50.0]), &batch(Some(Phase::Warmup)), 1_500);
         assert_eq!(warm.headline, "warming up: no baseline yet");
         let warm = forming(&run(&[50.0, 100.0]), &batch(Some(Phase::Warmup)), 2_500);
-        assert_eq!(warm.headline, "warming up: baseline 100.0 OK/s so far");
+        assert_eq!(warm.headline, "warming up: baseline 100.0 OK/s");
         let paused = forming(
             &run(&[50.0, 100.0, 100.0, 100.0, 0.0]),
             &batch(Some(Phase::Pause)),
@@ -191,13 +191,13 @@ mod tests {
         assert!(
             paused
                 .headline
-                .starts_with("server stopped: baseline 100.0 OK/s, resume in 1 s")
+                .starts_with("paused: baseline 100.0 OK/s, resume in 1 s")
         );
         let down = [50.0, 100.0, 100.0, 100.0, 0.0, 0.0, 0.0, 40.0];
         let waiting = forming(&run(&down), &batch(Some(Phase::Observe)), 8_500);
         assert_eq!(
             waiting.headline,
-            "not recovered yet: last 40.0 OK/s, 40 % of the baseline, window ends in 4 s"
+            "not yet: 40.0 OK/s (40 % of baseline), window ends in 4 s"
         );
         assert_eq!(waiting.tone, Tone::Open);
     }
@@ -213,7 +213,7 @@ mod tests {
         assert!(
             confirming
                 .headline
-                .starts_with("recovering: 90 % of the baseline from 0.0 s")
+                .starts_with("recovering: 90 % of baseline from 0.0 s")
         );
         let done = forming(&run(&back), &observing, 14_000);
         assert_eq!(done.tone, Tone::Good);
@@ -225,7 +225,7 @@ mod tests {
         assert_eq!(lost.tone, Tone::Bad);
         assert_eq!(
             lost.headline,
-            "NOT RECOVERED in the window: best 10.0 OK/s, 10 % of the baseline"
+            "NOT RECOVERED: best 10.0 OK/s (10 % of baseline)"
         );
     }
 }

@@ -18,6 +18,8 @@ pub const PATIENCE: Duration = Duration::from_secs(60);
 /// What the terminal has shown so far.
 pub struct Shown {
     pub parser: vt100::Parser,
+    /// Every byte written to the terminal.
+    pub raw: Vec<u8>,
     /// The program closed the terminal (it and its children ended).
     pub ended: bool,
 }
@@ -72,6 +74,7 @@ impl Pty {
                     std::num::NonZeroU16::new(cols).unwrap(),
                     0,
                 ),
+                raw: Vec::new(),
                 ended: false,
             }),
             Condvar::new(),
@@ -91,6 +94,7 @@ impl Pty {
                     return;
                 }
                 shown.parser.process(&buf[..n]);
+                shown.raw.extend_from_slice(&buf[..n]);
                 changed.notify_all();
             }
         });

@@ -335,7 +335,16 @@ async fn run_storm(mut storm: Storm, command: Vec<String>, tui: bool) -> ExitCod
         storm.out.display()
     );
     say(&title);
-    let shutdown = signals::requested();
+    // Virtual time keeps this thread busy and the runtime's signal driver
+    // still: a handler would hold Ctrl-C until the end. There SIGINT ends
+    // the program at once, as it does a sweep.
+    let handlers = (storm.engine == Engine::Real).then(signals::requested);
+    let shutdown = async move {
+        match handlers {
+            Some(requested) => requested.await,
+            None => std::future::pending().await,
+        }
+    };
     let batches = storm.batches();
     let view = match live::open(tui, || Setup::Storm { title, batches }) {
         Ok(view) => view,

@@ -4,11 +4,14 @@
 # tell the series apart), at a moment that shows what its view is for,
 # written with tmux capture-pane. Time is compressed ten times: the 2014
 # storm (fixed retries, a 20 s pause) in a few seconds (--duration 300s
-# runs 30 s). Needs tmux; uses
-# ports 18170 and 18171 on 127.0.0.1.
+# runs 30 s). Needs tmux; uses ports 18170 and 18171 on 127.0.0.1.
 #
 #   scripts/tui-captures.sh [BIN_DIR]     # default: target/debug, built first
 set -euo pipefail
+if [[ "${1:-}" == -h || "${1:-}" == --help ]]; then
+  sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
+  exit 0
+fi
 cd "$(dirname "$0")/.."
 bin=${1:-target/debug}
 if [[ $# -eq 0 ]]; then

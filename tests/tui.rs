@@ -247,7 +247,10 @@ fn no_color_takes_the_colour_out_of_errors_too() {
         assert_eq!(pty.coloured(), colour, "{env:?}");
         let (status, screen, _) = pty.wait_end();
         assert_eq!(status.code(), Some(2), "{screen}");
-        assert!(screen.contains("error: unexpected argument '--bogus'"), "{screen}");
+        assert!(
+            screen.contains("error: unexpected argument '--bogus'"),
+            "{screen}"
+        );
     }
 }
 

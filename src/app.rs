@@ -3,10 +3,12 @@
 //! binaries parse and call these; `storm` also runs the other two as its
 //! own children (`storm server ...`, `storm client ...`).
 //!
-//! Exit codes: 0 success; 2 bad flags, a bad scenario, a status descriptor
-//! that cannot be used, a server that cannot bind or a client that cannot
-//! start; 130 interrupted (SIGINT or SIGTERM during a storm, or a second
-//! signal); 1 anything else.
+//! Exit codes (docs/exit-codes.md): 0 success, a server or client stopped
+//! by SIGINT or SIGTERM included; 2 bad flags, a bad scenario, a status
+//! descriptor that cannot be used, `--tui` without a terminal, a server
+//! that cannot bind or a client that cannot start; 130 interrupted
+//! (SIGINT or SIGTERM during a storm, or a second signal); 1 anything
+//! else.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -25,8 +27,10 @@ use crate::net::runtime::block_on;
 use crate::net::{client, rlimit, server, signals};
 use crate::report::output::say;
 use crate::report::status::StatusSink;
+use crate::view::Setup;
 
 mod exit;
+mod live;
 mod merge;
 
 use exit::failure;
@@ -73,6 +77,9 @@ pub fn server(args: ServerArgs) -> ExitCode {
     if let Some(kind) = args.generate.generate {
         return generate(kind, ServerArgs::command(), "server", ServerArgs::command());
     }
+    if let Err(code) = live::check(args.view.tui) {
+        return code;
+    }
     match status_sink(args.report.status_fd) {
         Ok(status) => block_on(args.runtime.threads, serve(args, status)),
         Err(code) => code,
@@ -81,7 +88,10 @@ pub fn server(args: ServerArgs) -> ExitCode {
 
 /// Runs the server until SIGINT or SIGTERM.
 async fn serve(args: ServerArgs, status: Option<StatusSink>) -> ExitCode {
-    let config = args.config().unwrap_or_else(|e| e.exit());
+    let mut config = args.config().unwrap_or_else(|e| e.exit());
+    // The live view shows the rows; the summary prints once it has closed.
+    let tui = args.view.tui;
+    config.quiet |= tui;
     if let Some(warning) = server::exposure_warning(config.listen) {
         eprintln!("{warning}");
     }
@@ -91,10 +101,7 @@ async fn serve(args: ServerArgs, status: Option<StatusSink>) -> ExitCode {
         eprintln!("{warning}");
     }
     let server = match server::Server::bind(config.clone()) {
-        Ok(server) => match status {
-            Some(sink) => server.with_status(sink),
-            None => server,
-        },
+        Ok(server) => server,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(2);
@@ -103,8 +110,24 @@ async fn serve(args: ServerArgs, status: Option<StatusSink>) -> ExitCode {
     // Signals are handled from before the first line, so that anyone who
     // waits for it can stop the server in order.
     let shutdown = signals::requested();
-    say(server::describe(&config, server.local_addr()));
-    server.run(shutdown).await;
+    let description = server::describe(&config, server.local_addr());
+    say(&description);
+    let view = match live::open(tui, || Setup::Server {
+        title: description,
+        interval: config.report_interval,
+    }) {
+        Ok(view) => view,
+        Err(code) => return code,
+    };
+    let server = match live::sink(status, view.as_ref()) {
+        Some(sink) => server.with_status(sink),
+        None => server,
+    };
+    let summary = server.run(shutdown).await;
+    if let Some(view) = view {
+        view.close();
+        say(summary);
+    }
     ExitCode::SUCCESS
 }
 
@@ -139,7 +162,9 @@ pub fn client(cli: ClientCli) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        None => match status_sink(cli.run.report.status_fd) {
+        None => match live::check(cli.run.view.tui)
+            .and_then(|()| status_sink(cli.run.report.status_fd))
+        {
             Ok(status) => block_on(cli.run.runtime.threads, load(cli.run, status)),
             Err(code) => code,
         },
@@ -148,14 +173,29 @@ pub fn client(cli: ClientCli) -> ExitCode {
 
 /// Runs the client's load until its duration, SIGINT or SIGTERM.
 async fn load(args: ClientArgs, status: Option<StatusSink>) -> ExitCode {
-    let (config, source) = args.sharded_config().unwrap_or_else(|e| e.exit());
+    let (mut config, source) = args.sharded_config().unwrap_or_else(|e| e.exit());
+    // The live view shows the rows; the summary prints once it has closed.
+    let tui = args.view.tui;
+    config.quiet |= tui;
     // One connection per user at most, plus a margin for the runtime.
     if let Some(warning) = rlimit::ensure_nofile(config.users().count() as u64 + 64, "the client") {
         eprintln!("{warning}");
     }
     let shutdown = signals::requested();
-    say(client::describe(&config, source));
-    match client::run_with_status(config, status, shutdown).await {
+    let description = client::describe(&config, source);
+    say(&description);
+    let view = match live::open(tui, || Setup::Client {
+        title: description,
+        interval: config.report_interval,
+        duration: config.duration,
+    }) {
+        Ok(view) => view,
+        Err(code) => return code,
+    };
+    let status = live::sink(status, view.as_ref());
+    let result = client::run_with_status(config, status, shutdown).await;
+    drop(view);
+    match result {
         Ok(summary) => {
             say(summary);
             ExitCode::SUCCESS
@@ -254,13 +294,25 @@ fn start(
         let _ = write!(std::io::stdout().lock(), "{}", storm.scenario.to_toml());
         return ExitCode::SUCCESS;
     }
+    let tui = exec.view.tui;
+    if tui && storm.engine == Engine::Sim {
+        eprintln!(
+            "error: --tui watches a storm on the real engine; virtual time has nothing to \
+             watch live (its runs show a progress bar instead)"
+        );
+        return ExitCode::from(2);
+    }
+    if let Err(code) = live::check(tui) {
+        return code;
+    }
     // The runner spawns its children from this one thread, so that the
     // kernel's parent-death signal follows the runner's lifetime.
-    block_on(Some(1), run_storm(storm, command))
+    block_on(Some(1), run_storm(storm, command, tui))
 }
 
-/// Runs a storm to its end, or until SIGINT or SIGTERM.
-async fn run_storm(storm: Storm, command: Vec<String>) -> ExitCode {
+/// Runs a storm to its end, or until SIGINT or SIGTERM; with `tui`, in
+/// the live view.
+async fn run_storm(mut storm: Storm, command: Vec<String>, tui: bool) -> ExitCode {
     if let Err(e) = storm.validate(&ProgramFlags) {
         return failed(e, &storm);
     }
@@ -270,7 +322,7 @@ async fn run_storm(storm: Storm, command: Vec<String>) -> ExitCode {
         .iter()
         .map(|c| c.name.as_str())
         .collect();
-    say(format!(
+    let title = format!(
         "storm: {} for {}; results in {}",
         names.join(", "),
         match storm.engine {
@@ -281,8 +333,30 @@ async fn run_storm(storm: Storm, command: Vec<String>) -> ExitCode {
             Engine::Real => "a full run".to_string(),
         },
         storm.out.display()
-    ));
-    match experiment::run(&storm, &ProgramFlags, signals::requested()).await {
+    );
+    say(&title);
+    // Virtual time keeps this thread busy and the runtime's signal driver
+    // still: a handler would hold Ctrl-C until the end. There SIGINT ends
+    // the program at once, as it does a sweep.
+    let handlers = (storm.engine == Engine::Real).then(signals::requested);
+    let shutdown = async move {
+        match handlers {
+            Some(requested) => requested.await,
+            None => std::future::pending().await,
+        }
+    };
+    let batches = storm.batches();
+    let view = match live::open(tui, || Setup::Storm { title, batches }) {
+        Ok(view) => view,
+        Err(code) => return code,
+    };
+    if let Some(view) = &view {
+        storm.watch = Some(view.watch());
+        storm.progress = false;
+    }
+    let result = experiment::run(&storm, &ProgramFlags, shutdown).await;
+    drop(view);
+    match result {
         Ok(report) => {
             if let Err(e) = merge::write_storm_manifest(&storm, command) {
                 return failed(e, &storm);

@@ -17,7 +17,8 @@
 //! 3. The engines, side by side: [`net`] (the real server and client, with
 //!    hyper and tokio) and [`sim`] (the same model in virtual time, with
 //!    neither).
-//! 4. [`plot`]: rows in, SVG or PNG files out.
+//! 4. [`plot`]: rows in, SVG or PNG files out; beside it, [`view`]: the
+//!    live terminal view and the progress bar, rows in, a screen out.
 //! 5. [`experiment`]: scenario files, the storm protocol on either engine,
 //!    summaries, the sweep.
 //! 6. [`cli`]: every program's flags, validated into configurations.
@@ -37,3 +38,4 @@ pub(crate) mod plot;
 pub mod policy;
 pub mod report;
 pub mod sim;
+pub mod view;

@@ -16,6 +16,9 @@ const RANKS: &[(&str, u32)] = &[
     ("net", 2),
     ("sim", 2),
     ("plot", 3),
+    // Presentation beside the plots: rows in, a screen out; the
+    // experiment feeds it a storm's batches and phases.
+    ("view", 3),
     ("experiment", 4),
     ("cli", 5),
     ("app", 6),
@@ -23,7 +26,7 @@ const RANKS: &[(&str, u32)] = &[
 ];
 
 /// Folders whose code may not touch the network runtime.
-const WITHOUT_RUNTIME: &[&str] = &["model", "policy", "report", "sim", "plot"];
+const WITHOUT_RUNTIME: &[&str] = &["model", "policy", "report", "sim", "plot", "view"];
 
 const MAX_LINES: usize = 700;
 
@@ -141,6 +144,12 @@ fn named_paths(code: &str, module: &[String], children: &[String]) -> Vec<Vec<St
     let mut out = Vec::new();
     let mut at = 0;
     while at < bytes.len() {
+        // Inside a character of several bytes (`·` in a string): no path
+        // starts there.
+        if !code.is_char_boundary(at) {
+            at += 1;
+            continue;
+        }
         let boundary = at == 0 || !is_ident(bytes[at - 1] as char) && bytes[at - 1] != b':';
         let rest = &code[at..];
         if boundary

@@ -16,6 +16,7 @@ use super::values::{
     duration, http_url, positive, positive_duration, resolve_shard, seconds_or_duration, shard,
     time_scale, timer_resolution, wall_clock,
 };
+use super::view::ViewArgs;
 use crate::model::arrivals::ThinkTime;
 use crate::model::client::ClientConfig;
 use crate::model::planner::PlanRequest;
@@ -30,6 +31,7 @@ use crate::policy::StrategyKind;
 #[command(
     name = "client",
     version,
+    propagate_version = true,
     about,
     long_about = None,
     allow_negative_numbers = true,
@@ -99,6 +101,9 @@ pub struct ClientArgs {
     /// Where report rows go.
     #[command(flatten)]
     pub report: ReportArgs,
+    /// How the run is shown.
+    #[command(flatten)]
+    pub view: ViewArgs,
     /// Write an HDR interval log here: one histogram per report interval
     /// of the latency of successful attempts (untagged) and of successful
     /// requests (tag `request`), in microseconds; the HdrHistogram log

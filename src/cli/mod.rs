@@ -17,6 +17,7 @@ mod service;
 mod storm;
 mod sweep;
 pub(crate) mod values;
+mod view;
 
 use clap::{CommandFactory, Parser};
 
@@ -30,6 +31,7 @@ pub use runtime::RuntimeArgs;
 pub use server::{ServerArgs, ShedStatusArg};
 pub use storm::{ExecArgs, RunArgs, StormArgs, StormCli, StormCommand};
 pub use sweep::SweepArgs;
+pub use view::ViewArgs;
 
 use crate::experiment::Flags;
 use crate::model::client::ClientConfig;
@@ -51,12 +53,19 @@ pub struct ProgramFlags;
 /// else than serve or load.
 const NOT_A_RUN: &str = "runs no server or client (a case's flags run one)";
 
+/// What a case's flags may not ask for: a storm's children draw on no
+/// terminal.
+const NO_VIEW: &str = "--tui is for a program run by hand; a storm's children have no terminal (storm --tui shows the storm)";
+
 impl Flags for ProgramFlags {
     fn server(&self, argv: &[String]) -> Result<ServerConfig, String> {
         let argv = std::iter::once("server").chain(argv.iter().map(String::as_str));
         let args = ServerArgs::try_parse_from(argv).map_err(|e| first_line(&e))?;
         if args.generate.generate.is_some() {
             return Err(format!("--generate {NOT_A_RUN}"));
+        }
+        if args.view.tui {
+            return Err(NO_VIEW.to_string());
         }
         args.config().map_err(|e| first_line(&e))
     }
@@ -70,6 +79,9 @@ impl Flags for ProgramFlags {
         if cli.command.is_some() {
             return Err(format!("client plan {NOT_A_RUN}"));
         }
+        if cli.run.view.tui {
+            return Err(NO_VIEW.to_string());
+        }
         cli.run.config().map_err(|e| first_line(&e))
     }
 }
@@ -78,7 +90,10 @@ impl Flags for ProgramFlags {
 /// one's long `--help`, exactly as clap renders it. `docs/cli.md` holds it
 /// (a test checks that it is current).
 pub fn reference() -> String {
-    let sub = |program: clap::Command, name: &str| {
+    // Built first, so that the subcommands carry what they inherit
+    // (`--version`).
+    let sub = |mut program: clap::Command, name: &str| {
+        program.build();
         program.find_subcommand(name).expect("a subcommand").clone()
     };
     let pages = [
@@ -134,5 +149,9 @@ mod tests {
         assert!(err.contains("--generate"), "{err}");
         let err = flags.client(&argv("plan")).unwrap_err();
         assert!(err.contains("client plan runs no"), "{err}");
+        let err = flags.client(&argv("--tui")).unwrap_err();
+        assert!(err.contains("storm --tui"), "{err}");
+        let err = flags.server(&argv("--tui")).unwrap_err();
+        assert!(err.contains("storm --tui"), "{err}");
     }
 }

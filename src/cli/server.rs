@@ -15,6 +15,7 @@ use super::service::ServiceArgs;
 use super::values::{
     duration, growth_factor, positive, positive_duration, time_scale, timer_resolution,
 };
+use super::view::ViewArgs;
 use crate::model::latency::LatencyModel;
 use crate::model::server::{OnDisconnect, ServerConfig, Shedding};
 use crate::net::server::default_backlog;
@@ -131,6 +132,9 @@ pub struct ServerArgs {
     /// Where report rows go.
     #[command(flatten)]
     pub report: ReportArgs,
+    /// How the run is shown.
+    #[command(flatten)]
+    pub view: ViewArgs,
     /// Compress time: divide every duration given (delays, Retry-After,
     /// report interval) by K, for quick experiments.
     #[arg(long, default_value_t = 1.0, value_parser = time_scale, value_name = "K")]

@@ -16,6 +16,7 @@ use super::protocol::{OutputArgs, ProtocolArgs};
 use super::server::ServerArgs;
 use super::sweep::SweepArgs;
 use super::values::{duration, resolve_shard, shard};
+use super::view::ViewArgs;
 use crate::experiment::Storm;
 use crate::experiment::scenario::{Engine, Scenario, ScenarioError};
 use crate::model::shard::{Shard, ShardSource};
@@ -43,6 +44,7 @@ impl ValueEnum for Engine {
 #[command(
     name = "storm",
     version,
+    propagate_version = true,
     about,
     long_about = None,
     args_conflicts_with_subcommands = true
@@ -128,6 +130,9 @@ pub struct ExecArgs {
     /// Results and how they are shown.
     #[command(flatten)]
     pub output: OutputArgs,
+    /// How the run is shown.
+    #[command(flatten)]
+    pub view: ViewArgs,
 }
 
 impl ExecArgs {
@@ -162,6 +167,7 @@ impl ExecArgs {
                 .unwrap_or_else(|| default_out(suffix)),
             png: self.output.png,
             progress: !self.output.quiet,
+            watch: None,
             verbose: self.verbose,
             program,
             // The environment is read by the program, not here: a merge

@@ -145,6 +145,7 @@ impl SweepArgs {
                 .unwrap_or_else(|| default_out(Some(&suffix))),
             png: self.output.png,
             progress: !self.output.quiet,
+            watch: None,
             verbose: self.verbose,
             program: PathBuf::new(),
             shard: Shard::WHOLE,

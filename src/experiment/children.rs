@@ -26,6 +26,7 @@ use tokio::sync::oneshot;
 use super::storm::STATUS_FD;
 use crate::report::rows::{ClientRow, ServerRow};
 use crate::report::status::Status;
+use crate::view::RunWatch;
 
 /// The latest of what a case's children reported.
 #[derive(Debug, Default)]
@@ -34,6 +35,8 @@ pub(super) struct Live {
     pub client: Option<ClientRow>,
     /// The server's latest report row.
     pub server: Option<ServerRow>,
+    /// The live view's watch of this run, if any: every row goes there too.
+    pub watch: Option<RunWatch>,
 }
 
 /// A child process and what it reports.
@@ -115,11 +118,16 @@ async fn follow(
                     let _ = tell.send(url);
                 }
             }
-            Ok(Status::ServerRow(row)) => {
-                live.lock().expect("live lock poisoned").server = Some(row);
-            }
-            Ok(Status::ClientRow(row)) => {
-                live.lock().expect("live lock poisoned").client = Some(row);
+            Ok(status) => {
+                let mut live = live.lock().expect("live lock poisoned");
+                if let Some(watch) = &live.watch {
+                    watch.status(&status);
+                }
+                match status {
+                    Status::ServerRow(row) => live.server = Some(row),
+                    Status::ClientRow(row) => live.client = Some(row),
+                    Status::Listening { .. } => {}
+                }
             }
             // A line this runner does not know: a newer child, say.
             Err(_) => {}

@@ -23,6 +23,7 @@ use crate::model::timescale::compress;
 use crate::report::output::{read_rows, say};
 use crate::report::rows::unix_ms;
 use crate::report::verdict::Timeline;
+use crate::view::{Feed, Phase, Plan, Progress};
 
 /// How long a server may take to say where it listens.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
@@ -52,31 +53,37 @@ pub(super) async fn run(
     commands: &mut File,
     mut shutdown: Pin<&mut impl Future<Output = ()>>,
 ) -> Result<Vec<CaseRun>, StormError> {
-    let cases = &storm.scenario.cases;
-    let units: Vec<(&Case, u32)> = (0..storm.runs())
-        .flat_map(|rep| {
-            cases
-                .iter()
-                .enumerate()
-                .map(move |(place, case)| (place, case, rep))
-        })
-        .filter(|&(place, _, rep)| storm.makes(place, rep))
-        .map(|(_, case, rep)| (case, rep))
-        .collect();
-    let batch = if storm.parallel == 0 {
-        cases.len()
-    } else {
-        storm.parallel
-    };
+    let units = storm.units();
+    let batches = units.len().div_ceil(storm.batch_size());
+    // Batch after batch: a bar of the runs done and the time left, with
+    // the progress line in it.
+    let bar = Progress::new(
+        units.len() as u64,
+        "runs",
+        storm.progress && batches > 1,
+        true,
+    );
+    let length = compress(storm.client_duration(), storm.time_scale);
     let mut runs = Vec::new();
-    for batch in units.chunks(batch.max(1)) {
+    for (index, batch) in units.chunks(storm.batch_size()).enumerate() {
+        bar.deadline(std::time::Instant::now() + length * (batches - index) as u32);
         let mut children = Vec::new();
-        let result = drive(storm, batch, &mut children, commands, shutdown.as_mut()).await;
+        let batch_of = (index, batch);
+        let result = drive(
+            storm,
+            batch_of,
+            &mut children,
+            commands,
+            &bar,
+            shutdown.as_mut(),
+        )
+        .await;
         stop_all(&mut children).await;
         result?;
         for run in &children {
             runs.push(read_back(storm, run)?);
         }
+        bar.inc(batch.len() as u64);
     }
     Ok(runs)
 }
@@ -87,10 +94,19 @@ fn output(storm: &Storm, case: &Case, rep: u32, suffix: &str) -> Result<File, St
     File::create(&path).map_err(io_err(format!("create {}", path.display())))
 }
 
-/// Starts a server and waits for its status line saying where it listens.
-async fn start_server<'a>(storm: &Storm, case: &'a Case, rep: u32) -> Result<Run<'a>, StormError> {
+/// Starts a server (the run at `place` in its batch) and waits for its
+/// status line saying where it listens.
+async fn start_server<'a>(
+    storm: &Storm,
+    case: &'a Case,
+    rep: u32,
+    place: usize,
+) -> Result<Run<'a>, StormError> {
     let name = storm.run_name(case, rep);
-    let live = Arc::new(Mutex::new(Live::default()));
+    let live = Arc::new(Mutex::new(Live {
+        watch: storm.watch.as_ref().map(|w| w.run(place)),
+        ..Live::default()
+    }));
     let spawned = children::spawn(
         &storm.program,
         "server",
@@ -182,15 +198,17 @@ fn progress_line(phase: &str, left: Duration, runs: &[Run]) -> String {
     line
 }
 
-/// Waits `length` (already scaled), showing progress; fails early if a
-/// child exits or `shutdown` completes. In the `last` phase a client that
-/// ends well has simply finished (its run length ends with the phase).
+/// Waits `length` (already scaled), showing progress (in `bar`, when it
+/// is shown on the same terminal); fails early if a child exits or
+/// `shutdown` completes. In the `last` phase a client that ends well has
+/// simply finished (its run length ends with the phase).
 async fn phase(
     name: &str,
     length: Duration,
     last: bool,
     runs: &mut [Run<'_>],
     progress: bool,
+    bar: &Progress,
     shutdown: &mut Shutdown<'_>,
 ) -> Result<(), StormError> {
     let end = Instant::now() + length;
@@ -208,7 +226,9 @@ async fn phase(
                 ticks += 1;
                 if progress {
                     let line = progress_line(name, end - Instant::now(), runs);
-                    if tty {
+                    if tty && bar.is_shown() {
+                        bar.message(line);
+                    } else if tty {
                         print!("\r\x1b[K{line}");
                         let _ = io::stdout().flush();
                     } else if ticks % 10 == 1 {
@@ -233,7 +253,7 @@ async fn phase(
             }
         }
     }
-    if progress && tty {
+    if progress && tty && !bar.is_shown() {
         println!();
     }
     Ok(())
@@ -261,45 +281,92 @@ async fn stop_all(runs: &mut [Run<'_>]) {
     }
 }
 
-/// Runs one batch of cases side by side through the protocol.
+/// Tells the live view, if there is one.
+fn tell(storm: &Storm, feed: Feed) {
+    if let Some(watch) = &storm.watch {
+        watch.send(feed);
+    }
+}
+
+/// Runs one batch of cases side by side through the protocol: batch
+/// `index`, its runs.
 async fn drive<'a>(
     storm: &Storm,
-    batch: &[(&'a Case, u32)],
+    (index, batch): (usize, &[(&'a Case, u32)]),
     runs: &mut Vec<Run<'a>>,
     commands: &mut File,
+    bar: &Progress,
     mut shutdown: Shutdown<'_>,
 ) -> Result<(), StormError> {
     let k = storm.time_scale;
     let p = &storm.scenario.protocol;
     for &(case, rep) in batch {
-        runs.push(start_server(storm, case, rep).await?);
+        runs.push(start_server(storm, case, rep, runs.len()).await?);
     }
     let lines = command_lines(storm, runs);
     commands
         .write_all(lines.as_bytes())
         .map_err(io_err("write commands.txt"))?;
     if storm.verbose {
-        say(lines.trim_end());
+        bar.say(lines.trim_end());
     }
+    let warmup = compress(p.warmup, k);
+    let pause = compress(p.pause, k);
+    let rest = compress(storm.client_duration() - p.warmup - p.pause, k);
     let start_ms = unix_ms();
+    let plan = Plan {
+        warmup,
+        pause,
+        observe: compress(p.observe, k),
+        confirm: compress(confirmation(p), k),
+        rest,
+    };
+    let names = runs.iter().map(|r| r.name.clone()).collect();
+    tell(
+        storm,
+        Feed::Batch {
+            index,
+            names,
+            start_ms,
+            plan,
+        },
+    );
+    tell(
+        storm,
+        Feed::Phase {
+            phase: Phase::Warmup,
+            at_ms: start_ms,
+        },
+    );
     for run in runs.iter_mut() {
         start_client(storm, run)?;
     }
     let shown = storm.progress;
-    let warmup = compress(p.warmup, k);
-    phase("warm-up", warmup, false, runs, shown, &mut shutdown).await?;
+    phase("warm-up", warmup, false, runs, shown, bar, &mut shutdown).await?;
     for run in runs.iter() {
         children::signal(&run.server, Signal::SIGSTOP);
     }
     let stop_ms = unix_ms();
-    let pause = compress(p.pause, k);
-    phase("pause", pause, false, runs, shown, &mut shutdown).await?;
+    tell(
+        storm,
+        Feed::Phase {
+            phase: Phase::Pause,
+            at_ms: stop_ms,
+        },
+    );
+    phase("pause", pause, false, runs, shown, bar, &mut shutdown).await?;
     for run in runs.iter() {
         children::signal(&run.server, Signal::SIGCONT);
     }
     let resume_ms = unix_ms();
-    let rest = compress(storm.client_duration() - p.warmup - p.pause, k);
-    phase("observe", rest, true, runs, shown, &mut shutdown).await?;
+    tell(
+        storm,
+        Feed::Phase {
+            phase: Phase::Observe,
+            at_ms: resume_ms,
+        },
+    );
+    phase("observe", rest, true, runs, shown, bar, &mut shutdown).await?;
     let end_ms = resume_ms + compress(p.observe, k).as_millis() as u64;
     let confirm_ms = end_ms + compress(confirmation(p), k).as_millis() as u64;
     // The clients end on their own at --duration.

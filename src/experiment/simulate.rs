@@ -8,19 +8,26 @@ use super::error::{StormError, io_err};
 use super::scenario::join_flags;
 use super::storm::{Flags, Storm};
 use super::summary::CaseRun;
-use crate::report::output::say;
 use crate::sim;
+use crate::view::Progress;
 
 /// Runs every case of `storm` in virtual time, each `storm.runs()` times
-/// (seeds from the scenario's on), case by case.
+/// (seeds from the scenario's on), case by case; a bar of the runs done
+/// on a terminal's stderr.
 pub(super) fn run(
     storm: &Storm,
     flags: &dyn Flags,
     commands: &mut File,
 ) -> Result<Vec<CaseRun>, StormError> {
     let mut runs = Vec::new();
+    let made = |place: usize| (0..storm.runs()).filter(move |&rep| storm.makes(place, rep));
+    let total = (0..storm.scenario.cases.len())
+        .map(|p| made(p).count())
+        .sum::<usize>();
+    let bar = Progress::new(total as u64, "runs", storm.progress, false);
     for (place, case) in storm.scenario.cases.iter().enumerate() {
-        for rep in (0..storm.runs()).filter(|&rep| storm.makes(place, rep)) {
+        for rep in made(place) {
+            bar.message(&case.name);
             let name = storm.run_name(case, rep);
             let config = storm.sim_config(case, rep, flags)?;
             let outcome =
@@ -34,8 +41,9 @@ pub(super) fn run(
             )
             .map_err(io_err("write commands.txt"))?;
             if storm.verbose {
-                say(format!("{name}: {}", outcome.speed()));
+                bar.say(format!("{name}: {}", outcome.speed()));
             }
+            bar.inc(1);
             runs.push(CaseRun {
                 case: case.clone(),
                 rep,

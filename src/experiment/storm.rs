@@ -12,6 +12,7 @@ use crate::model::server::{DEFAULT_BACKLOG, ServerConfig};
 use crate::model::shard::Shard;
 use crate::report::verdict::{STREAK, Timeline};
 use crate::sim::{Pause, SimConfig};
+use crate::view::Watch;
 
 /// The programs' own flag parsers: a server's or client's configuration
 /// from its flags (without the program's name), exactly as the program
@@ -41,6 +42,8 @@ pub struct Storm {
     pub png: bool,
     /// Show live progress on stdout.
     pub progress: bool,
+    /// The live view (`--tui`), told of every batch, phase and row.
+    pub watch: Option<Watch>,
     /// Say what the engine did.
     pub verbose: bool,
     /// The program to run as `PROGRAM server ...` and `PROGRAM client ...`.
@@ -75,6 +78,36 @@ impl Storm {
     /// How many times every case runs.
     pub fn runs(&self) -> u32 {
         self.scenario.runs.unwrap_or(1).max(1)
+    }
+
+    /// The runs this process makes on the real engine, in their order:
+    /// repetition after repetition, each case of one in the scenario's
+    /// order.
+    pub(super) fn units(&self) -> Vec<(&Case, u32)> {
+        let cases = &self.scenario.cases;
+        (0..self.runs())
+            .flat_map(|rep| {
+                cases
+                    .iter()
+                    .enumerate()
+                    .map(move |(place, case)| (place, case, rep))
+            })
+            .filter(|&(place, _, rep)| self.makes(place, rep))
+            .map(|(_, case, rep)| (case, rep))
+            .collect()
+    }
+
+    /// How many runs go side by side on the real engine.
+    pub(super) fn batch_size(&self) -> usize {
+        match self.parallel {
+            0 => self.scenario.cases.len().max(1),
+            n => n,
+        }
+    }
+
+    /// How many batches of runs side by side the real engine makes.
+    pub fn batches(&self) -> usize {
+        self.units().len().div_ceil(self.batch_size())
     }
 
     /// Whether this process makes repetition `rep` of the case at `place`

@@ -44,10 +44,23 @@ impl Status {
 
 /// Writes status lines to a file descriptor the program inherited. When
 /// the reader has gone it stops writing, without a word: a supervisor that
-/// has gone reads nothing.
-#[derive(Debug)]
+/// has gone reads nothing. A tap, if any, gets every line too, in process
+/// (the live view).
 pub struct StatusSink {
     file: Option<File>,
+    tap: Option<Tap>,
+}
+
+/// What a sink's tap is: called with every line.
+type Tap = Box<dyn FnMut(&Status) + Send>;
+
+impl std::fmt::Debug for StatusSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StatusSink")
+            .field("file", &self.file)
+            .field("tap", &self.tap.is_some())
+            .finish()
+    }
 }
 
 impl StatusSink {
@@ -95,18 +108,38 @@ impl StatusSink {
         // SAFETY: open, and, as the caller promises, owned by nothing else
         // here: the file becomes its owner.
         let file = unsafe { File::from_raw_fd(fd) };
-        Ok(StatusSink { file: Some(file) })
+        Ok(StatusSink {
+            file: Some(file),
+            tap: None,
+        })
+    }
+
+    /// `sink` (or none) with `tap` given every line as well.
+    pub fn tapped(sink: Option<StatusSink>, tap: impl FnMut(&Status) + Send + 'static) -> Self {
+        StatusSink {
+            tap: Some(Box::new(tap)),
+            ..sink.unwrap_or(StatusSink {
+                file: None,
+                tap: None,
+            })
+        }
     }
 
     /// A sink on an open file.
     #[cfg(test)]
     fn from_file(file: File) -> StatusSink {
-        StatusSink { file: Some(file) }
+        StatusSink {
+            file: Some(file),
+            tap: None,
+        }
     }
 
     /// Writes one line. A write error stops the sink: a broken pipe
     /// silently, anything else with a word on stderr.
     pub fn send(&mut self, status: &Status) {
+        if let Some(tap) = &mut self.tap {
+            tap(status);
+        }
         let Some(file) = &mut self.file else {
             return;
         };
@@ -190,6 +223,28 @@ mod tests {
         sink.send(&status);
         assert!(sink.file.is_none(), "a broken pipe stops the sink");
         sink.send(&status);
+    }
+
+    #[test]
+    fn a_tap_gets_every_line_with_or_without_a_descriptor() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let status = Status::Listening {
+            url: "http://127.0.0.1:1/api".into(),
+        };
+        let mut alone = StatusSink::tapped(None, move |s: &Status| tx.send(s.clone()).unwrap());
+        alone.send(&status);
+        alone.send(&status);
+        assert_eq!(rx.try_iter().count(), 2);
+        let (mut reader, writer) = std::io::pipe().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let file = StatusSink::from_file(File::from(std::os::fd::OwnedFd::from(writer)));
+        let mut both =
+            StatusSink::tapped(Some(file), move |s: &Status| tx.send(s.clone()).unwrap());
+        both.send(&status);
+        let mut buf = [0u8; 256];
+        let n = reader.read(&mut buf).unwrap();
+        assert_eq!(&buf[..n], format!("{}\n", status.to_line()).as_bytes());
+        assert_eq!(rx.try_recv().unwrap(), status);
     }
 
     #[test]

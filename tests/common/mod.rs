@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod pty;
 pub mod running;
 
 use std::io::{BufRead, BufReader};

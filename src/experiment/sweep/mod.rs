@@ -24,18 +24,20 @@ mod summary;
 
 use std::fmt::Display;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use super::error::StormError;
 use super::storm::Flags;
+use crate::view::Progress;
 
 pub use config::{Setting, SweepConfig};
 pub use findings::{Critical, LineRows, Outside, Point, SweepReport};
 pub use output::write;
 
 /// Runs the sweep on `config.threads` threads, calling `progress` as each
-/// setting is done, with its edge (or, with one pause only, its point).
+/// setting is done, with its edge (or, with one pause only, its point); a
+/// bar of the settings done on a terminal's stderr.
 pub fn run(
     config: &SweepConfig,
     flags: &dyn Flags,
@@ -51,6 +53,13 @@ pub fn run(
         .filter(|&(i, _)| config.shard.owns(i as u64))
         .collect();
     let next = AtomicUsize::new(0);
+    let bar = Progress::new(
+        settings.len() as u64,
+        "settings",
+        config.storm.progress,
+        false,
+    );
+    let runs = AtomicU64::new(0);
     type Done = Result<line::Done, StormError>;
     let results: Mutex<Vec<Option<Done>>> = Mutex::new((0..settings.len()).map(|_| None).collect());
     std::thread::scope(|scope| {
@@ -63,11 +72,14 @@ pub fn run(
                     };
                     let done = line::Line::new(config, flags, setting).run();
                     if let Ok(done) = &done {
-                        match &done.critical {
+                        bar.suspend(|| match &done.critical {
                             Some(critical) => progress(critical),
                             None => done.points.iter().for_each(|p| progress(p)),
-                        }
+                        });
+                        let before = runs.fetch_add(done.runs, Ordering::Relaxed);
+                        bar.message(format!("{} runs", before + done.runs));
                     }
+                    bar.inc(1);
                     results.lock().expect("results lock poisoned")[i] = Some(done);
                 }
             });

@@ -1,0 +1,373 @@
+//! The screen: a header with the program's start-up line, the phase and
+//! the time left; the charts; the last interval's figures (and a storm
+//! run's verdict so far); a footer with the keys. It adapts to the
+//! terminal: the figures go beside the charts when there is room, below
+//! them when not, and a terminal too small for charts gets the figures
+//! alone.
+
+use std::time::Duration;
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout};
+use ratatui::style::Style;
+use ratatui::text::{Line as Text, Span};
+use ratatui::widgets::{Block, Paragraph, Row, Table, Wrap};
+
+use super::charts::{self, Plot};
+use super::feed::Setup;
+use super::forming::{Forming, Tone, forming};
+use super::state::Board;
+use super::style::Look;
+use crate::report::rows::{ClientRow, ServerRow, format_delay};
+
+/// Width of the figures beside the charts.
+const SIDE: u16 = 40;
+
+fn left(ms: u64) -> String {
+    format!("{:.0}s", (ms as f64 / 1e3).ceil())
+}
+
+fn rate(v: f64) -> String {
+    format!("{v:.2}/s")
+}
+
+fn latency(v: Option<f64>) -> String {
+    v.map_or("-".into(), |ms| format!("{ms:.1} ms"))
+}
+
+/// A run's verdict so far, for a storm; none for a program.
+pub fn verdict(board: &Board, run: usize, now_ms: u64) -> Option<Forming> {
+    let batch = board.batch.as_ref()?;
+    Some(forming(board.runs.get(run)?, batch, now_ms))
+}
+
+/// Draws the whole screen.
+pub fn draw(frame: &mut Frame, board: &Board, look: Look, now_ms: u64) {
+    let area = frame.area();
+    // The start-up line wraps to as many lines as it needs (up to three),
+    // the status line below it.
+    let width = usize::from(area.width.saturating_sub(2)).max(1);
+    let title = match &board.setup {
+        Setup::Server { title, .. } | Setup::Client { title, .. } | Setup::Storm { title, .. } => {
+            title.chars().count()
+        }
+    };
+    let title_lines = title.div_ceil(width).clamp(1, 3) as u16;
+    let [header, body, footer] = Layout::vertical([
+        Constraint::Length(title_lines + 3),
+        Constraint::Fill(1),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    frame.render_widget(self::header(board, look, now_ms), header);
+    frame.render_widget(self::footer(board, look), footer);
+    let body = match board.setup {
+        Setup::Storm { .. } if board.runs.is_empty() => {
+            frame.render_widget(Paragraph::new("starting the servers..."), body);
+            return;
+        }
+        Setup::Storm { .. } => {
+            let height = (board.runs.len() + board.finished.len()) as u16 + 3;
+            let [runs, rest] = Layout::vertical([
+                Constraint::Length(height.min(body.height / 3).max(4)),
+                Constraint::Fill(1),
+            ])
+            .areas(body);
+            frame.render_widget(self::runs(board, look, now_ms), runs);
+            rest
+        }
+        _ => body,
+    };
+    let run = board.selected.min(board.runs.len() - 1);
+    let (plots, figures) = match board.setup {
+        Setup::Server { .. } => (
+            [charts::concurrency, charts::answers].map(|p| p(board, run, now_ms)),
+            server_figures(board.runs[run].server.last()),
+        ),
+        Setup::Client { .. } => (
+            [charts::attempts, charts::in_flight].map(|p| p(board, run, now_ms)),
+            client_figures(board.runs[run].client.last()),
+        ),
+        Setup::Storm { .. } => (
+            [charts::attempts, charts::concurrency].map(|p| p(board, run, now_ms)),
+            storm_figures(board, run, look, now_ms),
+        ),
+    };
+    let name = match board.setup {
+        Setup::Storm { .. } => format!("{}: ", board.runs[run].name),
+        _ => String::new(),
+    };
+    let title = |plot: &Plot| Block::bordered().title(format!(" {name}{} ", plot.title));
+    let figures_block = Block::bordered().title(format!(" {name}last interval "));
+    if body.height < 10 || body.width < 30 {
+        frame.render_widget(Paragraph::new(figures).wrap(Wrap { trim: true }), body);
+        return;
+    }
+    let (graphs, side) = if body.width >= SIDE + 40 {
+        let [graphs, side] =
+            Layout::horizontal([Constraint::Fill(1), Constraint::Length(SIDE)]).areas(body);
+        (graphs, Some(side))
+    } else if body.height >= 24 {
+        let [graphs, below] = Layout::vertical([
+            Constraint::Fill(1),
+            Constraint::Length(figures.len() as u16 + 2),
+        ])
+        .areas(body);
+        (graphs, Some(below))
+    } else {
+        (body, None)
+    };
+    let [top, bottom] = Layout::vertical([Constraint::Fill(3), Constraint::Fill(2)]).areas(graphs);
+    charts::render(&plots[0], title(&plots[0]), look, top, frame.buffer_mut());
+    charts::render(
+        &plots[1],
+        title(&plots[1]),
+        look,
+        bottom,
+        frame.buffer_mut(),
+    );
+    if let Some(side) = side {
+        frame.render_widget(
+            Paragraph::new(figures)
+                .block(figures_block)
+                .wrap(Wrap { trim: true }),
+            side,
+        );
+    }
+}
+
+fn header(board: &Board, look: Look, now_ms: u64) -> Paragraph<'static> {
+    let (program, title) = match &board.setup {
+        Setup::Server { title, .. } => ("server", title),
+        Setup::Client { title, .. } => ("client", title),
+        Setup::Storm { title, .. } => ("storm", title),
+    };
+    let elapsed = Duration::from_millis(now_ms.saturating_sub(board.origin_ms(board.selected)));
+    let mut status = vec![Span::styled(
+        format!("running {}", charts::clock(elapsed.as_secs_f64())),
+        look.strong(),
+    )];
+    if let (Setup::Storm { batches, .. }, Some(batch)) = (&board.setup, &board.batch) {
+        status.push(Span::raw(format!(
+            " · batch {} of {batches}",
+            batch.index + 1
+        )));
+    }
+    if let Some((phase, in_phase, all)) = board.time_left(now_ms) {
+        if phase != "run" {
+            status.push(Span::styled(format!(" · {phase}"), look.strong()));
+            status.push(Span::raw(format!(", {} left in it", left(in_phase))));
+        }
+        status.push(Span::raw(format!(" · {} left", left(all))));
+    }
+    if let Some(interval) = board.interval() {
+        status.push(Span::raw(format!(
+            " · a row every {}",
+            humantime::format_duration(interval)
+        )));
+    }
+    if board.stopping {
+        status.push(Span::styled(" · stopping", look.bad()));
+    }
+    Paragraph::new(vec![Text::raw(title.clone()), Text::from(status)])
+        .wrap(Wrap { trim: true })
+        .block(Block::bordered().title(Span::styled(format!(" {program} "), look.strong())))
+}
+
+fn footer(board: &Board, look: Look) -> Paragraph<'static> {
+    let mut keys = "q or Ctrl-C: stop, as Ctrl-C does · Ctrl-Z: suspend".to_string();
+    if board.runs.len() > 1 {
+        keys.push_str(" · Tab: next run");
+    }
+    if board.stopping {
+        keys = "stopping: q again ends at once".to_string();
+    }
+    let mut line = vec![Span::styled(keys, look.dim())];
+    if let Some(message) = &board.message {
+        line.push(Span::raw(" · "));
+        line.push(Span::styled(message.clone(), look.bad()));
+    }
+    Paragraph::new(Text::from(line))
+}
+
+/// The storm's runs: the batch's live figures and verdicts so far, then
+/// the earlier batches' verdicts.
+fn runs(board: &Board, look: Look, now_ms: u64) -> Table<'static> {
+    let tone = |t: Tone| match t {
+        Tone::Good => look.good(),
+        Tone::Bad => look.bad(),
+        Tone::Open => Style::new(),
+    };
+    let mut rows = Vec::new();
+    for (i, run) in board.runs.iter().enumerate() {
+        let client = run.client.last();
+        let verdict = verdict(board, i, now_ms).expect("a storm's run");
+        let cells = [
+            format!(
+                "{} {}",
+                if i == board.selected { '>' } else { ' ' },
+                run.name
+            ),
+            client.map_or("-".into(), |r| format!("{:.1}", r.ok_per_s)),
+            client.map_or("-".into(), |r| format!("{:.1}", r.timeouts_per_s)),
+            run.server
+                .last()
+                .map_or("-".into(), |r| r.concurrency.to_string()),
+            verdict.headline,
+        ];
+        let style = if i == board.selected {
+            look.selected()
+        } else {
+            Style::new()
+        };
+        rows.push(Row::new(cells).style(style.patch(tone(verdict.tone))));
+    }
+    for (name, verdict) in &board.finished {
+        rows.push(Row::new([
+            format!("  {name}"),
+            String::new(),
+            String::new(),
+            String::new(),
+            verdict.clone(),
+        ]));
+    }
+    let names = board
+        .runs
+        .iter()
+        .map(|r| &r.name)
+        .chain(board.finished.iter().map(|(name, _)| name))
+        .map(|name| name.chars().count())
+        .max()
+        .unwrap_or(0);
+    Table::new(
+        rows,
+        [
+            Constraint::Length(names.max(3) as u16 + 2),
+            Constraint::Length(8),
+            Constraint::Length(10),
+            Constraint::Length(12),
+            Constraint::Fill(1),
+        ],
+    )
+    .header(
+        Row::new([
+            "  run",
+            "OK/s",
+            "timeouts/s",
+            "concurrency",
+            "verdict so far",
+        ])
+        .style(look.strong()),
+    )
+    .block(Block::bordered().title(" runs "))
+}
+
+fn pair(name: &str, value: String) -> Text<'static> {
+    Text::raw(format!("{name:<14}{value}"))
+}
+
+/// The last client row's figures.
+fn client_figures(row: Option<&ClientRow>) -> Vec<Text<'static>> {
+    let Some(r) = row else {
+        return vec![Text::raw("waiting for the first report...")];
+    };
+    vec![
+        pair("OK", rate(r.ok_per_s)),
+        pair("errors", rate(r.errors_per_s)),
+        pair("timeouts", rate(r.timeouts_per_s)),
+        pair("retries", rate(r.retries_per_s)),
+        pair("gave up", rate(r.gave_up_per_s)),
+        pair("throttled", rate(r.throttled_per_s)),
+        pair("in flight", r.in_flight.to_string()),
+        pair(
+            "attempts/req",
+            r.attempts_per_request
+                .map_or("-".into(), |a| format!("{a:.2}")),
+        ),
+        pair("latency p50", latency(r.p50_ms)),
+        pair("latency p99", latency(r.p99_ms)),
+        pair("latency max", latency(r.max_ms)),
+    ]
+}
+
+/// The last server row's figures.
+fn server_figures(row: Option<&ServerRow>) -> Vec<Text<'static>> {
+    let Some(r) = row else {
+        return vec![Text::raw("waiting for the first report...")];
+    };
+    let mut lines = vec![
+        pair(
+            "concurrency",
+            format!("{} (max {})", r.concurrency, r.max_concurrency),
+        ),
+        pair(
+            "delay",
+            format_delay(Duration::from_secs_f64(r.last_delay_ms.max(0.0) / 1e3)),
+        ),
+        pair("completed", rate(r.completed_per_s)),
+        pair("abandoned", rate(r.abandoned_per_s)),
+        pair("shed", rate(r.shed_per_s)),
+    ];
+    if let (Some(queue), Some(max), Some(busy)) = (r.queue, r.max_queue, r.busy) {
+        lines.push(pair("queue", format!("{queue} (max {max})")));
+        lines.push(pair("busy", busy.to_string()));
+    }
+    for (name, v) in [
+        ("refused", r.refused_per_s),
+        ("limited", r.limited_per_s),
+        ("rejected", r.rejected_per_s),
+        ("dropped", r.dropped_per_s),
+    ] {
+        if let Some(v) = v {
+            lines.push(pair(name, rate(v)));
+        }
+    }
+    if let Some(limit) = r.limit {
+        lines.push(pair("limit", limit.to_string()));
+    }
+    lines.push(pair("held for gone", r.abandoned_held.to_string()));
+    lines
+}
+
+/// A storm run's last interval and its verdict so far.
+fn storm_figures(board: &Board, run: usize, look: Look, now_ms: u64) -> Vec<Text<'static>> {
+    let state = &board.runs[run];
+    let mut lines = Vec::new();
+    if let Some(r) = state.client.last() {
+        lines.push(pair("OK", rate(r.ok_per_s)));
+        lines.push(pair("errors", rate(r.errors_per_s)));
+        lines.push(pair("timeouts", rate(r.timeouts_per_s)));
+        lines.push(pair("retries", rate(r.retries_per_s)));
+        lines.push(pair("latency p50", latency(r.p50_ms)));
+        lines.push(pair("latency p99", latency(r.p99_ms)));
+        lines.push(pair("latency max", latency(r.max_ms)));
+    }
+    if let Some(r) = state.server.last() {
+        lines.push(pair("concurrency", r.concurrency.to_string()));
+        if let Some(queue) = r.queue {
+            lines.push(pair("queue", queue.to_string()));
+        }
+    }
+    let Some(v) = verdict(board, run, now_ms) else {
+        return lines;
+    };
+    let f = &v.figures;
+    let style = match v.tone {
+        Tone::Good => look.good(),
+        Tone::Bad => look.bad(),
+        Tone::Open => look.strong(),
+    };
+    lines.push(Text::raw(""));
+    lines.push(Text::styled("verdict so far", look.strong()));
+    lines.push(Text::styled(v.headline, style));
+    lines.push(pair("baseline", format!("{:.1} OK/s", f.baseline_ok_per_s)));
+    lines.push(pair("peak conc.", f.peak_concurrency.to_string()));
+    lines.push(pair(
+        "amplification",
+        f.amplification.map_or("-".into(), |a| format!("{a:.2}")),
+    ));
+    lines.push(pair("p99 before", latency(f.p99_before_ms)));
+    lines.push(pair("p99 after", latency(f.p99_after_ms)));
+    lines.push(pair("wasted", f.wasted.to_string()));
+    lines
+}

@@ -23,11 +23,13 @@ use crate::experiment::{self, Storm, StormError, sweep};
 use crate::model::{burst, planner};
 use crate::net::runtime::block_on;
 use crate::net::{client, rlimit, server, signals};
+use crate::report::metrics::{ClientMetrics, ServerMetrics};
 use crate::report::output::say;
 use crate::report::status::StatusSink;
 
 mod exit;
 mod merge;
+mod metrics;
 
 use exit::failure;
 
@@ -100,10 +102,20 @@ async fn serve(args: ServerArgs, status: Option<StatusSink>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let served =
+        match metrics::Served::start(args.report.metrics_listen, || ServerMetrics::new(&config)) {
+            Ok(served) => served,
+            Err(code) => return code,
+        };
+    let server = match &served.metrics {
+        Some(m) => server.with_metrics(m.clone()),
+        None => server,
+    };
     // Signals are handled from before the first line, so that anyone who
     // waits for it can stop the server in order.
     let shutdown = signals::requested();
-    say(server::describe(&config, server.local_addr()));
+    let describe = server::describe(&config, server.local_addr());
+    say(format!("{describe}{}", served.note()));
     server.run(shutdown).await;
     ExitCode::SUCCESS
 }
@@ -153,9 +165,17 @@ async fn load(args: ClientArgs, status: Option<StatusSink>) -> ExitCode {
     if let Some(warning) = rlimit::ensure_nofile(config.users().count() as u64 + 64, "the client") {
         eprintln!("{warning}");
     }
+    let served = match metrics::Served::start(args.report.metrics_listen, ClientMetrics::new) {
+        Ok(served) => served,
+        Err(code) => return code,
+    };
     let shutdown = signals::requested();
-    say(client::describe(&config, source));
-    match client::run_with_status(config, status, shutdown).await {
+    say(format!(
+        "{}{}",
+        client::describe(&config, source),
+        served.note()
+    ));
+    match client::run_with(config, status, served.metrics.clone(), shutdown).await {
         Ok(summary) => {
             say(summary);
             ExitCode::SUCCESS

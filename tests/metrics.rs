@@ -293,6 +293,7 @@ async fn a_scrape_reads_the_runs_own_totals() {
         served.completed
     );
     assert_eq!(get(&s, "retry_storm_server_queue_length"), 0);
+    assert!(s["retry_storm_server_concurrency_seconds_total"] > 0.0);
     assert!(
         served.completed > 0 && served.shed + served.abandoned > 0,
         "{served:?}"

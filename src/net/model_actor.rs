@@ -273,12 +273,8 @@ impl ModelActor {
             received
         });
         if let Some(m) = metrics {
-            let concurrency = self.service.concurrency();
-            m.state(
-                concurrency,
-                self.service.current_delay(),
-                self.service.gauges(),
-            );
+            let s = &self.service;
+            m.state(self.now(), s.concurrency(), s.current_delay(), s.gauges());
         }
         let g = &self.gauges;
         g.concurrency

@@ -14,7 +14,7 @@
 //! [`ClientRecorder`]: super::counts::ClientRecorder
 
 use std::fmt;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use prometheus_client::encoding::text::encode;
@@ -274,6 +274,11 @@ pub struct ServerMetrics {
     dropped: Labelled<Counter>,
     time_in_model: Labelled<Histogram>,
     concurrency: Gauge,
+    /// The concurrency integrated over time, in request-seconds.
+    concurrency_seconds: Counter<f64, AtomicU64>,
+    /// When the concurrency was last set, in nanoseconds of the server's
+    /// clock.
+    changed_at: AtomicU64,
     queue: Gauge,
     busy: Gauge,
     limit: Gauge,
@@ -293,6 +298,8 @@ impl ServerMetrics {
             dropped: Labelled::new("reason", &DROP_REASONS),
             time_in_model: Labelled::with("outcome", &MODEL_OUTCOMES, latency_histogram),
             concurrency: Gauge::default(),
+            concurrency_seconds: Counter::default(),
+            changed_at: AtomicU64::new(0),
             queue: Gauge::default(),
             busy: Gauge::default(),
             limit: Gauge::default(),
@@ -330,6 +337,12 @@ impl ServerMetrics {
             "concurrency",
             "Requests in the model now (for a pool: in service and waiting)",
             m.concurrency.clone(),
+        );
+        m.registry.register(
+            "concurrency_seconds",
+            "Requests in the model integrated over time, in request-seconds: its rate() is \
+             the mean concurrency over the window, bursts between scrapes included",
+            m.concurrency_seconds.clone(),
         );
         m.registry.register(
             "queue_length",
@@ -404,10 +417,18 @@ impl ServerMetrics {
         self.time_in_model.at(at).observe(seconds(held));
     }
 
-    /// The state now: requests in the model, the modelled delay, a pool's
-    /// queue and workers and the limiter's limit.
-    pub fn state(&self, concurrency: u64, delay: Duration, gauges: Gauges) {
+    /// The state at `now` (on the server's clock, from its start):
+    /// requests in the model, the modelled delay, a pool's queue and
+    /// workers and the limiter's limit. The concurrency counts into its
+    /// integral as it was since the last call.
+    pub fn state(&self, now: Duration, concurrency: u64, delay: Duration, gauges: Gauges) {
         let int = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        let now_ns = u64::try_from(now.as_nanos()).unwrap_or(u64::MAX);
+        let since = now_ns.saturating_sub(self.changed_at.swap(now_ns, Ordering::Relaxed));
+        let held = self.concurrency.get() as f64 * since as f64 / 1e9;
+        if held > 0.0 {
+            self.concurrency_seconds.inc_by(held);
+        }
         self.concurrency.set(int(concurrency));
         self.queue.set(int(gauges.queue));
         self.busy.set(int(gauges.busy));

@@ -246,15 +246,15 @@ fn a_server_counts_as_its_counts_do() {
         metrics.departed(exit, received, held);
         counts.departed(exit, received, held);
     }
-    metrics.state(
-        7,
-        ms(750),
-        Gauges {
-            queue: 3,
-            busy: 4,
-            limit: Some(5),
-        },
-    );
+    let gauges = Gauges {
+        queue: 3,
+        busy: 4,
+        limit: Some(5),
+    };
+    // 4 in flight from 1 s to 1.5 s, 10 to 3.5 s: 2 + 20 request-seconds.
+    for (at, concurrency) in [(0, 0), (1_000, 4), (1_500, 10), (3_500, 7)] {
+        metrics.state(ms(at), concurrency, ms(750), gauges);
+    }
 
     let s = samples(&metrics.render());
     let at = |key: &str| s.get(key).unwrap_or_else(|| panic!("no {key}")).as_str();
@@ -271,6 +271,7 @@ fn a_server_counts_as_its_counts_do() {
         );
     }
     assert_eq!(at(&format!("{p}concurrency")), "7");
+    assert_eq!(at(&format!("{p}concurrency_seconds_total")), "22.0");
     assert_eq!(at(&format!("{p}queue_length")), "3");
     assert_eq!(at(&format!("{p}busy_workers")), "4");
     assert_eq!(at(&format!("{p}concurrency_limit")), "5");
@@ -314,8 +315,8 @@ fn a_curve_has_no_workers_and_no_limit() {
     let s = samples(&text);
     assert!(!text.contains("busy_workers") && !text.contains("concurrency_limit"));
     assert!(s.contains_key("retry_storm_server_queue_length"));
-    // 4 counters and 4 drop reasons, 3 gauges, 3 histograms of 22 series.
-    assert_eq!(s.len(), 4 + 4 + 3 + 3 * 22);
+    // 5 counters and 4 drop reasons, 3 gauges, 3 histograms of 22 series.
+    assert_eq!(s.len(), 5 + 4 + 3 + 3 * 22);
     let with = ServerMetrics::new(&pool_with_limiter()).render();
     assert_eq!(samples(&with).len(), s.len() + 2);
 }

@@ -26,6 +26,8 @@
 #                                            recovery check fails
 #
 # What must hold:
+#   lint         promtool check metrics finds nothing to say about either
+#                program's exposition (the text format curl gets)
 #   scraped      both targets up through the warm-up; while the server is
 #                stopped its scrapes fail (up 0) and the client's go on
 #   ok-rate      the client's OK rate (rate() of its counter) above zero in
@@ -35,6 +37,8 @@
 #                its highest in the warm-up; and its mean over 3 s (rate()
 #                of retry_storm_server_concurrency_seconds_total, which
 #                holds the bursts between scrapes) too
+#   dashboard    every query of deploy/grafana/dashboard.json (variables
+#                set to all jobs and a 5 s window) answers with series
 # Prints PASS/FAIL per check; exits 1 if one fails, 2 on a usage or setup
 # error. Everything it started is stopped, and its folder (and a
 # policy-rc.d it wrote) removed, when it exits, whatever happened.
@@ -205,6 +209,14 @@ up() { echo "up{job=\"retry-storm-$1\"}"; }
 both_up() { [[ $(query 'sum(up)' "$(now)") == 2 ]]; }
 wait_for 15 "both targets up" both_up
 
+# promtool's lint of each exposition as curl gets it (Prometheus's text
+# format), kept for the verdicts below.
+lint=""
+for target in "$server_metrics" "127.0.0.1:$client_port"; do
+  curl -sf "http://$target/metrics" > "$tmp/exposition.txt" || lint+="$target: no answer; "
+  promtool check metrics < "$tmp/exposition.txt" > "$tmp/lint.txt" 2>&1 || lint+="$target: $(head -1 "$tmp/lint.txt"); "
+done
+
 start=$(now)
 echo "prometheus-check: Prometheus $prom scraping the server ($server_metrics) and the client (127.0.0.1:$client_port) every second; warm-up ${warmup}s"
 sleep "$warmup"
@@ -232,6 +244,9 @@ verdict() {
     failures=$((failures + 1))
   fi
 }
+
+verdict lint "promtool check metrics finds nothing in either exposition${lint:+ ($lint)}" \
+  "${#lint} == 0"
 num() { [[ $1 =~ ^[0-9.e+-]+$ ]] && echo "$1" || echo -1; }
 # short NUMBER: one decimal, for the lines printed.
 short() { awk -v v="$1" 'BEGIN { printf "%.1f", v }'; }
@@ -254,7 +269,7 @@ verdict scraped "while stopped the server's scrapes fail (up at most $server_dow
   "$server_down == 0 && $client_on == 1"
 
 baseline=$(num "$(query "rate(${ok}[5s])" "$at_stop")")
-verdict ok-rate "OK rate in the warm-up above zero ($baseline/s)" "$baseline > 0"
+verdict ok-rate "OK rate in the warm-up above zero ($(short "$baseline")/s)" "$baseline > 0"
 pause_rates=$(range "rate(${ok}[3s])" "$(calc "$stopped + 3")" "$at_resume")
 pause_points=$(grep -c . <<< "$pause_rates" || true)
 pause_max=$(awk 'BEGIN { m = 0 } { if ($2 > m) m = $2 } END { print m }' <<< "$pause_rates")
@@ -263,7 +278,7 @@ verdict ok-rate "OK rate zero through the pause (highest $pause_max/s over $paus
 final=$(num "$(query "rate(${ok}[5s])" "$end")")
 back=$(range "rate(${ok}[3s])" "$resumed" "$end" |
   awk -v half="$(calc "$baseline / 2")" -v t0="$resumed" '$2 >= half { printf "%.0f s after resume", $1 - t0; exit }')
-verdict ok-rate "OK rate back to half the warm-up's by the end ($final/s; first at half ${back:-never})" \
+verdict ok-rate "OK rate back to half the warm-up's by the end ($(short "$final")/s; first at half ${back:-never})" \
   "$final >= $baseline / 2"
 
 warm_conc=$(num "$(query "max_over_time(${conc}[$warm_window])" "$at_stop")")
@@ -276,6 +291,23 @@ warm_mean=$(num "$(query "max_over_time(${mean}[$warm_window:1s])" "$at_stop")")
 after_mean=$(num "$(query "max_over_time(${mean}[$((watch))s:1s])" "$end")")
 verdict concurrency "mean server concurrency over 3 s after the resume above the warm-up's (highest $(short "$after_mean") against $(short "$warm_mean"))" \
   "$after_mean > $warm_mean && $warm_mean >= 0"
+
+# The dashboard's queries, its variables set to everything and a 5 s
+# window: each parses and finds series in what Prometheus scraped.
+dashboard=deploy/grafana/dashboard.json
+if [[ -e $dashboard ]]; then
+  exprs=$(jq -r '[.. | objects | .expr? // empty] | unique[]' "$dashboard" |
+    sed -e 's/\$client/.*/g; s/\$server/.*/g; s/\$window/5s/g')
+  total=0 empty=()
+  while IFS= read -r expr; do
+    total=$((total + 1))
+    n=$(curl -sfG "$prom/api/v1/query" --data-urlencode "query=$expr" --data-urlencode "time=$end" |
+      jq -r 'if .status == "success" then .data.result | length else 0 end') || n=0
+    [[ $n -gt 0 ]] || empty+=("$expr")
+  done <<< "$exprs"
+  verdict dashboard "every query of $dashboard answers with series (${#empty[@]} of $total without${empty[0]:+: ${empty[0]}})" \
+    "${#empty[@]} == 0 && $total > 0"
+fi
 
 # For the record: what an SRE would have seen.
 delay=$(query "max_over_time(retry_storm_server_modelled_delay_seconds[$((watch))s])" "$end")

@@ -23,11 +23,22 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 
-/// A raw HTTP/1.1 request to `addr`: the status line, the headers
-/// (lower-cased names) and the body.
-async fn http(addr: SocketAddr, method: &str, path: &str) -> (String, String, String) {
+/// What Prometheus asks for.
+const OPENMETRICS: &str = "application/openmetrics-text;version=1.0.0,\
+                           text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+
+/// A raw HTTP/1.1 request to `addr`, with an `Accept` header if given:
+/// the status line, the headers (lower-cased) and the body.
+async fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    accept: Option<&str>,
+) -> (String, String, String) {
     let mut s = TcpStream::connect(addr).await.unwrap();
-    let request = format!("{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let accept = accept.map_or(String::new(), |a| format!("Accept: {a}\r\n"));
+    let request =
+        format!("{method} {path} HTTP/1.1\r\nHost: x\r\n{accept}Connection: close\r\n\r\n");
     s.write_all(request.as_bytes()).await.unwrap();
     let mut raw = Vec::new();
     s.read_to_end(&mut raw).await.unwrap();
@@ -47,19 +58,22 @@ fn is_name(name: &str) -> bool {
 }
 
 /// Parses an exposition, failing on any line that is not well-formed:
-/// `# HELP`, `# TYPE` or `# UNIT` of a family, then its samples, each
-/// `name{label="value",...} number`; `# EOF` last. Returns the samples,
-/// `name{labels}` to value.
-fn parse(text: &str) -> BTreeMap<String, f64> {
+/// `# HELP`, `# TYPE` or (OpenMetrics) `# UNIT` of a family, then its
+/// samples, each `name{label="value",...} number`; in OpenMetrics, `# EOF`
+/// last. Returns the samples, `name{labels}` to value.
+fn parse(text: &str, openmetrics: bool) -> BTreeMap<String, f64> {
     let mut samples = BTreeMap::new();
     let mut family: Option<String> = None;
-    let lines: Vec<&str> = text.lines().collect();
+    let mut lines: Vec<&str> = text.lines().collect();
     assert_eq!(
-        lines.last(),
-        Some(&"# EOF"),
-        "the exposition ends with # EOF"
+        lines.last() == Some(&"# EOF"),
+        openmetrics,
+        "# EOF ends OpenMetrics only"
     );
-    for line in &lines[..lines.len() - 1] {
+    if openmetrics {
+        lines.pop();
+    }
+    for line in &lines {
         if let Some(comment) = line.strip_prefix("# ") {
             let mut words = comment.splitn(3, ' ');
             let (kind, name) = (words.next().unwrap(), words.next().unwrap());
@@ -68,7 +82,7 @@ fn parse(text: &str) -> BTreeMap<String, f64> {
             match kind {
                 "HELP" => family = Some(name.to_string()),
                 "TYPE" => assert!(["counter", "gauge", "histogram"].contains(&rest), "{line}"),
-                "UNIT" => assert!(name.ends_with(&format!("_{rest}")), "{line}"),
+                "UNIT" if openmetrics => assert!(name.ends_with(&format!("_{rest}")), "{line}"),
                 _ => panic!("unknown comment: {line}"),
             }
             assert_eq!(Some(name), family.as_deref(), "{line}");
@@ -101,15 +115,23 @@ fn parse(text: &str) -> BTreeMap<String, f64> {
     samples
 }
 
-/// Scrapes `endpoint`: checks the answer and parses it.
-async fn scrape(endpoint: &MetricsEndpoint) -> BTreeMap<String, f64> {
-    let (status, headers, body) = http(endpoint.local_addr(), "GET", "/metrics").await;
+/// Scrapes `endpoint` as Prometheus does (OpenMetrics), or as curl does
+/// (the Prometheus text format): checks the answer and parses it.
+async fn scrape_as(endpoint: &MetricsEndpoint, openmetrics: bool) -> BTreeMap<String, f64> {
+    let accept = openmetrics.then_some(OPENMETRICS);
+    let (status, headers, body) = http(endpoint.local_addr(), "GET", "/metrics", accept).await;
     assert!(status.starts_with("HTTP/1.1 200"), "{status}");
-    assert!(
-        headers.contains("content-type: application/openmetrics-text; version=1.0.0"),
-        "{headers}"
-    );
-    parse(&body)
+    let media = if openmetrics {
+        "content-type: application/openmetrics-text; version=1.0.0"
+    } else {
+        "content-type: text/plain; version=0.0.4"
+    };
+    assert!(headers.contains(media), "{headers}");
+    parse(&body, openmetrics)
+}
+
+async fn scrape(endpoint: &MetricsEndpoint) -> BTreeMap<String, f64> {
+    scrape_as(endpoint, true).await
 }
 
 fn get(samples: &BTreeMap<String, f64>, series: &str) -> u64 {
@@ -257,7 +279,10 @@ async fn a_scrape_reads_the_runs_own_totals() {
         "{t:?}"
     );
 
+    // Both formats hold the same samples.
+    assert_eq!(scrape_as(&client_endpoint, false).await, c);
     let s = scrape(&server_endpoint).await;
+    assert_eq!(scrape_as(&server_endpoint, false).await, s);
     assert_eq!(
         get(&s, "retry_storm_server_completed_total"),
         served.completed
@@ -306,19 +331,20 @@ async fn a_scrape_reads_the_runs_own_totals() {
 async fn only_get_metrics_is_served() {
     let endpoint = MetricsEndpoint::serve(any_port(), Arc::new(ClientMetrics::new())).unwrap();
     let addr = endpoint.local_addr();
-    let (status, _, body) = http(addr, "GET", "/api").await;
+    let (status, _, body) = http(addr, "GET", "/api", None).await;
     assert!(status.starts_with("HTTP/1.1 404"), "{status}");
     assert!(body.contains("/metrics"), "{body}");
-    let (status, headers, _) = http(addr, "POST", "/metrics").await;
+    let (status, headers, _) = http(addr, "POST", "/metrics", None).await;
     assert!(status.starts_with("HTTP/1.1 405"), "{status}");
     assert!(headers.contains("allow: get, head"), "{headers}");
-    let (status, headers, body) = http(addr, "HEAD", "/metrics").await;
+    let (status, headers, body) = http(addr, "HEAD", "/metrics", Some(OPENMETRICS)).await;
     assert!(status.starts_with("HTTP/1.1 200"), "{status}");
     assert!(headers.contains("openmetrics-text"), "{headers}");
     assert!(body.is_empty());
-    // Every series of a fresh client, at zero.
+    // Every series of a fresh client, at zero, in either format.
     let samples = scrape(&endpoint).await;
     assert!(samples.values().all(|&v| v == 0.0), "{samples:?}");
+    assert_eq!(scrape_as(&endpoint, false).await, samples);
     // A port in use is refused, naming the flag.
     let Err(e) = MetricsEndpoint::serve(addr, Arc::new(ClientMetrics::new())) else {
         panic!("{addr} is in use");

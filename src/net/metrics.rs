@@ -21,7 +21,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::task::JoinHandle;
 
 use super::server::{accept_loop, listen};
-use crate::report::metrics::{CONTENT_TYPE, Exposition};
+use crate::report::metrics::{Exposition, Format};
 
 /// The path the metrics are served on.
 pub const METRICS_PATH: &str = "/metrics";
@@ -112,7 +112,8 @@ impl Drop for MetricsEndpoint {
 }
 
 /// The answer to one request: the metrics for `GET` (or `HEAD`)
-/// `/metrics`, 404 or 405 otherwise.
+/// `/metrics`, in the format its `Accept` header asks for; 404 or 405
+/// otherwise.
 fn respond(req: &Request<Incoming>, metrics: &dyn Exposition) -> Response<Full<Bytes>> {
     let text = |status: StatusCode, body: &'static str| {
         let mut resp = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
@@ -131,10 +132,15 @@ fn respond(req: &Request<Incoming>, metrics: &dyn Exposition) -> Response<Full<B
             .insert(header::ALLOW, header::HeaderValue::from_static("GET, HEAD"));
         return resp;
     }
-    let mut resp = Response::new(Full::new(Bytes::from(metrics.render())));
+    let accept = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok());
+    let format = Format::accepted(accept);
+    let mut resp = Response::new(Full::new(Bytes::from(format.encode(metrics.render()))));
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
-        header::HeaderValue::from_static(CONTENT_TYPE),
+        header::HeaderValue::from_static(format.content_type()),
     );
     resp
 }

@@ -29,9 +29,6 @@ use crate::model::outcome::{AttemptRecord, Outcome, RequestRecord};
 use crate::model::server::{ServerConfig, Shape};
 use crate::model::service::{Exit, Fate, Gauges, Refusal};
 
-/// The media type of the exposition (what Prometheus asks for first).
-pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-
 /// Upper bounds of the latency histograms' buckets, in seconds: 1 ms to 10
 /// minutes (the default cap on the modelled delay) in steps of 1, 2, 5,
 /// so that quick runs (every time divided by 10) and full ones both fall
@@ -43,8 +40,80 @@ pub const LATENCY_BUCKETS: [f64; 19] = [
 
 /// Metrics a program serves: the exposition, rendered at each scrape.
 pub trait Exposition: Send + Sync {
-    /// The whole exposition, `# EOF` included.
+    /// The whole exposition in the OpenMetrics text format, `# EOF`
+    /// included.
     fn render(&self) -> String;
+}
+
+/// The text formats a scraper may ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// OpenMetrics 1.0.0, what Prometheus asks for first.
+    OpenMetrics,
+    /// Prometheus's text format 0.0.4, for whoever does not ask for
+    /// OpenMetrics (curl, `promtool check metrics`, older scrapers).
+    Prometheus,
+}
+
+impl Format {
+    /// The format an `Accept` header asks for: OpenMetrics if it names it
+    /// (with a weight above zero), else Prometheus's text format.
+    pub fn accepted(accept: Option<&str>) -> Format {
+        let wants = |range: &str| {
+            let mut parts = range.split(';').map(str::trim);
+            parts.next() == Some("application/openmetrics-text")
+                && parts.all(|p| {
+                    p.strip_prefix("q=")
+                        .is_none_or(|q| q.parse::<f64>().is_ok_and(|q| q > 0.0))
+                })
+        };
+        match accept {
+            Some(accept) if accept.split(',').any(wants) => Format::OpenMetrics,
+            _ => Format::Prometheus,
+        }
+    }
+
+    /// The media type of an exposition in this format.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Format::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            Format::Prometheus => "text/plain; version=0.0.4; charset=utf-8",
+        }
+    }
+
+    /// An exposition rendered as OpenMetrics, in this format. For
+    /// Prometheus's: a counter's HELP and TYPE name its samples (with
+    /// `_total`), and there is no `# UNIT` or `# EOF` line.
+    pub fn encode(self, openmetrics: String) -> String {
+        if self == Format::OpenMetrics {
+            return openmetrics;
+        }
+        let counters: Vec<&str> = openmetrics
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter"))
+            .collect();
+        let mut text = String::with_capacity(openmetrics.len());
+        for line in openmetrics.lines() {
+            if line.starts_with("# UNIT ") || line == "# EOF" {
+                continue;
+            }
+            let family = ["# HELP ", "# TYPE "].iter().find_map(|tag| {
+                let rest = line.strip_prefix(tag)?;
+                let name = rest.split(' ').next()?;
+                counters
+                    .contains(&name)
+                    .then(|| (tag, name, &rest[name.len()..]))
+            });
+            match family {
+                Some((tag, name, rest)) => {
+                    text.push_str(&format!("{tag}{name}_total{rest}"));
+                }
+                None => text.push_str(line),
+            }
+            text.push('\n');
+        }
+        text
+    }
 }
 
 /// A registry's exposition.

@@ -320,3 +320,73 @@ fn a_curve_has_no_workers_and_no_limit() {
     let with = ServerMetrics::new(&pool_with_limiter()).render();
     assert_eq!(samples(&with).len(), s.len() + 2);
 }
+
+#[test]
+fn a_scraper_gets_the_format_it_asks_for() {
+    // What Prometheus 2.42 sends.
+    let prometheus = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;\
+                      version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+    assert_eq!(Format::accepted(Some(prometheus)), Format::OpenMetrics);
+    assert_eq!(
+        Format::accepted(Some("text/plain, application/openmetrics-text; q=0.2")),
+        Format::OpenMetrics
+    );
+    for other in [
+        None,
+        Some("*/*"),
+        Some("text/plain;version=0.0.4"),
+        Some("application/openmetrics-text;q=0"),
+        Some("application/openmetrics-text; q=0.0, text/plain"),
+    ] {
+        assert_eq!(Format::accepted(other), Format::Prometheus, "{other:?}");
+    }
+    assert!(
+        Format::OpenMetrics
+            .content_type()
+            .starts_with("application/openmetrics-text")
+    );
+    assert_eq!(
+        Format::Prometheus.content_type(),
+        "text/plain; version=0.0.4; charset=utf-8"
+    );
+}
+
+#[test]
+fn the_prometheus_format_names_counters_by_their_samples_and_has_no_unit_or_eof() {
+    let metrics = ClientMetrics::new();
+    metrics.attempt_started();
+    metrics.attempt_finished(&attempt(Outcome::Ok, false, ms(250)));
+    let open = metrics.render();
+    let text = Format::Prometheus.encode(open.clone());
+    assert_eq!(Format::OpenMetrics.encode(open.clone()), open);
+    assert!(
+        !text.contains("# EOF") && !text.contains("# UNIT"),
+        "{text}"
+    );
+    let expected = "# HELP retry_storm_client_retries_total Attempts that were retries (not \
+                    the first of their request).\n\
+                    # TYPE retry_storm_client_retries_total counter\n\
+                    retry_storm_client_retries_total 0\n";
+    assert!(text.contains(expected), "{text}");
+    let histogram = "# TYPE retry_storm_client_attempt_duration_seconds histogram\n\
+                     retry_storm_client_attempt_duration_seconds_sum 0.25\n\
+                     retry_storm_client_attempt_duration_seconds_count 1\n";
+    assert!(text.contains(histogram), "{text}");
+    assert!(
+        text.contains(
+            "# TYPE retry_storm_client_in_flight gauge\nretry_storm_client_in_flight 0\n"
+        )
+    );
+    // The samples are the same, line for line.
+    let samples = |t: &str| -> Vec<String> {
+        t.lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(samples(&text), samples(&open));
+    // Every TYPE line of a counter names `_total`, as its samples do.
+    for line in text.lines().filter(|l| l.ends_with(" counter")) {
+        assert!(line.ends_with("_total counter"), "{line}");
+    }
+}

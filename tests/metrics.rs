@@ -355,3 +355,77 @@ async fn only_get_metrics_is_served() {
         "{message}"
     );
 }
+
+/// The binaries as a user runs them: the start line says where the
+/// metrics are, and an address that cannot be used stops the program with
+/// exit code 2 and a message naming the flag.
+#[test]
+fn the_programs_say_where_and_refuse_an_address_they_cannot_use() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::process::{Command, Stdio};
+
+    let mut server = Command::new(common::SERVER)
+        .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(server.stdout.take().unwrap());
+    let _guard = common::Guard(server);
+    let mut banner = String::new();
+    out.read_line(&mut banner).unwrap();
+    let (_, url) = banner
+        .trim_end()
+        .split_once("; metrics on http://")
+        .unwrap_or_else(|| panic!("{banner}"));
+    let addr = url.strip_suffix("/metrics").unwrap();
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        answer.contains("\nretry_storm_server_concurrency 0\n"),
+        "{answer}"
+    );
+
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = taken.local_addr().unwrap().to_string();
+    let refused = |bin: &str, args: &[&str], says: &str| {
+        let out = Command::new(bin).args(args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    };
+    let in_use = format!("--metrics-listen {taken}: address already in use");
+    let server_args = ["--listen", "127.0.0.1:0", "--metrics-listen", &taken];
+    refused(common::SERVER, &server_args, &in_use);
+    let client_args = [
+        "--url",
+        "http://127.0.0.1:1/api",
+        "--duration",
+        "1s",
+        "--metrics-listen",
+        &taken,
+    ];
+    refused(common::CLIENT, &client_args, &in_use);
+    let bad = "invalid value 'nowhere' for '--metrics-listen <ADDR>'";
+    refused(common::SERVER, &["--metrics-listen", "nowhere"], bad);
+    refused(common::CLIENT, &["--metrics-listen", "nowhere"], bad);
+
+    // The client's start line says where too.
+    let out = Command::new(common::CLIENT)
+        .args(["--url", "http://127.0.0.1:1/api", "--clients", "1"])
+        .args(["--duration", "100ms", "--metrics-listen", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let first = stdout.lines().next().unwrap();
+    assert!(
+        first.starts_with("1 clients -> http://127.0.0.1:1/api")
+            && first.contains("; metrics on http://127.0.0.1:"),
+        "{first}"
+    );
+}

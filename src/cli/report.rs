@@ -13,8 +13,8 @@ pub struct ReportArgs {
     #[arg(long, value_name = "PATH")]
     pub csv: Option<PathBuf>,
     /// Serve Prometheus metrics at http://ADDR/metrics, on a listener of
-    /// its own: counters, gauges and latency histograms, live, in the
-    /// OpenMetrics text format (docs/metrics.md) [default: off].
+    /// its own: counters, gauges and latency histograms, updated as events
+    /// happen (docs/metrics.md) [default: off].
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<SocketAddr>,
     /// Write status lines (JSON: a server's address, then every report

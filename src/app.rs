@@ -25,6 +25,7 @@ use crate::experiment::{self, Storm, StormError, sweep};
 use crate::model::{burst, planner};
 use crate::net::runtime::block_on;
 use crate::net::{client, rlimit, server, signals};
+use crate::report::metrics::{ClientMetrics, ServerMetrics};
 use crate::report::output::say;
 use crate::report::status::StatusSink;
 use crate::view::Setup;
@@ -32,6 +33,7 @@ use crate::view::Setup;
 mod exit;
 mod live;
 mod merge;
+mod metrics;
 
 use exit::failure;
 
@@ -107,11 +109,20 @@ async fn serve(args: ServerArgs, status: Option<StatusSink>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let served =
+        match metrics::Served::start(args.report.metrics_listen, || ServerMetrics::new(&config)) {
+            Ok(served) => served,
+            Err(code) => return code,
+        };
+    let server = match &served.metrics {
+        Some(m) => server.with_metrics(m.clone()),
+        None => server,
+    };
     // Signals are handled from before the first line, so that anyone who
     // waits for it can stop the server in order.
     let shutdown = signals::requested();
     let description = server::describe(&config, server.local_addr());
-    say(&description);
+    say(format!("{description}{}", served.note()));
     let view = match live::open(tui, || Setup::Server {
         title: description,
         interval: config.report_interval,
@@ -181,9 +192,13 @@ async fn load(args: ClientArgs, status: Option<StatusSink>) -> ExitCode {
     if let Some(warning) = rlimit::ensure_nofile(config.users().count() as u64 + 64, "the client") {
         eprintln!("{warning}");
     }
+    let served = match metrics::Served::start(args.report.metrics_listen, ClientMetrics::new) {
+        Ok(served) => served,
+        Err(code) => return code,
+    };
     let shutdown = signals::requested();
     let description = client::describe(&config, source);
-    say(&description);
+    say(format!("{description}{}", served.note()));
     let view = match live::open(tui, || Setup::Client {
         title: description,
         interval: config.report_interval,
@@ -193,7 +208,7 @@ async fn load(args: ClientArgs, status: Option<StatusSink>) -> ExitCode {
         Err(code) => return code,
     };
     let status = live::sink(status, view.as_ref());
-    let result = client::run_with_status(config, status, shutdown).await;
+    let result = client::run_with(config, status, served.metrics.clone(), shutdown).await;
     drop(view);
     match result {
         Ok(summary) => {

@@ -25,6 +25,7 @@ use crate::model::shard::ShardSource;
 use crate::model::user::{Attempt, Rules, Sent, User};
 use crate::policy::Throttle;
 use crate::report::counts::ClientRecorder;
+use crate::report::metrics::ClientMetrics;
 use crate::report::output::CsvError;
 use crate::report::rows::unix_ms;
 use crate::report::status::StatusSink;
@@ -185,6 +186,17 @@ pub async fn run_with_status(
     status: Option<StatusSink>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<ClientSummary, StartError> {
+    run_with(config, status, None, shutdown).await
+}
+
+/// [`run_with_status`], feeding `metrics` too as attempts and requests
+/// end.
+pub async fn run_with(
+    config: ClientConfig,
+    status: Option<StatusSink>,
+    metrics: Option<Arc<ClientMetrics>>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<ClientSummary, StartError> {
     let target = Target::resolve(&config.url)
         .await
         .map_err(StartError::Url)?;
@@ -205,7 +217,7 @@ pub async fn run_with_status(
     }
     let shared = Arc::new(Shared {
         pool: Pool::new(target),
-        recorder: ClientRecorder::new(),
+        recorder: ClientRecorder::with_metrics(metrics),
         rules: config.rules(),
         throttle: config.throttle.map(|t| Mutex::new(Throttle::new(t))),
         timer,

@@ -16,6 +16,7 @@ use super::timer::Alarm;
 use crate::model::server::{OnDisconnect, ServerConfig};
 use crate::model::service::{Exit, Refusal, Service, Ticket};
 use crate::report::counts::{Held, ServerCounts};
+use crate::report::metrics::ServerMetrics;
 use crate::report::output::{CsvSink, say, write_row};
 use crate::report::rows::{ServerRow, ServerState, unix_ms};
 use crate::report::status::{Status, StatusSink};
@@ -79,6 +80,8 @@ pub(super) struct ModelActor {
     totals: ServerCounts,
     peak: u64,
     gauges: Arc<Gauges>,
+    /// Prometheus metrics, fed as requests come and go, if served.
+    metrics: Option<Arc<ServerMetrics>>,
     csv: Option<CsvSink<ServerRow>>,
     status: Option<StatusSink>,
     report_interval: Duration,
@@ -104,11 +107,18 @@ impl ModelActor {
             totals: ServerCounts::default(),
             peak: 0,
             gauges,
+            metrics: None,
             csv,
             status,
             report_interval: config.report_interval,
             quiet: config.quiet,
         }
+    }
+
+    /// Feeds `metrics` too, if given.
+    pub(super) fn with_metrics(mut self, metrics: Option<Arc<ServerMetrics>>) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// Runs until `stop` (or every handler has gone), completing requests
@@ -204,10 +214,16 @@ impl ModelActor {
                         let queue = self.service.gauges().queue;
                         self.count(|c| c.admitted(concurrency, queue));
                         self.peak = self.peak.max(concurrency);
+                        if let Some(m) = &self.metrics {
+                            m.admitted();
+                        }
                     }
                     Err((pending, why)) => {
                         let _ = pending.reply.send(Reply::Refused(why));
                         self.count(|c| c.refused(why));
+                        if let Some(m) = &self.metrics {
+                            m.refused(why);
+                        }
                     }
                 }
             }
@@ -231,6 +247,7 @@ impl ModelActor {
     /// Answers every request that left the service.
     fn deliver(&mut self) {
         let (tickets, interval, totals) = (&mut self.tickets, &mut self.interval, &mut self.totals);
+        let metrics = self.metrics.as_deref();
         self.service.drain(|d| {
             if let Some(tickets) = tickets {
                 tickets.remove(&d.payload.id);
@@ -250,8 +267,15 @@ impl ModelActor {
             for counts in [&mut *interval, &mut *totals] {
                 counts.departed(d.exit, received, held);
             }
+            if let Some(m) = metrics {
+                m.departed(d.exit, received, held);
+            }
             received
         });
+        if let Some(m) = metrics {
+            let s = &self.service;
+            m.state(self.now(), s.concurrency(), s.current_delay(), s.gauges());
+        }
         let g = &self.gauges;
         g.concurrency
             .store(self.service.concurrency(), Ordering::Relaxed);

@@ -34,6 +34,7 @@ use crate::model::outcome::PUSHBACK_HEADER;
 use crate::model::server::{DEFAULT_BACKLOG, OnDisconnect, ServerConfig, Shape};
 use crate::model::service::Refusal;
 use crate::policy::format_retry_after;
+use crate::report::metrics::ServerMetrics;
 use crate::report::output::{CsvError, CsvSink, server_csv};
 use crate::report::rows::{ServerRow, format_delay};
 use crate::report::status::{Status, StatusSink};
@@ -101,6 +102,7 @@ pub struct Server {
     csv: Option<CsvSink<ServerRow>>,
     status: Option<StatusSink>,
     gauges: Arc<Gauges>,
+    metrics: Option<Arc<ServerMetrics>>,
 }
 
 impl Server {
@@ -119,6 +121,7 @@ impl Server {
             csv,
             status: None,
             gauges: Arc::default(),
+            metrics: None,
         })
     }
 
@@ -126,6 +129,12 @@ impl Server {
     /// every report row.
     pub fn with_status(mut self, sink: StatusSink) -> Server {
         self.status = Some(sink);
+        self
+    }
+
+    /// Feeds `metrics` as requests come and go (for `--metrics-listen`).
+    pub fn with_metrics(mut self, metrics: Arc<ServerMetrics>) -> Server {
+        self.metrics = Some(metrics);
         self
     }
 
@@ -159,11 +168,12 @@ impl Server {
             csv,
             mut status,
             gauges,
+            metrics,
         } = self;
         StatusSink::send_to(&mut status, &Status::Listening { url });
         let (tx, rx) = mpsc::unbounded_channel();
         let (stop_tx, stop_rx) = oneshot::channel();
-        let model = ModelActor::new(&config, csv, status, gauges.clone(), rx);
+        let model = ModelActor::new(&config, csv, status, gauges.clone(), rx).with_metrics(metrics);
         let actor = tokio::spawn(model.run(alarm, stop_rx));
         let shared = Arc::new(Handler {
             to_model: tx,

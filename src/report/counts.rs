@@ -2,15 +2,16 @@
 //! requests and their attempts, latency histograms; and what a server
 //! counts per interval.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
 use super::histogram::{add_recorded, latency_histogram, record_latency, record_lateness};
+use super::metrics::ClientMetrics;
 use crate::model::outcome::{AttemptRecord, Outcome, RequestRecord};
-use crate::model::service::{Exit, Refusal};
+use crate::model::service::{Exit, Fate, Refusal};
 use crate::model::user::Finished;
 
 /// Upper bounds of the attempts-per-request buckets: 1, 2, 3, 4, 5, 6-10,
@@ -140,6 +141,8 @@ impl ClientCounts {
 pub struct ClientRecorder {
     current: Mutex<ClientCounts>,
     in_flight: AtomicU64,
+    /// Prometheus metrics fed as events come, if a program serves them.
+    metrics: Option<Arc<ClientMetrics>>,
 }
 
 impl ClientRecorder {
@@ -148,15 +151,29 @@ impl ClientRecorder {
         Self::default()
     }
 
+    /// A recorder that feeds `metrics` too, as events come.
+    pub fn with_metrics(metrics: Option<Arc<ClientMetrics>>) -> Self {
+        ClientRecorder {
+            metrics,
+            ..Self::default()
+        }
+    }
+
     /// Marks an attempt as started (for the in-flight gauge).
     pub fn attempt_started(&self) {
         self.in_flight.fetch_add(1, Ordering::Relaxed);
+        if let Some(m) = &self.metrics {
+            m.attempt_started();
+        }
     }
 
     /// Records how an attempt ended.
     pub fn attempt_finished(&self, record: AttemptRecord) {
         if !record.rejected_locally {
             self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        }
+        if let Some(m) = &self.metrics {
+            m.attempt_finished(&record);
         }
         let mut c = self.current.lock().expect("recorder lock poisoned");
         let t = &mut c.tally;
@@ -183,6 +200,9 @@ impl ClientRecorder {
 
     /// Records how a logical request ended.
     pub fn request_finished(&self, record: RequestRecord) {
+        if let Some(m) = &self.metrics {
+            m.request_finished(&record);
+        }
         let mut c = self.current.lock().expect("recorder lock poisoned");
         match record.latency {
             Some(d) => record_latency(&mut c.request_latency, d),
@@ -283,10 +303,10 @@ impl ServerCounts {
     /// by a waiting client or not: served, or wasted work; or dropped from
     /// the queue, whoever waited.
     pub fn departed(&mut self, exit: Exit, received: bool, held: Duration) {
-        match (exit, received) {
-            (Exit::Dropped, _) => self.refused(Refusal::Expired),
-            (Exit::Served, true) => self.completed += 1,
-            (Exit::Served | Exit::Cancelled, _) => self.abandon(held),
+        match exit.fate(received) {
+            Fate::Dropped => self.refused(Refusal::Expired),
+            Fate::Completed => self.completed += 1,
+            Fate::Abandoned => self.abandon(held),
         }
     }
 

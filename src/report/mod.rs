@@ -8,6 +8,7 @@ pub mod counts;
 pub mod estimate;
 pub mod histogram;
 pub mod hlog;
+pub mod metrics;
 pub mod output;
 pub mod rows;
 pub mod status;

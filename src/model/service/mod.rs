@@ -34,7 +34,7 @@ use crate::model::server::{ServerConfig, Shape};
 use crate::policy::defence::{ACCURACY, AdmissionControl, Limiter};
 use curve::CompletionScheduler;
 use pool::Pool;
-pub use ticket::{Departure, Exit, Ticket};
+pub use ticket::{Departure, Exit, Fate, Ticket};
 
 /// Why a request was answered 503 (or 429) without being served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -19,6 +19,29 @@ pub enum Exit {
     Cancelled,
 }
 
+impl Exit {
+    /// How a request that left this way counts, its answer `received` by
+    /// a waiting client or not.
+    pub fn fate(self, received: bool) -> Fate {
+        match (self, received) {
+            (Exit::Dropped, _) => Fate::Dropped,
+            (Exit::Served, true) => Fate::Completed,
+            (Exit::Served | Exit::Cancelled, _) => Fate::Abandoned,
+        }
+    }
+}
+
+/// How a request that left the service counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fate {
+    /// Served to a waiting client.
+    Completed,
+    /// Its client had gone: served for nobody, or cancelled.
+    Abandoned,
+    /// Dropped from the queue by the queue timeout, whoever waited.
+    Dropped,
+}
+
 /// A request leaving the service.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Departure<T> {

@@ -1,0 +1,516 @@
+//! Prometheus metrics of a running client or server: counters that move as
+//! each event happens (cumulative from the start), gauges of the state
+//! now, and latency histograms, encoded by the `prometheus-client` crate
+//! (Prometheus's official Rust client) in the OpenMetrics text format, the
+//! standardised form of Prometheus's text exposition, which Prometheus asks
+//! for first. Names start with `retry_storm_client_` or
+//! `retry_storm_server_` and carry their unit (`_seconds`) and, for
+//! counters, `_total` (docs/m.md lists them all).
+//!
+//! The client's metrics are fed by [`ClientRecorder`] as it records, when
+//! it is given them; the server's by the real server's model task. No
+//! runtime here: the endpoint that serves them is `net::metrics`.
+//!
+//! [`ClientRecorder`]: super::counts::ClientRecorder
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::{EncodeMetric, MetricEncoder};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::metrics::{MetricType, TypedMetric};
+use prometheus_client::registry::{Registry, Unit};
+
+use crate::model::outcome::{AttemptRecord, Outcome, RequestRecord};
+use crate::model::server::{ServerConfig, Shape};
+use crate::model::service::{Exit, Fate, Gauges, Refusal};
+
+/// Upper bounds of the latency histograms' buckets, in seconds: 1 ms to 10
+/// minutes (the default cap on the modelled delay) in steps of 1, 2, 5,
+/// so that quick runs (every time divided by 10) and full ones both fall
+/// inside.
+pub const LATENCY_BUCKETS: [f64; 19] = [
+    0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0,
+    120.0, 300.0, 600.0,
+];
+
+/// Metrics a program serves: the exposition, rendered at each scrape.
+pub trait Exposition: Send + Sync {
+    /// The whole exposition in the OpenMetrics text format, `# EOF`
+    /// included.
+    fn render(&self) -> String;
+}
+
+/// The text formats a scraper may ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// OpenMetrics 1.0.0, what Prometheus asks for first.
+    OpenMetrics,
+    /// Prometheus's text format 0.0.4, for whoever does not ask for
+    /// OpenMetrics (curl, `promtool check metrics`, older scrapers).
+    Prometheus,
+}
+
+impl Format {
+    /// The format an `Accept` header asks for: OpenMetrics if it names it
+    /// (with a weight above zero), else Prometheus's text format.
+    pub fn accepted(accept: Option<&str>) -> Format {
+        let wants = |range: &str| {
+            let mut parts = range.split(';').map(str::trim);
+            parts.next() == Some("application/openmetrics-text")
+                && parts.all(|p| {
+                    p.strip_prefix("q=")
+                        .is_none_or(|q| q.parse::<f64>().is_ok_and(|q| q > 0.0))
+                })
+        };
+        match accept {
+            Some(accept) if accept.split(',').any(wants) => Format::OpenMetrics,
+            _ => Format::Prometheus,
+        }
+    }
+
+    /// The media type of an exposition in this format.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Format::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            Format::Prometheus => "text/plain; version=0.0.4; charset=utf-8",
+        }
+    }
+
+    /// An exposition rendered as OpenMetrics, in this format. For
+    /// Prometheus's: a counter's HELP and TYPE name its samples (with
+    /// `_total`), and there is no `# UNIT` or `# EOF` line.
+    pub fn encode(self, openmetrics: String) -> String {
+        if self == Format::OpenMetrics {
+            return openmetrics;
+        }
+        let counters: Vec<&str> = openmetrics
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter"))
+            .collect();
+        let mut text = String::with_capacity(openmetrics.len());
+        for line in openmetrics.lines() {
+            if line.starts_with("# UNIT ") || line == "# EOF" {
+                continue;
+            }
+            let family = ["# HELP ", "# TYPE "].iter().find_map(|tag| {
+                let rest = line.strip_prefix(tag)?;
+                let name = rest.split(' ').next()?;
+                counters
+                    .contains(&name)
+                    .then(|| (tag, name, &rest[name.len()..]))
+            });
+            match family {
+                Some((tag, name, rest)) => {
+                    text.push_str(&format!("{tag}{name}_total{rest}"));
+                }
+                None => text.push_str(line),
+            }
+            text.push('\n');
+        }
+        text
+    }
+}
+
+/// A registry's exposition.
+fn render(registry: &Registry) -> String {
+    let mut text = String::with_capacity(8 * 1024);
+    encode(&mut text, registry).expect("writing to a String does not fail");
+    text
+}
+
+/// One metric family with one label and a fixed set of its values, each
+/// with its own metric: every series exists from the start (at zero, so
+/// that `rate()` sees the first event) and is written in a fixed order.
+#[derive(Debug, Clone)]
+struct Labelled<M> {
+    key: &'static str,
+    series: Vec<(&'static str, M)>,
+}
+
+impl<M: Default> Labelled<M> {
+    fn new(key: &'static str, values: &[&'static str]) -> Self {
+        Labelled::with(key, values, M::default)
+    }
+}
+
+impl<M> Labelled<M> {
+    fn with(key: &'static str, values: &[&'static str], make: impl Fn() -> M) -> Self {
+        Labelled {
+            key,
+            series: values.iter().map(|&v| (v, make())).collect(),
+        }
+    }
+
+    /// The metric of the `at`th value.
+    fn at(&self, at: usize) -> &M {
+        &self.series[at].1
+    }
+}
+
+impl<M: EncodeMetric + TypedMetric> EncodeMetric for Labelled<M> {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), fmt::Error> {
+        for (value, metric) in &self.series {
+            let labels = [(self.key, *value)];
+            metric.encode(encoder.encode_family(&labels)?)?;
+        }
+        Ok(())
+    }
+
+    fn metric_type(&self) -> MetricType {
+        M::TYPE
+    }
+}
+
+fn latency_histogram() -> Histogram {
+    Histogram::new(LATENCY_BUCKETS)
+}
+
+fn seconds(d: Duration) -> f64 {
+    d.as_secs_f64()
+}
+
+/// The values of `outcome` on the client's attempts, in the order of
+/// [`Outcome`].
+pub const ATTEMPT_OUTCOMES: [&str; 4] = ["ok", "error", "timeout", "cancelled"];
+
+fn outcome_index(outcome: Outcome) -> usize {
+    match outcome {
+        Outcome::Ok => 0,
+        Outcome::Error => 1,
+        Outcome::Timeout => 2,
+        Outcome::Cancelled => 3,
+    }
+}
+
+/// A client's metrics, counted as its users' attempts and requests end.
+#[derive(Debug)]
+pub struct ClientMetrics {
+    registry: Registry,
+    attempts: Labelled<Counter>,
+    retries: Counter,
+    started: Counter,
+    given_up: Counter,
+    throttled: Counter,
+    rejected: Counter,
+    in_flight: Gauge,
+    attempt_latency: Histogram,
+    request_latency: Histogram,
+}
+
+impl Default for ClientMetrics {
+    fn default() -> Self {
+        ClientMetrics::new()
+    }
+}
+
+impl ClientMetrics {
+    /// Every client metric, at zero.
+    pub fn new() -> Self {
+        let mut m = ClientMetrics {
+            registry: Registry::with_prefix("retry_storm_client"),
+            attempts: Labelled::new("outcome", &ATTEMPT_OUTCOMES),
+            retries: Counter::default(),
+            started: Counter::default(),
+            given_up: Counter::default(),
+            throttled: Counter::default(),
+            rejected: Counter::default(),
+            in_flight: Gauge::default(),
+            attempt_latency: latency_histogram(),
+            request_latency: latency_histogram(),
+        };
+        m.registry.register(
+            "attempts",
+            "Attempts ended, by outcome: ok (2xx in time), error (connect failure, reset, \
+             non-2xx, or rejected locally by a throttle), timeout, cancelled (a hedge that lost)",
+            m.attempts.clone(),
+        );
+        m.registry.register(
+            "retries",
+            "Attempts that were retries (not the first of their request)",
+            m.retries.clone(),
+        );
+        m.registry.register(
+            "requests_started",
+            "Logical requests started (first attempts)",
+            m.started.clone(),
+        );
+        m.registry.register(
+            "requests_given_up",
+            "Logical requests given up (attempt limit, deadline or throttle)",
+            m.given_up.clone(),
+        );
+        m.registry.register(
+            "throttled",
+            "Attempts a throttle refused: retries refused (the request given up) and attempts \
+             rejected locally",
+            m.throttled.clone(),
+        );
+        m.registry.register(
+            "rejected_locally",
+            "Attempts rejected locally by a throttle, never sent (counted as errors too)",
+            m.rejected.clone(),
+        );
+        m.registry
+            .register("in_flight", "Attempts in flight now", m.in_flight.clone());
+        m.registry.register_with_unit(
+            "attempt_duration",
+            "Latency of successful attempts, from their intended start",
+            Unit::Seconds,
+            m.attempt_latency.clone(),
+        );
+        m.registry.register_with_unit(
+            "request_duration",
+            "Latency of successful logical requests, from the intended start of their first \
+             attempt to the end of the successful one",
+            Unit::Seconds,
+            m.request_latency.clone(),
+        );
+        m
+    }
+
+    /// An attempt went on the network.
+    pub fn attempt_started(&self) {
+        self.in_flight.inc();
+    }
+
+    /// An attempt ended (as `ClientRecorder::attempt_finished` counts it).
+    pub fn attempt_finished(&self, record: &AttemptRecord) {
+        if !record.rejected_locally {
+            self.in_flight.dec();
+        }
+        self.attempts.at(outcome_index(record.outcome)).inc();
+        if record.is_retry {
+            self.retries.inc();
+        } else {
+            self.started.inc();
+        }
+        if record.rejected_locally {
+            self.throttled.inc();
+            self.rejected.inc();
+        }
+        if record.outcome == Outcome::Ok {
+            self.attempt_latency.observe(seconds(record.latency));
+        }
+    }
+
+    /// A logical request ended (as `ClientRecorder::request_finished`
+    /// counts it).
+    pub fn request_finished(&self, record: &RequestRecord) {
+        match record.latency {
+            Some(d) => self.request_latency.observe(seconds(d)),
+            None => {
+                self.given_up.inc();
+            }
+        }
+        if record.throttled {
+            self.throttled.inc();
+        }
+    }
+}
+
+impl Exposition for ClientMetrics {
+    fn render(&self) -> String {
+        render(&self.registry)
+    }
+}
+
+/// The values of `reason` on the server's dropped requests, in the order
+/// of [`Refusal`] after shedding (which has its own counter).
+pub const DROP_REASONS: [&str; 4] = [
+    "queue_full",
+    "limiter",
+    "admission_control",
+    "queue_timeout",
+];
+
+/// The values of `outcome` on the server's time in the model, in the
+/// order of [`Fate`].
+pub const MODEL_OUTCOMES: [&str; 3] = ["completed", "abandoned", "dropped"];
+
+/// A server's metrics, counted by its model as requests come and go.
+#[derive(Debug)]
+pub struct ServerMetrics {
+    registry: Registry,
+    admitted: Counter,
+    completed: Counter,
+    abandoned: Counter,
+    shed: Counter,
+    dropped: Labelled<Counter>,
+    time_in_model: Labelled<Histogram>,
+    concurrency: Gauge,
+    /// The concurrency integrated over time, in request-seconds.
+    concurrency_seconds: Counter<f64, AtomicU64>,
+    /// When the concurrency was last set, in nanoseconds of the server's
+    /// clock.
+    changed_at: AtomicU64,
+    queue: Gauge,
+    busy: Gauge,
+    limit: Gauge,
+    delay: Gauge<f64, AtomicU64>,
+}
+
+impl ServerMetrics {
+    /// Every metric of a server of `config`, at zero: a pool's busy
+    /// workers and the limiter's limit only where there are such things.
+    pub fn new(config: &ServerConfig) -> Self {
+        let mut m = ServerMetrics {
+            registry: Registry::with_prefix("retry_storm_server"),
+            admitted: Counter::default(),
+            completed: Counter::default(),
+            abandoned: Counter::default(),
+            shed: Counter::default(),
+            dropped: Labelled::new("reason", &DROP_REASONS),
+            time_in_model: Labelled::with("outcome", &MODEL_OUTCOMES, latency_histogram),
+            concurrency: Gauge::default(),
+            concurrency_seconds: Counter::default(),
+            changed_at: AtomicU64::new(0),
+            queue: Gauge::default(),
+            busy: Gauge::default(),
+            limit: Gauge::default(),
+            delay: Gauge::default(),
+        };
+        m.registry.register(
+            "admitted",
+            "Requests admitted into the model",
+            m.admitted.clone(),
+        );
+        m.registry.register(
+            "completed",
+            "Requests answered to a waiting client",
+            m.completed.clone(),
+        );
+        m.registry.register(
+            "abandoned",
+            "Requests whose client had gone before the answer: completed for nobody, or \
+             dropped when the server noticed (wasted work)",
+            m.abandoned.clone(),
+        );
+        m.registry.register(
+            "shed",
+            "Requests refused at once over the shedding threshold (--shed-above)",
+            m.shed.clone(),
+        );
+        m.registry.register(
+            "dropped",
+            "Requests turned away by a defence, by reason: queue_full (a pool's queue), \
+             limiter (the concurrency limiter), admission_control, queue_timeout (dropped \
+             from the queue)",
+            m.dropped.clone(),
+        );
+        m.registry.register(
+            "concurrency",
+            "Requests in the model now (for a pool: in service and waiting)",
+            m.concurrency.clone(),
+        );
+        m.registry.register(
+            "concurrency_seconds",
+            "Requests in the model integrated over time, in request-seconds: its rate() is \
+             the mean concurrency over the window, bursts between scrapes included",
+            m.concurrency_seconds.clone(),
+        );
+        m.registry.register(
+            "queue_length",
+            "Requests waiting in a pool's queue now (0 for a delay curve)",
+            m.queue.clone(),
+        );
+        if let Shape::Pool(_) = config.shape {
+            m.registry
+                .register("busy_workers", "A pool's busy workers now", m.busy.clone());
+        }
+        if config.limiter.is_some() {
+            m.registry.register(
+                "concurrency_limit",
+                "The concurrency limiter's limit now",
+                m.limit.clone(),
+            );
+        }
+        m.registry.register_with_unit(
+            "modelled_delay",
+            "The delay now: the curve's at the current concurrency, or the time in the pool \
+             of the last request served",
+            Unit::Seconds,
+            m.delay.clone(),
+        );
+        m.registry.register_with_unit(
+            "time_in_model",
+            "Time requests spent in the model, from admission to leaving it, by outcome: \
+             completed, abandoned, dropped (by the queue timeout)",
+            Unit::Seconds,
+            m.time_in_model.clone(),
+        );
+        m
+    }
+
+    /// A request was admitted.
+    pub fn admitted(&self) {
+        self.admitted.inc();
+    }
+
+    /// A request was refused at the door, or dropped from the queue.
+    pub fn refused(&self, why: Refusal) {
+        let reason = match why {
+            Refusal::Shed => {
+                self.shed.inc();
+                return;
+            }
+            Refusal::Full => 0,
+            Refusal::Limited => 1,
+            Refusal::Rejected => 2,
+            Refusal::Expired => 3,
+        };
+        self.dropped.at(reason).inc();
+    }
+
+    /// A request left the model after `held` in it, its answer received by
+    /// a waiting client or not (as `ServerCounts::departed` counts it).
+    pub fn departed(&self, exit: Exit, received: bool, held: Duration) {
+        let at = match exit.fate(received) {
+            Fate::Completed => {
+                self.completed.inc();
+                0
+            }
+            Fate::Abandoned => {
+                self.abandoned.inc();
+                1
+            }
+            Fate::Dropped => {
+                self.refused(Refusal::Expired);
+                2
+            }
+        };
+        self.time_in_model.at(at).observe(seconds(held));
+    }
+
+    /// The state at `now` (on the server's clock, from its start):
+    /// requests in the model, the modelled delay, a pool's queue and
+    /// workers and the limiter's limit. The concurrency counts into its
+    /// integral as it was since the last call.
+    pub fn state(&self, now: Duration, concurrency: u64, delay: Duration, gauges: Gauges) {
+        let int = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        let now_ns = u64::try_from(now.as_nanos()).unwrap_or(u64::MAX);
+        let since = now_ns.saturating_sub(self.changed_at.swap(now_ns, Ordering::Relaxed));
+        let held = self.concurrency.get() as f64 * since as f64 / 1e9;
+        if held > 0.0 {
+            self.concurrency_seconds.inc_by(held);
+        }
+        self.concurrency.set(int(concurrency));
+        self.queue.set(int(gauges.queue));
+        self.busy.set(int(gauges.busy));
+        self.limit.set(int(gauges.limit.unwrap_or(0)));
+        self.delay.set(seconds(delay));
+    }
+}
+
+impl Exposition for ServerMetrics {
+    fn render(&self) -> String {
+        render(&self.registry)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -8,13 +8,7 @@ use clap::Args;
 use super::generate::GenerateArgs;
 use super::values::duration;
 
-/// `storm merge DIR...`: puts shards back together as one process would
-/// have written them. Sweep and storm shards (folders with a shard.json)
-/// give the whole sweep's or storm's files; client shards (folders with
-/// NAME.csv and NAME.hlog, one per shard) give one run's NAME.csv (rates
-/// summed, latency percentiles from the merged histograms), NAME.hlog and
-/// NAME.summary.json, and with --server-csv and the protocol its verdict
-/// and plot.
+/// The flags of `storm merge DIR...` (its help is [`super::StormCommand::Merge`]'s).
 #[derive(Debug, Args)]
 pub struct MergeArgs {
     /// The shards' results folders.

@@ -68,6 +68,14 @@ pub enum StormCommand {
     Sweep(Box<SweepArgs>),
     /// Put shards' results back together (sweep, storm or client shards)
     /// as one process would have written them.
+    ///
+    /// Sweep and storm shards (folders with a shard.json) give the whole
+    /// sweep's or storm's files: a sweep's critical.csv and phase.csv byte
+    /// for byte one process's. Client shards (folders with NAME.csv and
+    /// NAME.hlog, one per shard, started together with --start-at) give
+    /// one run's NAME.csv (rates summed, latency percentiles from the
+    /// merged histograms), NAME.hlog and NAME.summary.json, and with
+    /// --server-csv and the protocol, its verdict and chart.
     Merge(Box<MergeArgs>),
     /// Run the server (the same as the `server` program; the runner's
     /// children).

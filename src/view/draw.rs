@@ -371,3 +371,114 @@ fn storm_figures(board: &Board, run: usize, look: Look, now_ms: u64) -> Vec<Text
     lines.push(pair("wasted", f.wasted.to_string()));
     lines
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::status::Status;
+    use crate::view::feed::{Feed, Phase, Plan};
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+
+    /// A storm in its pause, two runs with a row each.
+    fn storm() -> Board {
+        let mut board = Board::new(
+            Setup::Storm {
+                title: "storm: fixed, exponential for a quick run".into(),
+                batches: 2,
+            },
+            0,
+        );
+        let plan = Plan {
+            warmup: Duration::from_secs(2),
+            pause: Duration::from_secs(2),
+            observe: Duration::from_secs(6),
+            confirm: Duration::from_secs(1),
+            rest: Duration::from_secs(7),
+        };
+        let no = |_: &Board, _: usize| String::new();
+        let names = vec!["fixed".into(), "exponential".into()];
+        let batch = Feed::Batch {
+            index: 0,
+            names,
+            start_ms: 10_000,
+            plan,
+        };
+        board.apply(batch, no);
+        for run in 0..2 {
+            let row = ClientRow {
+                unix_ms: 11_000,
+                elapsed_s: 1.0,
+                ok_per_s: 95.0,
+                errors_per_s: 0.0,
+                timeouts_per_s: 0.0,
+                retries_per_s: 0.0,
+                in_flight: 10,
+                p50_ms: Some(101.0),
+                p99_ms: Some(104.5),
+                max_ms: Some(110.0),
+                gave_up_per_s: 0.0,
+                throttled_per_s: 0.0,
+                attempts_per_request: Some(1.0),
+                requests_per_s: 95.0,
+                sent_per_s: 95.0,
+                cancelled_per_s: None,
+            };
+            let status = Status::ClientRow(row);
+            board.apply(Feed::Status { run, status }, no);
+        }
+        let pause = Feed::Phase {
+            phase: Phase::Pause,
+            at_ms: 12_000,
+        };
+        board.apply(pause, no);
+        board
+    }
+
+    fn screen(board: &Board, width: u16, height: u16) -> String {
+        let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
+        terminal
+            .draw(|frame| draw(frame, board, Look { colour: false }, 13_000))
+            .unwrap();
+        let buffer = terminal.backend().buffer();
+        buffer.content().iter().map(|c| c.symbol()).collect()
+    }
+
+    #[test]
+    fn the_screen_follows_the_terminal_size() {
+        let board = storm();
+        let wide = screen(&board, 120, 40);
+        for text in [
+            "batch 1 of 2",
+            "pause",
+            "fixed: attempts per second",
+            "fixed: server concurrency",
+            "verdict so far",
+            "latency p99   104.5 ms",
+            "░ paused",
+            "Tab: next run",
+        ] {
+            assert!(wide.contains(text), "{text}: {wide}");
+        }
+        // Narrow and tall: the figures below the charts.
+        let narrow = screen(&board, 70, 50);
+        assert!(
+            narrow.contains("fixed: last interval") && narrow.contains("░"),
+            "{narrow}"
+        );
+        // Small: the figures alone, no chart.
+        let small = screen(&board, 40, 14);
+        assert!(small.contains("OK") && !small.contains("░"), "{small}");
+        // Tiny: no panic.
+        screen(&board, 10, 3);
+    }
+
+    #[test]
+    fn the_selected_run_is_the_one_charted() {
+        let mut board = storm();
+        board.select(1);
+        let text = screen(&board, 120, 40);
+        assert!(text.contains("exponential: attempts per second"), "{text}");
+        assert!(!text.contains("fixed: attempts per second"), "{text}");
+    }
+}

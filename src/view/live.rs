@@ -23,6 +23,7 @@ use nix::sys::signal::{Signal, raise};
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use ratatui::layout::Rect;
 
 use super::draw::{draw, verdict};
 use super::feed::{Feed, Setup, Watch};
@@ -130,6 +131,15 @@ impl Drop for Restore {
     }
 }
 
+/// Clears the screen, so that the next frame is drawn whole. Not
+/// `Terminal::clear`, which asks the terminal where its cursor is and,
+/// without an answer in time, clears nothing.
+fn whole(screen: &mut Terminal<CrosstermBackend<File>>) {
+    if let Ok(size) = screen.size() {
+        let _ = screen.resize(Rect::new(0, 0, size.width, size.height));
+    }
+}
+
 fn run(setup: Setup, rx: Receiver<Feed>, tty: File, stop: &AtomicBool) {
     let _restore = Restore;
     let look = Look::from_env();
@@ -159,7 +169,7 @@ fn run(setup: Setup, rx: Receiver<Feed>, tty: File, stop: &AtomicBool) {
         // A long turn: the process was stopped and continued (SIGSTOP
         // from elsewhere); whatever the screen holds now, draw it whole.
         if turned.elapsed() > Duration::from_secs(2) {
-            let _ = screen.clear();
+            whole(&mut screen);
             changed = true;
         }
         if changed || drawn.is_none_or(|at| at.elapsed() >= REDRAW) {
@@ -205,7 +215,7 @@ fn run(setup: Setup, rx: Receiver<Feed>, tty: File, stop: &AtomicBool) {
                 let _ = raise(Signal::SIGTSTP);
                 // Continued (`fg`): the view again, drawn whole.
                 terminal::take_again();
-                let _ = screen.clear();
+                whole(&mut screen);
                 drawn = None;
             }
             Ask::Next => {

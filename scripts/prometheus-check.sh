@@ -54,7 +54,10 @@ strategy=exponential-2014
 on_disconnect="continue"
 while [[ $# -gt 0 ]]; do
   case "$1" in
-    --bin) [[ $# -ge 2 ]] || { usage >&2; exit 2; }; bin=$(cd "$2" && pwd); shift 2 ;;
+    --bin)
+      [[ $# -ge 2 ]] || { usage >&2; exit 2; }
+      bin=$(cd "$2" 2> /dev/null && pwd) || { echo "prometheus-check: no folder $2" >&2; exit 2; }
+      shift 2 ;;
     --no-install) install=0; shift ;;
     --strategy) [[ $# -ge 2 ]] || { usage >&2; exit 2; }; strategy=$2; shift 2 ;;
     --on-disconnect) [[ $# -ge 2 ]] || { usage >&2; exit 2; }; on_disconnect=$2; shift 2 ;;
@@ -78,6 +81,9 @@ cleanup() {
   trap - EXIT INT TERM
   set +e
   for p in "${pids[@]}"; do kill -CONT "$p" 2> /dev/null; kill -TERM "$p" 2> /dev/null; done
+  # A sleep interrupted by a signal.
+  # shellcheck disable=SC2046 # a list of pids
+  kill $(jobs -p) 2> /dev/null
   for _ in $(seq 50); do
     left=()
     for p in "${pids[@]}"; do alive "$p" && left+=("$p"); done
@@ -156,6 +162,9 @@ wait_for() {
   done
 }
 now() { echo "$EPOCHREALTIME"; }
+# nap SECONDS: a sleep that a signal interrupts at once (bash runs a trap
+# only when the foreground command ends; `wait` ends at the signal).
+nap() { sleep "$1" & wait $!; }
 # calc EXPRESSION: awk arithmetic, three decimals.
 calc() { awk "BEGIN { printf \"%.3f\", $1 }"; }
 
@@ -219,18 +228,18 @@ done
 
 start=$(now)
 echo "prometheus-check: Prometheus $prom scraping the server ($server_metrics) and the client (127.0.0.1:$client_port) every second; warm-up ${warmup}s"
-sleep "$warmup"
+nap "$warmup"
 stopped=$(now)
 kill -STOP "$server_pid"
 echo "prometheus-check: server stopped for ${pause}s"
-sleep "$pause"
+nap "$pause"
 resumed=$(now)
 kill -CONT "$server_pid"
 echo "prometheus-check: server resumed; watching ${watch}s"
-sleep "$watch"
+nap "$watch"
 end=$(now)
 # The last scrapes in.
-sleep 2
+nap 2
 
 ok='retry_storm_client_attempts_total{outcome="ok"}'
 conc=retry_storm_server_concurrency

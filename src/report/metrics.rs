@@ -1,11 +1,12 @@
 //! Prometheus metrics of a running client or server: counters that move as
 //! each event happens (cumulative from the start), gauges of the state
 //! now, and latency histograms, encoded by the `prometheus-client` crate
-//! (Prometheus's official Rust client) in the OpenMetrics text format, the
-//! standardised form of Prometheus's text exposition, which Prometheus asks
-//! for first. Names start with `retry_storm_client_` or
-//! `retry_storm_server_` and carry their unit (`_seconds`) and, for
-//! counters, `_total` (docs/m.md lists them all).
+//! (Prometheus's official Rust client) in the OpenMetrics text format,
+//! which Prometheus asks for first, or in Prometheus's text format 0.0.4
+//! for whoever does not ([`Format`]). Names start with
+//! `retry_storm_client_` or `retry_storm_server_` and carry their unit
+//! (`_seconds`) and, for counters, `_total` (docs/metrics.md lists them
+//! all).
 //!
 //! The client's metrics are fed by [`ClientRecorder`] as it records, when
 //! it is given them; the server's by the real server's model task. No

@@ -264,19 +264,14 @@ fn merge_run(
         timeline: None,
     };
     if let (Some(p), Some(server)) = (request.protocol, server) {
-        let ms = |d: Duration| d.as_millis() as u64;
-        let start_ms = ms(base);
-        let stop_ms = start_ms + ms(p.warmup);
-        let resume_ms = stop_ms + ms(p.pause);
-        let end_ms = resume_ms + ms(p.observe);
         let step = intervals.first().map_or(Duration::ZERO, |i| i.length);
-        let timeline = Timeline {
-            start_ms,
-            stop_ms,
-            resume_ms,
-            end_ms,
-            confirm_ms: end_ms + ms(confirmation_after(step)),
-        };
+        let timeline = Timeline::planned(
+            base.as_millis() as u64,
+            p.warmup,
+            p.pause,
+            p.observe,
+            confirmation_after(step),
+        );
         let found = figures(&rows, server, &timeline);
         plot::storm_charts(
             out,

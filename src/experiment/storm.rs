@@ -238,18 +238,8 @@ impl Storm {
     /// The protocol's phases as planned from `start_ms`, at full scale:
     /// the timeline of a virtual-time run.
     pub fn timeline(&self, start_ms: u64) -> Timeline {
-        let ms = |d: Duration| d.as_millis() as u64;
         let p = &self.scenario.protocol;
-        let stop_ms = start_ms + ms(p.warmup);
-        let resume_ms = stop_ms + ms(p.pause);
-        let end_ms = resume_ms + ms(p.observe);
-        Timeline {
-            start_ms,
-            stop_ms,
-            resume_ms,
-            end_ms,
-            confirm_ms: end_ms + ms(confirmation(p)),
-        }
+        Timeline::planned(start_ms, p.warmup, p.pause, p.observe, confirmation(p))
     }
 
     /// The server flags of a virtual run: the real ones, with the backlog

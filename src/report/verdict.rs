@@ -36,6 +36,30 @@ pub struct Timeline {
     pub confirm_ms: u64,
 }
 
+impl Timeline {
+    /// The phases as planned from `start_ms`: a warm-up, a pause, the
+    /// observation window, and the intervals that confirm a recovery.
+    pub fn planned(
+        start_ms: u64,
+        warmup: std::time::Duration,
+        pause: std::time::Duration,
+        observe: std::time::Duration,
+        confirmation: std::time::Duration,
+    ) -> Timeline {
+        let ms = |d: std::time::Duration| d.as_millis() as u64;
+        let stop_ms = start_ms + ms(warmup);
+        let resume_ms = stop_ms + ms(pause);
+        let end_ms = resume_ms + ms(observe);
+        Timeline {
+            start_ms,
+            stop_ms,
+            resume_ms,
+            end_ms,
+            confirm_ms: end_ms + ms(confirmation),
+        }
+    }
+}
+
 /// The figures of one run. All but `back_s` read the rows up to
 /// [`Timeline::confirm_ms`]; `back_s` reads the tail after it too.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -3,7 +3,7 @@
 //! (`scripts/bench.sh storm`).
 //!
 //! It listens, accepts and sets up each connection as `server` does (same
-//! listener, accept loop, runtime, allocator and descriptor reserve), reads
+//! listener, accept loop, lanes, allocator and descriptor reserve), reads
 //! whatever the client sends until the client closes, and never answers.
 //! Under the fixed-retry storm every attempt times out at the real server
 //! too, so the CPU this program takes under the same storm is the floor
@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use clap::Parser;
 use retry_storm::cli::RuntimeArgs;
 use retry_storm::net::runtime::block_on;
-use retry_storm::net::{rlimit, server, signals};
+use retry_storm::net::{lanes, rlimit, server, signals};
 use retry_storm::report::output::say;
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
@@ -41,10 +41,10 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    block_on(args.runtime.threads, serve(args.listen))
+    block_on(serve(args.listen, args.runtime.threads))
 }
 
-async fn serve(addr: SocketAddr) -> ExitCode {
+async fn serve(addr: SocketAddr, threads: Option<u32>) -> ExitCode {
     let backlog = server::default_backlog();
     if let Some(warning) = rlimit::ensure_nofile(server::descriptors_needed(backlog), "storm_floor")
     {
@@ -69,10 +69,17 @@ async fn serve(addr: SocketAddr) -> ExitCode {
         }
     }
     let errors = AtomicU64::new(0);
-    server::accept_loop(listener, &errors, shutdown, |stream| {
-        tokio::spawn(drain(stream));
-    })
+    let lanes = server::accept_into_lanes(
+        listener,
+        &errors,
+        shutdown,
+        lanes::count(threads),
+        |stream| {
+            tokio::spawn(drain(stream));
+        },
+    )
     .await;
+    lanes.stop();
     // Failed accepts (out of descriptors, say) would make the figure wrong.
     let errors = errors.load(Ordering::Relaxed);
     if errors > 0 {

@@ -83,7 +83,7 @@ pub fn server(args: ServerArgs) -> ExitCode {
         return code;
     }
     match status_sink(args.report.status_fd) {
-        Ok(status) => block_on(args.runtime.threads, serve(args, status)),
+        Ok(status) => block_on(serve(args, status)),
         Err(code) => code,
     }
 }
@@ -176,7 +176,7 @@ pub fn client(cli: ClientCli) -> ExitCode {
         None => match live::check(cli.run.view.tui)
             .and_then(|()| status_sink(cli.run.report.status_fd))
         {
-            Ok(status) => block_on(cli.run.runtime.threads, load(cli.run, status)),
+            Ok(status) => block_on(load(cli.run, status)),
             Err(code) => code,
         },
     }
@@ -322,7 +322,7 @@ fn start(
     }
     // The runner spawns its children from this one thread, so that the
     // kernel's parent-death signal follows the runner's lifetime.
-    block_on(Some(1), run_storm(storm, command, tui))
+    block_on(run_storm(storm, command, tui))
 }
 
 /// Runs a storm to its end, or until SIGINT or SIGTERM; with `tui`, in

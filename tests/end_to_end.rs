@@ -196,6 +196,35 @@ async fn timeouts_are_retried_and_the_server_keeps_the_work() {
     assert_eq!(served.completed, 0);
 }
 
+/// Users are dealt to the client's lanes (`--threads`): whatever their
+/// number, every user runs, once. Each user's first attempt waits on a
+/// server that answers after the run, so each starts exactly one request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_user_runs_once_whatever_the_number_of_lanes() {
+    for threads in [1, 3] {
+        let server = Running::start(model(Duration::from_secs(2)), OnDisconnect::Continue);
+        let config = ClientConfig {
+            clients: 30,
+            threads: Some(threads),
+            duration: Some(ms(400)),
+            ..client_config(server.url())
+        };
+        let summary = client::run(config, std::future::pending()).await.unwrap();
+        let t = &summary.totals.tally;
+        assert_eq!((t.ok, t.errors, t.timeouts), (0, 0, 0), "{threads} lanes");
+        // One attempt in flight per user, none of them answered: the
+        // model's peak is the number of users that sent.
+        let g = server.gauges.clone();
+        eventually(
+            "every user's request to reach the model",
+            Duration::from_secs(10),
+            || g.peak_concurrency.load(Ordering::Relaxed) == 30,
+        )
+        .await;
+        server.stop().await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connection_refused_counts_as_errors() {
     let addr = {

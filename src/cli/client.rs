@@ -201,6 +201,7 @@ impl ClientArgs {
             duration: self.duration,
             ramp_up: self.ramp_up,
             timer_resolution: self.timer_resolution,
+            threads: self.runtime.threads,
             seed: self.seed.unwrap_or_else(rand::random),
             csv: self.report.csv.clone(),
             hlog: self.hlog.clone(),

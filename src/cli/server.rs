@@ -208,6 +208,7 @@ impl ServerArgs {
             report_interval: self.report_interval,
             header_read_timeout: self.header_read_timeout,
             timer_resolution: self.timer_resolution,
+            threads: self.runtime.threads,
             csv: self.report.csv.clone(),
             quiet: false,
         };

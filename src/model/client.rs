@@ -44,6 +44,9 @@ pub struct ClientConfig {
     pub ramp_up: Duration,
     /// Step of the timer that starts attempts (zero: exact).
     pub timer_resolution: Duration,
+    /// Threads of the real engine, each running its share of the users on
+    /// a runtime of its own (`None`: one per core).
+    pub threads: Option<u32>,
     /// Seed of every random draw.
     pub seed: u64,
     /// Where to write report rows, if anywhere.

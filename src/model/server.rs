@@ -179,6 +179,9 @@ pub struct ServerConfig {
     pub header_read_timeout: Duration,
     /// Step of the timer that ends modelled delays (zero: exact).
     pub timer_resolution: Duration,
+    /// Threads of the real server, each serving its share of the
+    /// connections on a runtime of its own (`None`: one per core).
+    pub threads: Option<u32>,
     /// Where to write report rows, if anywhere.
     pub csv: Option<PathBuf>,
     /// Print nothing on stdout (for tests and embedding).
@@ -201,6 +204,7 @@ impl Default for ServerConfig {
             report_interval: Duration::from_secs(1),
             header_read_timeout: Duration::from_secs(60),
             timer_resolution: Duration::from_micros(500),
+            threads: None,
             csv: None,
             quiet: false,
         }

@@ -12,10 +12,11 @@ use std::pin::{Pin, pin};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use tokio::sync::Notify;
+use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use super::lanes::{self, Lanes};
 use super::pool::{Pool, Target};
 use super::timer::{Sleep, Timer};
 use crate::model::arrivals::user_rng;
@@ -38,7 +39,8 @@ pub enum StartError {
     Url(String),
     /// The CSV file could not be created.
     Csv(CsvError),
-    /// No timerfd for the users' attempt starts (no file descriptor left).
+    /// No timerfd for the users' attempt starts (no file descriptor left),
+    /// or no thread for a lane.
     Timer(std::io::Error),
 }
 
@@ -54,22 +56,19 @@ impl fmt::Display for StartError {
 
 impl std::error::Error for StartError {}
 
-/// What every user task shares.
-struct Shared {
-    pool: Pool,
+/// What every user shares, whatever its lane.
+struct Common {
     recorder: ClientRecorder,
     rules: Rules,
     throttle: Option<Mutex<Throttle>>,
-    /// Wakes users for their attempts, on the configured steps.
-    timer: Timer,
     /// The run's time origin: users and the throttle count from it.
     epoch: Instant,
     /// Users waiting for a rate limiter's token sleep on it too, to be
-    /// woken one at a time when the throttle says so.
+    /// woken one at a time when the throttle says so, in any lane.
     waiters: Notify,
 }
 
-impl Shared {
+impl Common {
     fn now(&self) -> Duration {
         self.epoch.elapsed()
     }
@@ -91,21 +90,43 @@ impl Shared {
     }
 }
 
+/// What the users of one lane share: its connections and its timer,
+/// both served by the lane's own runtime.
+struct Shared {
+    pool: Pool,
+    /// Wakes users for their attempts, on the configured steps.
+    timer: Timer,
+    common: Arc<Common>,
+}
+
+impl Shared {
+    /// The lane's connections and timer, on the current runtime.
+    fn start(target: Target, resolution: Duration, common: Arc<Common>) -> std::io::Result<Self> {
+        Ok(Shared {
+            pool: Pool::new(target),
+            timer: Timer::start(resolution)?,
+            common,
+        })
+    }
+}
+
 /// How an attempt on the network ended, and when (read in its own task,
 /// before the hop back to its user).
 type Landed = (Outcome, Hints, Duration);
 
 /// One attempt on the network.
 async fn attempt(shared: Arc<Shared>, deadline: Duration) -> Landed {
-    let (outcome, hints) = shared.pool.attempt(shared.at(deadline)).await;
-    (outcome, hints, shared.now())
+    let common = &shared.common;
+    let (outcome, hints) = shared.pool.attempt(common.at(deadline)).await;
+    (outcome, hints, common.now())
 }
 
 /// One simulated user, forever: think, attempt until OK or given up, think
 /// again. Its attempts run as tasks of their own, one at a time unless it
 /// hedges; a hedge that loses is aborted, which drops its connection.
 async fn user(shared: Arc<Shared>, seed: u64, index: u64, start: Duration) {
-    let rules = &shared.rules;
+    let common = shared.common.clone();
+    let rules = &common.rules;
     let mut user = User::new(rules, user_rng(seed, index), start);
     let mut flights: JoinSet<Landed> = JoinSet::new();
     let mut in_flight: Vec<(tokio::task::Id, Sent)> = Vec::new();
@@ -116,7 +137,7 @@ async fn user(shared: Arc<Shared>, seed: u64, index: u64, start: Duration) {
         // Nothing due while the user only waits for its attempts.
         let due = user.due();
         if due != sleep.as_ref().map(|(at, _)| *at) {
-            sleep = due.map(|at| (at, Box::pin(shared.timer.sleep_until(shared.at(at)))));
+            sleep = due.map(|at| (at, Box::pin(shared.timer.sleep_until(common.at(at)))));
         }
         tokio::select! {
             biased;
@@ -124,44 +145,44 @@ async fn user(shared: Arc<Shared>, seed: u64, index: u64, start: Duration) {
                 let (id, (outcome, hints, now)) = match landed {
                     Ok(done) => done,
                     // A task that died: an error the user can go on from.
-                    Err(e) => (e.id(), (Outcome::Error, Hints::default(), shared.now())),
+                    Err(e) => (e.id(), (Outcome::Error, Hints::default(), common.now())),
                 };
                 let Some(at) = in_flight.iter().position(|(i, _)| *i == id) else {
                     continue;
                 };
                 let (_, sent) = in_flight.swap_remove(at);
-                let mut throttle = shared.throttle();
+                let mut throttle = common.throttle();
                 let finished =
                     user.finish(rules, throttle.as_deref_mut(), sent, outcome, hints, now);
-                shared.recorder.finished(finished);
+                common.recorder.finished(finished);
                 if finished.wake_a_waiter {
-                    shared.waiters.notify_one();
+                    common.waiters.notify_one();
                 }
                 if finished.request.is_some() {
                     // The others lost: cancelled, their connections closed.
                     flights.abort_all();
-                    let now = shared.now();
+                    let now = common.now();
                     for (_, sent) in in_flight.drain(..) {
                         let record = sent.cancel(throttle.as_deref_mut(), now);
-                        shared.recorder.attempt_finished(record);
+                        common.recorder.attempt_finished(record);
                     }
                     flights = JoinSet::new();
                 }
             }
-            () = shared.waiters.notified(), if user.is_waiting() => {
-                user.wake(shared.now());
+            () = common.waiters.notified(), if user.is_waiting() => {
+                user.wake(common.now());
             }
             () = async { sleep.as_mut().expect("a sleep while due").1.as_mut().await }, if sleep.is_some() => {
                 sleep = None;
-                let begun = user.begin(rules, shared.throttle().as_deref_mut(), shared.now());
+                let begun = user.begin(rules, common.throttle().as_deref_mut(), common.now());
                 match begun {
                     // The loop sleeps until the token is there.
                     Attempt::Wait => {}
-                    Attempt::Refused(request) => shared.recorder.request_finished(request),
-                    Attempt::Rejected(finished) => shared.recorder.finished(finished),
+                    Attempt::Refused(request) => common.recorder.request_finished(request),
+                    Attempt::Rejected(finished) => common.recorder.finished(finished),
                     Attempt::Held => {}
                     Attempt::Send { deadline, sent } => {
-                        shared.recorder.attempt_started();
+                        common.recorder.attempt_started();
                         let handle = flights.spawn(attempt(shared.clone(), deadline));
                         in_flight.push((handle.id(), sent));
                     }
@@ -200,7 +221,6 @@ pub async fn run_with(
     let target = Target::resolve(&config.url)
         .await
         .map_err(StartError::Url)?;
-    let timer = Timer::start(config.timer_resolution).map_err(StartError::Timer)?;
     let mut reporter = Reporter::new(&config, status).map_err(StartError::Csv)?;
     let mut shutdown = pin!(shutdown);
     // Shards wait for their common start; asked to stop before it, the
@@ -215,22 +235,31 @@ pub async fn run_with(
             () = shutdown.as_mut() => stopped_early = true,
         }
     }
-    let shared = Arc::new(Shared {
-        pool: Pool::new(target),
+    let common = Arc::new(Common {
         recorder: ClientRecorder::with_metrics(metrics),
         rules: config.rules(),
         throttle: config.throttle.map(|t| Mutex::new(Throttle::new(t))),
-        timer,
         epoch: Instant::now(),
         waiters: Notify::new(),
     });
+    let shared = Shared::start(target.clone(), config.timer_resolution, common.clone())
+        .map_err(StartError::Timer)?;
+    let shared = Arc::new(shared);
 
-    let start = shared.epoch;
+    // Asked to stop before the start: no user starts. Users are dealt to
+    // the lanes in turn; each is seeded by its own index, so which lane
+    // runs it changes nothing it draws.
+    let population: Arc<[(u64, Duration)]> = config
+        .users()
+        .filter(|_| !stopped_early)
+        .map(|index| (u64::from(index), config.start_of(index)))
+        .collect();
+    let count = lanes::count(config.threads).min(population.len().max(1));
+    let lanes = start_lanes(count, &population, &target, &config, &common).await?;
+    let start = common.epoch;
     let mut users = JoinSet::new();
-    // Asked to stop before the start: no user starts.
-    for index in config.users().filter(|_| !stopped_early) {
-        let start = config.start_of(index);
-        users.spawn(user(shared.clone(), config.seed, u64::from(index), start));
+    for &(index, start) in population.iter().step_by(count) {
+        users.spawn(user(shared.clone(), config.seed, index, start));
     }
 
     let until = async {
@@ -256,17 +285,19 @@ pub async fn run_with(
         tokio::select! {
             _ = ticker.tick() => {
                 let now = Instant::now();
-                reporter.report(&shared.recorder, now - last, unix_ms(), now - start);
+                reporter.report(&common.recorder, now - last, unix_ms(), now - start);
                 last = now;
                 shared.pool.expire_idle();
             }
             _ = &mut stop => break,
         }
     }
-    // Attempts still in flight are cut short and not counted.
+    // Attempts still in flight are cut short and not counted; once the
+    // lanes have stopped, nothing more is recorded after the last report.
     users.abort_all();
+    lanes.stop();
     let now = Instant::now();
-    reporter.report(&shared.recorder, now - last, unix_ms(), now - start);
+    reporter.report(&common.recorder, now - last, unix_ms(), now - start);
     Ok(ClientSummary {
         elapsed: now - start,
         totals: reporter.totals,
@@ -275,6 +306,56 @@ pub async fn run_with(
         strategy: config.policy_name(),
         clients: config.users().count() as u32,
     })
+}
+
+/// Starts lanes `1..count`, each running every `count`th user of
+/// `population` from its own position on, with its own connections and
+/// timer, and waits until each has its timer.
+async fn start_lanes(
+    count: usize,
+    population: &Arc<[(u64, Duration)]>,
+    target: &Target,
+    config: &ClientConfig,
+    common: &Arc<Common>,
+) -> Result<Lanes, StartError> {
+    let (ready_tx, mut ready) = mpsc::unbounded_channel();
+    let (population, target, common) = (population.clone(), target.clone(), common.clone());
+    let (resolution, seed, expiry) = (config.timer_resolution, config.seed, config.report_interval);
+    let lanes = Lanes::spawn(count, "client", move |lane| {
+        let (population, target, common) = (population.clone(), target.clone(), common.clone());
+        let ready = ready_tx.clone();
+        async move {
+            let shared = match Shared::start(target, resolution, common) {
+                Ok(shared) => Arc::new(shared),
+                Err(e) => {
+                    let _ = ready.send(Err(e));
+                    return;
+                }
+            };
+            let _ = ready.send(Ok(()));
+            let mut users = JoinSet::new();
+            for &(index, start) in population.iter().skip(lane).step_by(count) {
+                users.spawn(user(shared.clone(), seed, index, start));
+            }
+            let mut ticker = tokio::time::interval(expiry);
+            loop {
+                ticker.tick().await;
+                shared.pool.expire_idle();
+            }
+        }
+    })
+    .map_err(StartError::Timer)?;
+    for _ in 1..count {
+        match ready.recv().await {
+            Some(Ok(())) => {}
+            Some(Err(e)) => {
+                lanes.stop();
+                return Err(StartError::Timer(e));
+            }
+            None => break,
+        }
+    }
+    Ok(lanes)
 }
 
 /// Human-readable description of a run, for the client's start-up line;

@@ -1,9 +1,11 @@
 //! The networked engine: the real server and client over HTTP, with hyper
 //! and tokio, and what they need from the system (timers finer than
-//! tokio's, the open-file limit, signals, the runtime), and the Prometheus metrics endpoint. Everything they
+//! tokio's, the open-file limit, signals, the runtime and its lanes), and the
+//! Prometheus metrics endpoint. Everything they
 //! compute comes from the model, policy and report layers below.
 
 pub mod client;
+pub mod lanes;
 pub mod metrics;
 mod model_actor;
 mod pool;

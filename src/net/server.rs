@@ -27,6 +27,7 @@ use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
+use super::lanes::{self, Lanes};
 pub use super::model_actor::Gauges;
 use super::model_actor::{ModelActor, Reply, ToModel};
 use super::timer::Alarm;
@@ -189,7 +190,7 @@ impl Server {
             }),
         });
         let header_read_timeout = config.header_read_timeout;
-        accept_loop(listener, &gauges.accept_errors, shutdown, |stream| {
+        let serve = move |stream: TcpStream| {
             let handler = shared.clone();
             tokio::spawn(async move {
                 let service = service_fn(move |req| handler.call(req));
@@ -201,10 +202,16 @@ impl Server {
                     .serve_connection(TokioIo::new(stream), service)
                     .await;
             });
-        })
-        .await;
+        };
+        let count = lanes::count(config.threads);
+        let errors = &gauges.accept_errors;
+        let lanes = accept_into_lanes(listener, errors, shutdown, count, serve).await;
         let _ = stop_tx.send(());
-        actor.await.expect("the model task does not panic")
+        let summary = actor.await.expect("the model task does not panic");
+        // The other lanes' connections are dropped once the model is done,
+        // as the calling runtime's are when it ends.
+        lanes.stop();
+        summary
     }
 }
 
@@ -256,6 +263,69 @@ pub async fn accept_loop(
             }
         }
     }
+}
+
+/// Accepts connections until `shutdown`, as [`accept_loop`] does, and deals
+/// them in turn to `count` lanes ([`Lanes`]): the calling thread's runtime
+/// and `count - 1` threads of their own. `serve` is called on the runtime of
+/// the connection's lane, and should spawn its work there.
+///
+/// One listener keeps one accept queue, so the backlog means what it says
+/// (how many connections pile up while the server is stopped); a listener
+/// per lane (`SO_REUSEPORT`) would split it by a hash of each connection's
+/// addresses. A connection crosses to its lane once, when accepted; every
+/// request on it then stays on its lane. The lanes go on serving their
+/// connections until the returned [`Lanes`] are stopped.
+pub async fn accept_into_lanes<S>(
+    listener: TcpListener,
+    errors: &AtomicU64,
+    shutdown: impl Future<Output = ()>,
+    count: usize,
+    serve: S,
+) -> Lanes
+where
+    S: Fn(TcpStream) + Send + Clone + 'static,
+{
+    let mut count = count.max(1);
+    let mut senders = Vec::with_capacity(count - 1);
+    let mut receivers = Vec::with_capacity(count - 1);
+    for _ in 1..count {
+        let (tx, rx) = mpsc::unbounded_channel::<std::net::TcpStream>();
+        senders.push(tx);
+        receivers.push(Some(rx));
+    }
+    let receivers = Arc::new(std::sync::Mutex::new(receivers));
+    let on_lane = serve.clone();
+    let spawned = Lanes::spawn(count, "server", move |lane| {
+        let (serve, receivers) = (on_lane.clone(), receivers.clone());
+        async move {
+            let taken = receivers.lock().expect("lanes lock poisoned")[lane - 1].take();
+            let Some(mut streams) = taken else { return };
+            while let Some(stream) = streams.recv().await {
+                // Registered with this lane's runtime from here on.
+                if let Ok(stream) = TcpStream::from_std(stream) {
+                    serve(stream);
+                }
+            }
+        }
+    });
+    let lanes = spawned.unwrap_or_else(|e| {
+        eprintln!("warning: cannot start the threads of the lanes ({e}): serving on one");
+        count = 1;
+        Lanes::none()
+    });
+    let mut next = 0;
+    accept_loop(listener, errors, shutdown, |stream| {
+        let lane = next;
+        next = (next + 1) % count;
+        if lane == 0 {
+            serve(stream);
+        } else if let Ok(stream) = stream.into_std() {
+            let _ = senders[lane - 1].send(stream);
+        }
+    })
+    .await;
+    lanes
 }
 
 /// State shared by all request handlers.

@@ -264,6 +264,7 @@ mod tests {
             duration: None,
             ramp_up: Duration::ZERO,
             timer_resolution: Duration::ZERO,
+            threads: None,
             seed: 0,
             csv: None,
             hlog: None,

@@ -114,6 +114,7 @@ pub fn client_config(url: String) -> ClientConfig {
         duration: Some(ms(800)),
         ramp_up: Duration::ZERO,
         timer_resolution: Duration::ZERO,
+        threads: None,
         seed: 7,
         csv: None,
         hlog: None,

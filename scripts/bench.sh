@@ -1,29 +1,65 @@
 #!/usr/bin/env bash
-# Performance figures of the real programs and the virtual-time engine, one
-# line per figure with its target (issue 6). Release build; every load goes
-# to 127.0.0.1, every run stops by itself (about 14 minutes in all).
+# Performance of the real programs and the virtual-time engine, each target
+# a ratio to a peer or a floor measured in the same run, interleaved, on the
+# same machine and the same load, so that the shared host's drift (up to
+# twice within an hour) cancels (issue 21). Release build; every load goes
+# to 127.0.0.1 and stops by itself.
 #
-#   scripts/bench.sh            every scenario
-#   scripts/bench.sh NAME...    only these: cpu storm rate memory lateness ks wrk sim
+#   scripts/bench.sh [--rounds N] [SCENARIO...]
 #
-# The cpu, storm and lateness scenarios also run both programs on one thread
-# on the same core (`taskset -c 0`, `--threads 1`), where taskset is found.
+# Scenarios (default: peers storm rate sim):
+#   peers     4,500 req/s (5,000 users, 1 s mean think) against
+#             `server --limit 1000000`, interleaved with oha (-c 500 -q 4500)
+#             and hey (-c 500 -q 9) against the same server, and with the
+#             same client against examples/sleep_floor (a plain 100 ms
+#             sleep on the same runtime); 20 s measured each, N rounds
+#   storm     the fixed-retry storm against the server and against
+#             examples/storm_floor, interleaved, N rounds
+#   rate      the highest sustained rate: 56,000 users, 1 s mean think
+#   sim       the virtual engine (scripts/bench-sim.sh)
+#   memory    the client's peak resident memory, 100,000 users
+#   lateness  how late attempts start at 10,000 req/s
+#   ks        the think times' Kolmogorov-Smirnov test
 #
-# BENCH_BIN=DIR runs the programs found in DIR instead of this tree's
-# release build (to compare two builds; the ks scenario always tests this
-# tree, and the storm's floor is always this tree's storm_floor).
+# --rounds N    rounds of the interleaved scenarios (default 2)
+# BENCH_BIN=DIR runs the server and client found in DIR instead of this
+#               tree's release build (to compare two builds).
+# BENCH_BASE=REV passes --base-rev REV to scripts/bench-sim.sh.
+#
+# Needs oha (`cargo install oha`) and hey (`apt-get install hey`) for the
+# peers scenario; a missing peer's runs are skipped and said so.
 #
 # CPU is user + system time from /proc/PID/stat (10 ms ticks), taken over
-# the steady middle of each run; rates come from the client's report lines.
-# Loopback TCP work done in softirq context may be charged to whichever
-# process is running, or to no process at all: the per-request figures are
-# what each process was charged.
+# the steady middle of each run; requests are counted from the CSV rows of
+# whoever answers for them (the client's own for this client, the server's
+# for oha and hey), interpolated to the same instants as the CPU samples.
+# Loopback TCP work done in softirq context is charged to whichever process
+# is running: each figure is what the process was charged.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-cargo build --release --quiet --bins --example storm_floor
+ROUNDS=2
+scenarios=()
+while (( $# )); do
+  case $1 in
+    --rounds) ROUNDS=$2; shift 2 ;;
+    --rounds=*) ROUNDS=${1#*=}; shift ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "unknown option: $1 (see --help)" >&2; exit 2 ;;
+    *) scenarios+=("$1"); shift ;;
+  esac
+done
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || { echo "--rounds: a positive whole number, not '$ROUNDS'" >&2; exit 2; }
+ALL=(peers storm rate sim memory lateness ks)
+[[ ${#scenarios[@]} -gt 0 ]] || scenarios=(peers storm rate sim)
+for s in "${scenarios[@]}"; do
+  [[ " ${ALL[*]} " == *" $s "* ]] || { echo "unknown scenario: $s (${ALL[*]})" >&2; exit 2; }
+done
+
+cargo build --release --quiet --bins --example storm_floor --example sleep_floor
 BIN=${BENCH_BIN:-target/release}
-FLOOR=target/release/examples/storm_floor
+STORM_FLOOR=target/release/examples/storm_floor
+SLEEP_FLOOR=target/release/examples/sleep_floor
 WORK=$(mktemp -d)
 PIDS=()
 cleanup() {
@@ -33,25 +69,47 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
+TICK=$(getconf CLK_TCK)
 # cpu_ticks PID: user + system clock ticks so far.
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-TICK=$(getconf CLK_TCK)
-# per_request TICKS SECONDS RATE: microseconds of CPU per request, for TICKS
-# spent over SECONDS at RATE requests a second.
-per_request() {
-  awk -v t="$1" -v s="$2" -v r="$3" -v k="$TICK" 'BEGIN { printf "%.1f", t / k / s / r * 1e6 }'
+now() { date +%s.%N; }
+# us_per COUNT_TICKS REQUESTS: microseconds of CPU per request.
+us_per() { awk -v t="$1" -v r="$2" -v k="$TICK" 'BEGIN { printf "%.1f", (r > 0 ? t / k / r * 1e6 : 0) }'; }
+# ratio A B: A / B to two places.
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
+# figure NAME VALUE UNIT TARGET VERDICT: one result line.
+figure() { printf "%-54s %12s %-8s target %-14s %s\n" "$1" "$2" "$3" "$4" "$5"; }
+# check VALUE OP LIMIT: PASS or FAIL.
+check() { awk -v v="$1" -v t="$3" -v op="$2" 'BEGIN { ok = (op == "<=") ? v <= t : v >= t; print ok ? "PASS" : "FAIL" }'; }
+
+# counted CSV COLUMN T0 T1: how many of COLUMN (a per-second rate) happened
+# between Unix instants T0 and T1 (seconds), each row's count spread evenly
+# over its interval (which ends at its unix_ms and lasts the step of its
+# elapsed_s).
+counted() {
+  awk -F, -v col="$2" -v t0="$3" -v t1="$4" '
+    function part(s, e, n, t) { if (t >= e) return n; if (t <= s) return 0; return n * (t - s) / (e - s) }
+    NR == 1 { for (i = 1; i <= NF; i++) if ($i == col) c = i; next }
+    { end = $1 / 1000; len = $2 - prev; prev = $2; n = $c * len
+      total += part(end - len, end, n, t1) - part(end - len, end, n, t0) }
+    END { printf "%.0f", total }' "$1"
 }
 
-# start_server NAME FLAGS...: starts a server on a free port; sets SERVER, URL.
-start_server() { start_program "$BIN/server" "$@"; }
+# mean_between CSV COLUMN T0 T1: the mean of COLUMN over rows ending
+# between T0 and T1.
+mean_between() {
+  awk -F, -v col="$2" -v t0="$3" -v t1="$4" '
+    NR == 1 { for (i = 1; i <= NF; i++) if ($i == col) c = i; next }
+    $1 / 1000 > t0 && $1 / 1000 <= t1 && $c != "" { s += $c; n++ }
+    END { printf "%.1f", n ? s / n : 0 }' "$1"
+}
 
-# start_program PROGRAM NAME FLAGS...: start_server with another program
-# that takes --listen and prints its URL the same way. This reads the
-# banner, not the server's status line (--status-fd): BENCH_BIN builds from
-# before the status line, and storm_floor, have only the banner.
+# start_program PROGRAM NAME FLAGS...: starts PROGRAM (the server or a
+# floor, which take --listen and print their URL alike) on a free port;
+# sets SERVER and URL.
 start_program() {
   local program=$1 name=$2; shift 2
-  "${PLACE[@]}" "$program" --listen 127.0.0.1:0 "$@" > "$WORK/$name.server.log" 2> "$WORK/$name.server.err" &
+  "$program" --listen 127.0.0.1:0 "$@" > "$WORK/$name.server.log" 2> "$WORK/$name.server.err" &
   SERVER=$!
   PIDS+=("$SERVER")
   for _ in $(seq 100); do
@@ -59,138 +117,168 @@ start_program() {
     [[ -n "$URL" ]] && return 0
     sleep 0.05
   done
-  echo "the server for $name did not start" >&2
+  echo "$program did not start for $name: $(cat "$WORK/$name.server.err")" >&2
   exit 1
 }
-
-# start_client NAME FLAGS...: starts a client against URL; sets CLIENT.
-start_client() {
-  local name=$1; shift
-  "${PLACE[@]}" "$BIN/client" --url "$URL" --seed 1 --report-interval 1s "$@" \
-    > "$WORK/$name.client.log" 2> "$WORK/$name.client.err" &
-  CLIENT=$!
-  PIDS+=("$CLIENT")
-}
-
+start_server() { local name=$1; shift; start_program "$BIN/server" "$name" --csv "$WORK/$name.server.csv" "$@"; }
 stop_server() { kill -INT "$SERVER"; wait "$SERVER" || true; }
 
-# mean_ok NAME FROM TO: mean OK/s of the client's report lines FROM..TO (1 s each).
-mean_ok() {
-  grep '^OK:' "$WORK/$1.client.log" | sed -n "$2,$3p" |
-    awk '{ s += $2; n++ } END { printf "%.1f", n ? s / n : 0 }'
+# start_client NAME FLAGS...: starts this project's client against URL;
+# sets LOADER.
+start_client() {
+  local name=$1; shift
+  "$BIN/client" --url "$URL" --seed 1 --report-interval 1s --csv "$WORK/$name.client.csv" "$@" \
+    > "$WORK/$name.client.log" 2> "$WORK/$name.client.err" &
+  LOADER=$!
+  PIDS+=("$LOADER")
 }
 
-# figure NAME VALUE UNIT TARGET VERDICT: one result line.
-figure() { printf "%-54s %12s %-8s target %-14s %s\n" "$1" "$2" "$3" "$4" "$5"; }
-check() { awk -v v="$1" -v t="$3" -v op="$2" 'BEGIN { ok = (op == "<=") ? v <= t : v >= t; print ok ? "PASS" : "FAIL" }'; }
+# steady WARMUP SECONDS: waits WARMUP seconds, then measures SECONDS;
+# sets T0, T1 and the CPU ticks LOADER_CPU and SERVER_CPU taken between.
+steady() {
+  sleep "$1"
+  local l0 s0
+  T0=$(now); l0=$(cpu_ticks "$LOADER"); s0=$(cpu_ticks "$SERVER")
+  sleep "$2"
+  T1=$(now); LOADER_CPU=$(( $(cpu_ticks "$LOADER") - l0 )); SERVER_CPU=$(( $(cpu_ticks "$SERVER") - s0 ))
+}
 
-# runtime VARIANT: sets FLAGS, PLACE (a command prefix: where the programs
-# run) and LABEL for a run on the default runtime (VARIANT "default"), on
-# VARIANT threads, or on one thread each on CPU 0 (VARIANT "core": no wake-up
-# crosses between cores).
-runtime() {
-  FLAGS=(); PLACE=(env --); LABEL=""
-  case $1 in
-    default) ;;
-    core) FLAGS=(--threads 1); PLACE=(taskset -c 0); LABEL=", one core" ;;
-    *) FLAGS=(--threads "$1"); LABEL=", --threads $1" ;;
+# ---- peers: client and server CPU per request against oha, hey, a floor
+
+HAVE_OHA=0; command -v oha > /dev/null && HAVE_OHA=1
+HAVE_HEY=0; command -v hey > /dev/null && HAVE_HEY=1
+
+# peer_run LOADER TARGET ROUND: 28 s of LOADER (client, oha or hey) at about
+# 4,500 req/s against TARGET (server or floor), measured from 6 s to 26 s;
+# appends "LOADER TARGET loader_ticks server_ticks requests" to peers.txt.
+peer_run() {
+  local loader=$1 target=$2 name=$1-$2-$3 requests
+  if [[ $target == server ]]; then
+    start_server "$name" --limit 1000000
+  else
+    start_program "$SLEEP_FLOOR" "$name"
+  fi
+  case $loader in
+    client) start_client "$name" --clients 5000 --lambda 1 --duration 28s --ramp-up 2s ;;
+    oha) oha --no-tui -c 500 -q 4500 -z 28s "$URL" > "$WORK/$name.client.log" 2>&1 & LOADER=$!; PIDS+=("$LOADER") ;;
+    hey) hey -c 500 -q 9 -z 28s "$URL" > "$WORK/$name.client.log" 2>&1 & LOADER=$!; PIDS+=("$LOADER") ;;
   esac
+  steady 6 20
+  wait "$LOADER" || true
+  stop_server
+  if [[ $loader == client ]]; then
+    requests=$(counted "$WORK/$name.client.csv" ok_per_s "$T0" "$T1")
+  else
+    requests=$(counted "$WORK/$name.server.csv" completed_per_s "$T0" "$T1")
+  fi
+  echo "$loader $target $LOADER_CPU $SERVER_CPU $requests" >> "$WORK/peers.txt"
+  figure "  round $3: $loader -> $target, req/s" "$(awk -v r="$requests" -v a="$T0" -v b="$T1" 'BEGIN { printf "%.1f", r / (b - a) }')" "req/s" "~4,500" "-"
+  figure "  round $3: $loader, $target CPU per request" "$(us_per "$LOADER_CPU" "$requests"), $(us_per "$SERVER_CPU" "$requests")" "us" "-" "-"
 }
 
-# Whether the one-core runs can be made: taskset is found.
-ONE_CORE=0
-command -v taskset > /dev/null && ONE_CORE=1
-
-# variants NAME...: the runtime variants a scenario runs, "core" only where
-# taskset is found.
-variants() {
-  VARIANTS=("$@")
-  (( ONE_CORE )) && VARIANTS+=(core)
-  return 0
+# peer_cost LOADER TARGET FIELD: microseconds per request of FIELD (3: the
+# loader's CPU, 4: the server's) summed over every round of that pair.
+peer_cost() {
+  awk -v l="$1" -v t="$2" -v f="$3" -v k="$TICK" '
+    $1 == l && $2 == t { c += $f; r += $5 } END { printf "%.1f", (r > 0 ? c / k / r * 1e6 : 0) }' "$WORK/peers.txt"
 }
 
-# Same scenario as the 2014 measurement: 5,000 clients, 1 s mean think, the
-# server's limit raised so latency stays at 100 ms: about 4,500 req/s. Run
-# with the default runtime, with both programs on one thread, then with both
-# on one thread on the same core.
-bench_cpu() {
-  local threads
-  variants default 1
-  for threads in "${VARIANTS[@]}"; do
-    local name=cpu-$threads
-    runtime "$threads"
-    start_server "$name" --limit 1000000 "${FLAGS[@]}"
-    start_client "$name" --clients 5000 --lambda 1 --duration 32s --ramp-up 2s "${FLAGS[@]}"
-    sleep 6
-    local s0 c0 s1 c1 ok
-    s0=$(cpu_ticks "$SERVER"); c0=$(cpu_ticks "$CLIENT")
-    sleep 20
-    s1=$(cpu_ticks "$SERVER"); c1=$(cpu_ticks "$CLIENT")
-    wait "$CLIENT"; stop_server
-    ok=$(mean_ok "$name" 7 26)
-    local cus sus
-    cus=$(per_request $((c1 - c0)) 20 "$ok")
-    sus=$(per_request $((s1 - s0)) 20 "$ok")
-    figure "rate with 5,000 clients, 1 s think$LABEL" "$ok" "req/s" "~4,500" "-"
-    figure "client CPU per completed request$LABEL" "$cus" "us" "<= 25" "$(check "$cus" '<=' 25)"
-    figure "server CPU per completed request$LABEL" "$sus" "us" "<= 20" "$(check "$sus" '<=' 20)"
+bench_peers() {
+  local round loader runs=(client:server)
+  (( HAVE_OHA )) && runs+=(oha:server) || figure "oha" "skipped" "" "-" "(cargo install oha)"
+  (( HAVE_HEY )) && runs+=(hey:server) || figure "hey" "skipped" "" "-" "(apt-get install hey)"
+  runs+=(client:floor)
+  for round in $(seq "$ROUNDS"); do
+    for loader in "${runs[@]}"; do peer_run "${loader%:*}" "${loader#*:}" "$round"; done
   done
+  local ours server floor
+  ours=$(peer_cost client server 3); server=$(peer_cost client server 4); floor=$(peer_cost client floor 4)
+  figure "client CPU per request, $ROUNDS rounds" "$ours" "us" "-" "-"
+  figure "server CPU per request under the client" "$server" "us" "-" "-"
+  figure "sleep_floor CPU per request under the client" "$floor" "us" "-" "-"
+  if (( HAVE_OHA )); then
+    local oha served
+    oha=$(peer_cost oha server 3); served=$(peer_cost oha server 4)
+    figure "oha CPU per request" "$oha" "us" "-" "-"
+    figure "server CPU per request under oha" "$served" "us" "-" "-"
+    RATIOS+=("$(figure "1. client / oha, CPU per request" "$(ratio "$ours" "$oha")" "x" "<= 0.8" "$(check "$(ratio "$ours" "$oha")" '<=' 0.8)")")
+    RATIOS+=("$(figure "2b. server under the client / under oha" "$(ratio "$server" "$served")" "x" "<= 1.0" "$(check "$(ratio "$server" "$served")" '<=' 1.0)")")
+  fi
+  if (( HAVE_HEY )); then
+    figure "hey CPU per request" "$(peer_cost hey server 3)" "us" "-" "-"
+    figure "server CPU per request under hey" "$(peer_cost hey server 4)" "us" "-" "-"
+    RATIOS+=("$(figure "   client / hey, CPU per request" "$(ratio "$ours" "$(peer_cost hey server 3)")" "x" "-" "-")")
+  fi
+  RATIOS+=("$(figure "2a. server / sleep_floor, CPU per request" "$(ratio "$server" "$floor")" "x" "<= 1.1" "$(check "$(ratio "$server" "$floor")" '<=' 1.1)")")
 }
 
-# The default storm with fixed retries: server CPU while thousands of
-# requests are stuck in its model after the resume; with the default
-# runtime, with both programs on one thread, then with both on one thread
-# on the same core. Each time, the same storm against storm_floor (the
-# server without HTTP or the model, which never answers) gives the floor:
-# what the storm's connections cost by themselves. The floor runs second,
-# while the server run's last connections are still in TIME_WAIT: if that
-# costs anything, it raises the floor.
-bench_storm() {
-  local threads
-  variants default 1
-  for threads in "${VARIANTS[@]}"; do
-    runtime "$threads"
-    storm_cpu "storm-$threads" "$BIN/server"
-    local conc
-    conc=$(grep -o 'concurrency: [0-9]*' "$WORK/storm-$threads.server.log" | tail -1 | cut -d' ' -f2)
-    figure "requests stuck in the server after resume$LABEL" "$conc" "" "~8,000+" "-"
-    figure "server CPU during the fixed-retry storm$LABEL" "$PCT" "% core" "<= 2" "$(check "$PCT" '<=' 2)"
-    storm_cpu "floor-$threads" "$FLOOR"
-    figure "  floor: storm_floor under the same storm$LABEL" "$PCT" "% core" "-" "-"
-  done
-}
+# ---- storm: the server's CPU in the fixed-retry storm against storm_floor
 
-# storm_cpu NAME PROGRAM: runs the storm (1,000 fixed-retry clients, the
-# server stopped for 20 s after 10 s) against PROGRAM; sets PCT, the
-# server's share of a core over 30 s starting 10 s after the resume.
-storm_cpu() {
-  local name=$1 s0 s1
-  start_program "$2" "$name" "${FLAGS[@]}"
-  start_client "$name" --clients 1000 --strategy fixed --duration 90s "${FLAGS[@]}"
+# storm_run PROGRAM NAME: the storm (1,000 fixed-retry users, the server
+# stopped for 20 s after 10 s) against PROGRAM; appends "NAME ticks" to
+# storm.txt for the 30 s from 10 s after the resume.
+storm_run() {
+  local program=$1 name=$2
+  if [[ $program == "$BIN/server" ]]; then start_server "$name"; else start_program "$program" "$name"; fi
+  start_client "$name" --clients 1000 --strategy fixed --duration 90s
   sleep 10
   kill -STOP "$SERVER"; sleep 20; kill -CONT "$SERVER"
-  sleep 10
-  s0=$(cpu_ticks "$SERVER"); sleep 30; s1=$(cpu_ticks "$SERVER")
-  kill -INT "$CLIENT" 2>/dev/null || true; wait "$CLIENT" || true; stop_server
-  PCT=$(awk -v t=$((s1 - s0)) -v k="$TICK" 'BEGIN { printf "%.1f", t / k / 30 * 100 }')
+  steady 10 30
+  kill -INT "$LOADER" 2>/dev/null || true; wait "$LOADER" || true
+  stop_server
+  echo "${name%-*} $SERVER_CPU" >> "$WORK/storm.txt"
+  figure "  ${name}: CPU after the resume" "$(awk -v t="$SERVER_CPU" -v k="$TICK" 'BEGIN { printf "%.1f", t / k / 30 * 100 }')" "% core" "-" "-"
 }
 
-# 44,500 clients at 1 s mean think ask N / (think + latency), about 40,300 req/s.
-bench_rate() {
-  start_server rate --limit 1000000
-  start_client rate --clients 44500 --lambda 1 --duration 40s --ramp-up 10s
-  wait "$CLIENT"; stop_server
-  local ok p50 expected errors
-  ok=$(mean_ok rate 16 35)
-  p50=$(grep '^OK:' "$WORK/rate.client.log" | sed -n '16,35p' | grep -o 'p50: [0-9.]*' | awk '{ s += $2; n++ } END { printf "%.1f", s / n }')
-  expected=$(awk -v l="$p50" 'BEGIN { printf "%.0f", 44500 / (1 + l / 1000) }')
-  errors=$(grep '^OK:' "$WORK/rate.client.log" | sed -n '16,35p' | awk '{ s += $5 + $8 } END { printf "%.1f", s / NR }')
-  figure "sustained rate, 44,500 clients (asked $expected)" "$ok" "req/s" ">= 40,000" "$(check "$ok" '>=' 40000)"
-  figure "  within 1 % of N / (think + latency)" \
-    "$(awk -v o="$ok" -v e="$expected" 'BEGIN { printf "%.1f", (o - e) * 100 / e }')" "%" ">= -1" \
-    "$(check "$(awk -v o="$ok" -v e="$expected" 'BEGIN { print (o - e) * 100 / e }')" '>=' -1)"
-  figure "  errors + timeouts" "$errors" "/s" "0" "$(check "$errors" '<=' 0)"
+bench_storm() {
+  local round
+  for round in $(seq "$ROUNDS"); do
+    storm_run "$BIN/server" "server-$round"
+    local stuck
+    stuck=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "concurrency") c = i; next } $c > m { m = $c } END { print m + 0 }' "$WORK/server-$round.server.csv")
+    figure "  server-$round: requests stuck after the resume" "$stuck" "" "-" "-"
+    storm_run "$STORM_FLOOR" "floor-$round"
+  done
+  local server floor
+  server=$(awk '$1 == "server" { s += $2 } END { print s + 0 }' "$WORK/storm.txt")
+  floor=$(awk '$1 == "floor" { s += $2 } END { print s + 0 }' "$WORK/storm.txt")
+  RATIOS+=("$(figure "3. storm: server / storm_floor, CPU" "$(ratio "$server" "$floor")" "x" "<= 1.3" "$(check "$(ratio "$server" "$floor")" '<=' 1.3)")")
 }
+
+# ---- rate: the highest sustained rate on this machine
+
+# 56,000 users at 1 s mean think ask N / (think + latency), about 50,900
+# req/s at the model's 100 ms.
+bench_rate() {
+  local users=56000
+  start_server rate --limit 1000000
+  start_client rate --clients "$users" --lambda 1 --duration 40s --ramp-up 10s
+  steady 15 20
+  wait "$LOADER" || true; stop_server
+  local csv=$WORK/rate.client.csv ok p50 asked errors
+  ok=$(awk -v r="$(counted "$csv" ok_per_s "$T0" "$T1")" -v a="$T0" -v b="$T1" 'BEGIN { printf "%.1f", r / (b - a) }')
+  p50=$(mean_between "$csv" p50_ms "$T0" "$T1")
+  asked=$(awk -v n="$users" -v l="$p50" 'BEGIN { printf "%.0f", n / (1 + l / 1000) }')
+  errors=$(awk -v e="$(counted "$csv" errors_per_s "$T0" "$T1")" -v t="$(counted "$csv" timeouts_per_s "$T0" "$T1")" \
+    -v a="$T0" -v b="$T1" 'BEGIN { printf "%.1f", (e + t) / (b - a) }')
+  figure "  $users users, p50 latency" "$p50" "ms" "-" "-"
+  local gap
+  gap=$(awk -v o="$ok" -v e="$asked" 'BEGIN { printf "%.1f", (o - e) * 100 / e }')
+  RATIOS+=("$(figure "4. sustained rate ($users users asked $asked)" "$ok" "req/s" ">= 50,000" "$(check "$ok" '>=' 50000)")")
+  RATIOS+=("$(figure "   within 1 % of what the users ask" "$gap" "%" ">= -1" "$(check "$gap" '>=' -1)")")
+  RATIOS+=("$(figure "   errors + timeouts" "$errors" "/s" "0" "$(check "$errors" '<=' 0)")")
+}
+
+# ---- sim: the virtual engine
+
+bench_sim() {
+  local args=()
+  [[ -n ${BENCH_BASE:-} ]] && args=(--base-rev "$BENCH_BASE")
+  scripts/bench-sim.sh "${args[@]}" | tee "$WORK/sim.txt"
+  while IFS= read -r line; do RATIOS+=("5. ${line}"); done < <(grep -E 'PASS|FAIL' "$WORK/sim.txt" || true)
+}
+
+# ---- memory, lateness, ks: figures without a peer
 
 # 100,000 users, 10 s mean think: the client's peak resident memory.
 bench_memory() {
@@ -198,42 +286,23 @@ bench_memory() {
   start_client memory --clients 100000 --lambda 10 --duration 30s --ramp-up 5s
   sleep 25
   local hwm
-  hwm=$(awk '/VmHWM/ { printf "%.0f", $2 / 1024 }' "/proc/$CLIENT/status")
-  wait "$CLIENT"; stop_server
-  figure "client peak RSS, 100,000 clients" "$hwm" "MB" "<= 150" "$(check "$hwm" '<=' 150)"
+  hwm=$(awk '/VmHWM/ { printf "%.0f", $2 / 1024 }' "/proc/$LOADER/status")
+  wait "$LOADER" || true; stop_server
+  figure "client peak RSS, 100,000 users" "$hwm" "MB" "-" "-"
 }
 
-# 11,000 clients at 1 s think: 10,000 req/s; how late attempts start.
-# Start lateness with the default timer (500 us steps), then an exact one,
-# then the default timer with both programs on one thread on the same core;
-# with both programs' CPU per request, at the same load.
+# 11,000 users at 1 s think: 10,000 req/s; how late attempts start, from
+# the client's summary, and both programs' CPU per request.
 bench_lateness() {
-  local run runs=("500us default" "0s default")
-  (( ONE_CORE )) && runs+=("500us core")
-  for run in "${runs[@]}"; do
-    local step=${run% *} name=lateness-${run// /-}
-    runtime "${run#* }"
-    start_server "$name" --limit 1000000 --timer-resolution "$step" "${FLAGS[@]}"
-    start_client "$name" --clients 11000 --lambda 1 --duration 30s --ramp-up 5s \
-      --timer-resolution "$step" "${FLAGS[@]}"
-    sleep 10
-    local s0 c0 s1 c1
-    s0=$(cpu_ticks "$SERVER"); c0=$(cpu_ticks "$CLIENT")
-    sleep 15
-    s1=$(cpu_ticks "$SERVER"); c1=$(cpu_ticks "$CLIENT")
-    wait "$CLIENT"; stop_server
-    local line p50 p99 max ok
-    line=$(grep 'start lateness' "$WORK/$name.client.log")
-    p50=$(sed 's/.*p50: \([0-9.]*\)ms.*/\1/' <<< "$line")
-    p99=$(sed 's/.*p99: \([0-9.]*\)ms.*/\1/' <<< "$line")
-    max=$(sed 's/.*max: \([0-9.]*\)ms.*/\1/' <<< "$line")
-    ok=$(mean_ok "$name" 11 25)
-    figure "start lateness p50 at 10,000 req/s, $step$LABEL" "$p50" "ms" "-" "-"
-    figure "start lateness p99 at 10,000 req/s, $step$LABEL" "$p99" "ms" "<= 1" "$(check "$p99" '<=' 1)"
-    figure "start lateness max at 10,000 req/s, $step$LABEL" "$max" "ms" "-" "-"
-    figure "  client, server CPU per request, $step$LABEL" \
-      "$(per_request $((c1 - c0)) 15 "$ok"), $(per_request $((s1 - s0)) 15 "$ok")" "us" "-" "-"
-  done
+  start_server lateness --limit 1000000
+  start_client lateness --clients 11000 --lambda 1 --duration 30s --ramp-up 5s
+  steady 10 15
+  wait "$LOADER" || true; stop_server
+  local requests line
+  requests=$(counted "$WORK/lateness.client.csv" ok_per_s "$T0" "$T1")
+  line=$(grep 'start lateness' "$WORK/lateness.client.log" || echo "start lateness: none")
+  figure "start lateness at 10,000 req/s" "${line#*: }" "" "-" "-"
+  figure "  client, server CPU per request" "$(us_per "$LOADER_CPU" "$requests"), $(us_per "$SERVER_CPU" "$requests")" "us" "-" "-"
 }
 
 bench_ks() {
@@ -244,53 +313,13 @@ bench_ks() {
   fi
 }
 
-# A reference for raw request cost: the same server under wrk (HTTP/1.1
-# keep-alive, no think time), server limit raised.
-bench_wrk() {
-  if ! command -v wrk > /dev/null; then
-    figure "server under wrk" "skipped" "" "-" "(apt-get install wrk)"
-    return
-  fi
-  start_server wrk --limit 1000000
-  local s0 s1 rate
-  s0=$(cpu_ticks "$SERVER")
-  wrk -t 1 -c 500 -d 20s "$URL" > "$WORK/wrk.log"
-  s1=$(cpu_ticks "$SERVER")
-  stop_server
-  rate=$(awk '/Requests\/sec/ { print $2 }' "$WORK/wrk.log")
-  figure "server under wrk, 500 connections" "$rate" "req/s" "-" "-"
-  figure "  server CPU per request under wrk" \
-    "$(per_request $((s1 - s0)) 20 "$rate")" "us" "-" "-"
-}
-
-bench_sim() {
-  local out line
-  out=$("$BIN/storm" --engine sim --quiet --verbose --out "$WORK/sim" | grep 'events in')
-  while read -r line; do
-    figure "sim, default storm: ${line%%:*}" "$(grep -o '[0-9.]* M events/s' <<< "$line" | cut -d' ' -f1)" \
-      "M ev/s" ">= 5" "$(check "$(grep -o '[0-9.]* M events/s' <<< "$line" | cut -d' ' -f1)" '>=' 5)"
-  done <<< "$out"
-  local start end ms
-  start=$(date +%s%N)
-  "$BIN/storm" --engine sim --quiet --out "$WORK/sim1" > /dev/null
-  end=$(date +%s%N)
-  ms=$(( (end - start) / 1000000 ))
-  figure "sim, default storm (3 strategies), wall" "$ms" "ms" "< 1000" "$(check "$ms" '<=' 999)"
-  start=$(date +%s%N)
-  "$BIN/storm" --engine sim --quiet --strategies fixed --observe 50s \
-    --client-args "--clients 100000" --out "$WORK/sim2" > /dev/null
-  end=$(date +%s%N)
-  ms=$(( (end - start) / 1000000 ))
-  figure "sim, 100,000 clients for 100 s, wall" "$ms" "ms" "< 60000" "$(check "$ms" '<=' 59999)"
-}
-
 echo "machine: $(nproc) cores, $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo), $(uname -r)"
 echo "commit:  $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (modified)')"
-scenarios=("$@")
-[[ ${#scenarios[@]} -gt 0 ]] || scenarios=(ks sim cpu storm memory lateness rate wrk)
-for s in "${scenarios[@]}"; do
-  case "$s" in
-    cpu|storm|rate|memory|lateness|ks|wrk|sim) runtime default; "bench_$s" ;;
-    *) echo "unknown scenario: $s (cpu storm rate memory lateness ks wrk sim)" >&2; exit 2 ;;
-  esac
-done
+echo "peers:   oha $( (( HAVE_OHA )) && oha --version | awk '{ print $2 }' || echo none), hey $( (( HAVE_HEY )) && echo "$(dpkg-query -W -f '${Version}' hey 2>/dev/null || echo found)" || echo none)"
+RATIOS=()
+for s in "${scenarios[@]}"; do "bench_$s"; done
+if (( ${#RATIOS[@]} )); then
+  echo
+  echo "targets ($ROUNDS rounds, interleaved):"
+  printf '%s\n' "${RATIOS[@]}"
+fi

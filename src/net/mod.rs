@@ -1,8 +1,8 @@
 //! The networked engine: the real server and client over HTTP, with hyper
 //! and tokio, and what they need from the system (timers finer than
-//! tokio's, the open-file limit, signals, the runtime and its lanes), and the
-//! Prometheus metrics endpoint. Everything they
-//! compute comes from the model, policy and report layers below.
+//! tokio's, the open-file limit, signals, the runtime and its lanes), and
+//! the Prometheus metrics endpoint. Everything they compute comes from the
+//! model, policy and report layers below.
 
 pub mod client;
 pub mod lanes;

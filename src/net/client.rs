@@ -254,7 +254,8 @@ pub async fn run_with(
         .filter(|_| !stopped_early)
         .map(|index| (u64::from(index), config.start_of(index)))
         .collect();
-    let count = lanes::count(config.threads).min(population.len().max(1));
+    let demand = population.len() as f64 / config.think.mean().as_secs_f64();
+    let count = lanes::for_demand(config.threads, demand).min(population.len().max(1));
     let lanes = start_lanes(count, &population, &target, &config, &common).await?;
     let start = common.epoch;
     let mut users = JoinSet::new();

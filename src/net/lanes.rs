@@ -13,7 +13,9 @@ use std::future::Future;
 use std::io;
 use std::num::NonZeroUsize;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
+use tokio::runtime::Handle;
 use tokio::sync::watch;
 
 /// How many lanes `threads` asks for: that many, or one per core when it
@@ -21,8 +23,95 @@ use tokio::sync::watch;
 pub fn count(threads: Option<u32>) -> usize {
     match threads {
         Some(n) if n > 0 => n as usize,
-        _ => std::thread::available_parallelism().map_or(1, NonZeroUsize::get),
+        _ => cores(),
     }
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, NonZeroUsize::get)
+}
+
+/// The demand one lane of the client is given by default, in requests a
+/// second: a one-thread client kept its start lateness under a millisecond
+/// at 10,000 req/s and fell behind at 40,000 (results/bench.md).
+pub const LANE_DEMAND: f64 = 20_000.0;
+
+/// How many lanes a client whose users ask `demand` requests a second
+/// runs: `threads` if given, else one per [`LANE_DEMAND`], at least one and
+/// at most one per core. Fewer lanes mean fewer wake-ups per request, each
+/// the largest cost of a request here; more share a heavier load.
+pub fn for_demand(threads: Option<u32>, demand: f64) -> usize {
+    match threads {
+        Some(n) if n > 0 => n as usize,
+        _ => ((demand / LANE_DEMAND).ceil() as usize).clamp(1, cores()),
+    }
+}
+
+/// A lane busier than this share of the time gets no new connection while
+/// another is less busy ([`choose`]).
+pub const BUSY: f64 = 0.5;
+
+/// The lane new work goes to, given each lane's recent busy share: the
+/// first while it is busy less than [`BUSY`] of the time, so that a light
+/// load stays on one thread and wakes no other; else the least busy.
+pub fn choose(busy: &[f64]) -> usize {
+    match busy.first() {
+        Some(&first) if first < BUSY => 0,
+        _ => busy
+            .iter()
+            .enumerate()
+            .min_by(|a, b| a.1.total_cmp(b.1))
+            .map_or(0, |(lane, _)| lane),
+    }
+}
+
+/// How busy each lane has been lately: the share of the last
+/// [`Load::EVERY`] its runtime spent running tasks, by the runtime's own
+/// count.
+pub struct Load {
+    handles: Vec<Handle>,
+    busy: Vec<Duration>,
+    at: Instant,
+    shares: Vec<f64>,
+}
+
+impl Load {
+    /// How often the shares are taken again.
+    pub const EVERY: Duration = Duration::from_millis(100);
+
+    /// The load of the lanes whose runtimes are `handles` (the first
+    /// lane's first).
+    pub fn new(handles: Vec<Handle>) -> Load {
+        let busy = handles.iter().map(busy_time).collect();
+        let shares = vec![0.0; handles.len()];
+        Load {
+            handles,
+            busy,
+            at: Instant::now(),
+            shares,
+        }
+    }
+
+    /// Each lane's busy share over the last period, taken again when the
+    /// last is older than [`Load::EVERY`].
+    pub fn shares(&mut self) -> &[f64] {
+        let elapsed = self.at.elapsed();
+        if elapsed >= Self::EVERY {
+            self.at = Instant::now();
+            for (lane, handle) in self.handles.iter().enumerate() {
+                let busy = busy_time(handle);
+                let spent = busy.saturating_sub(self.busy[lane]);
+                self.shares[lane] = spent.as_secs_f64() / elapsed.as_secs_f64();
+                self.busy[lane] = busy;
+            }
+        }
+        &self.shares
+    }
+}
+
+/// The time a lane's runtime has spent running tasks so far.
+fn busy_time(handle: &Handle) -> Duration {
+    handle.metrics().worker_total_busy_duration(0)
 }
 
 /// The lanes after the first, each a thread running one future on its own
@@ -30,6 +119,7 @@ pub fn count(threads: Option<u32>) -> usize {
 pub struct Lanes {
     stop: watch::Sender<bool>,
     threads: Vec<JoinHandle<()>>,
+    handles: Vec<Handle>,
 }
 
 impl Lanes {
@@ -46,11 +136,13 @@ impl Lanes {
         let mut lanes = Lanes {
             stop,
             threads: Vec::new(),
+            handles: Vec::new(),
         };
         for lane in 1..count {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
+            lanes.handles.push(runtime.handle().clone());
             let work = work.clone();
             let mut stopped = stopped.clone();
             let thread = std::thread::Builder::new()
@@ -76,7 +168,13 @@ impl Lanes {
         Lanes {
             stop: watch::channel(false).0,
             threads: Vec::new(),
+            handles: Vec::new(),
         }
+    }
+
+    /// The runtimes of lanes `1..count`.
+    pub fn handles(&self) -> &[Handle] {
+        &self.handles
     }
 
     /// Stops every lane and waits for its thread: once this returns, no
@@ -105,6 +203,53 @@ mod tests {
         let cores = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
         assert_eq!(count(None), cores);
         assert_eq!(count(Some(0)), cores);
+    }
+
+    #[test]
+    fn a_client_has_a_lane_per_lane_demand_within_the_cores() {
+        let cores = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
+        assert_eq!(for_demand(None, 4_500.0), 1);
+        assert_eq!(for_demand(None, 0.0), 1);
+        assert_eq!(for_demand(None, 20_000.0), 1);
+        assert_eq!(for_demand(None, 20_001.0), 2.min(cores));
+        assert_eq!(for_demand(None, 1e9), cores);
+        assert_eq!(for_demand(Some(3), 10.0), 3, "asked for");
+    }
+
+    #[test]
+    fn work_stays_on_the_first_lane_until_it_is_busy_then_goes_to_the_least_busy() {
+        assert_eq!(choose(&[0.0, 0.0]), 0);
+        assert_eq!(choose(&[0.49, 0.0]), 0);
+        assert_eq!(choose(&[0.5, 0.1]), 1);
+        assert_eq!(choose(&[0.9, 0.7, 0.6]), 2);
+        assert_eq!(choose(&[0.6, 0.9]), 0, "the first is the least busy");
+        assert_eq!(choose(&[0.3]), 0);
+        assert_eq!(choose(&[]), 0);
+    }
+
+    #[test]
+    fn a_lane_that_ran_a_task_counts_the_time_as_busy() {
+        let lanes = Lanes::spawn(2, "busy", |_| std::future::pending::<()>()).unwrap();
+        let handle = lanes.handles()[0].clone();
+        let mut load = Load::new(vec![handle.clone()]);
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        handle.spawn(async move {
+            // Blocks inside the poll: busy time for the runtime.
+            std::thread::sleep(Duration::from_millis(Load::EVERY.as_millis() as u64 + 50));
+            done_tx.send(()).unwrap();
+        });
+        done_rx.recv().unwrap();
+        // The runtime counts a poll's time once it parks or yields again.
+        let mut share = 0.0;
+        for _ in 0..100 {
+            std::thread::sleep(Load::EVERY);
+            share += load.shares()[0];
+            if share > 0.0 {
+                break;
+            }
+        }
+        assert!(share > 0.0, "a lane that ran for 150 ms was never busy");
+        lanes.stop();
     }
 
     #[test]

@@ -266,8 +266,10 @@ pub async fn accept_loop(
 }
 
 /// Accepts connections until `shutdown`, as [`accept_loop`] does, and deals
-/// them in turn to `count` lanes ([`Lanes`]): the calling thread's runtime
-/// and `count - 1` threads of their own. `serve` is called on the runtime of
+/// them to `count` lanes ([`Lanes`]): the calling thread's runtime and
+/// `count - 1` threads of their own. Each goes to the first lane while
+/// that lane is not busy, else to the least busy ([`lanes::choose`]), so a
+/// light load wakes one thread only. `serve` is called on the runtime of
 /// the connection's lane, and should spawn its work there.
 ///
 /// One listener keeps one accept queue, so the backlog means what it says
@@ -286,7 +288,7 @@ pub async fn accept_into_lanes<S>(
 where
     S: Fn(TcpStream) + Send + Clone + 'static,
 {
-    let mut count = count.max(1);
+    let count = count.max(1);
     let mut senders = Vec::with_capacity(count - 1);
     let mut receivers = Vec::with_capacity(count - 1);
     for _ in 1..count {
@@ -311,13 +313,13 @@ where
     });
     let lanes = spawned.unwrap_or_else(|e| {
         eprintln!("warning: cannot start the threads of the lanes ({e}): serving on one");
-        count = 1;
         Lanes::none()
     });
-    let mut next = 0;
+    let mut handles = vec![tokio::runtime::Handle::current()];
+    handles.extend_from_slice(lanes.handles());
+    let mut load = lanes::Load::new(handles);
     accept_loop(listener, errors, shutdown, |stream| {
-        let lane = next;
-        next = (next + 1) % count;
+        let lane = lanes::choose(load.shares());
         if lane == 0 {
             serve(stream);
         } else if let Ok(stream) = stream.into_std() {
@@ -544,6 +546,43 @@ pub fn describe(config: &ServerConfig, addr: SocketAddr) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A connection goes to the first lane while it is idle, and to
+    /// another once the first has been busy.
+    #[tokio::test(flavor = "current_thread")]
+    async fn connections_go_to_another_lane_once_the_first_is_busy() {
+        let listener = listen("127.0.0.1:0".parse().unwrap(), 64).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (served_tx, mut served) = mpsc::unbounded_channel();
+        let serve = move |_stream: TcpStream| {
+            let lane = std::thread::current().name().map(str::to_string);
+            served_tx.send(lane).unwrap();
+        };
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let errors = AtomicU64::new(0);
+        let accepting = tokio::spawn(async move {
+            let stop = async move {
+                let _ = stop_rx.await;
+            };
+            accept_into_lanes(listener, &errors, stop, 2, serve).await
+        });
+        let first = std::net::TcpStream::connect(addr).unwrap();
+        let on_first = served.recv().await.unwrap();
+        // The first lane (this test's thread) busy for three periods of
+        // the load's sampling.
+        tokio::task::spawn(async {
+            std::thread::sleep(lanes::Load::EVERY * 3);
+        })
+        .await
+        .unwrap();
+        let second = std::net::TcpStream::connect(addr).unwrap();
+        let on_second = served.recv().await.unwrap();
+        stop_tx.send(()).unwrap();
+        accepting.await.unwrap().stop();
+        drop((first, second));
+        assert_eq!(on_first, std::thread::current().name().map(str::to_string));
+        assert_eq!(on_second.as_deref(), Some("server-1"));
+    }
 
     #[test]
     fn only_non_loopback_addresses_get_a_warning() {

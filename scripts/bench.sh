@@ -12,7 +12,8 @@
 #             `server --limit 1000000`, interleaved with oha (-c 500 -q 4500)
 #             and hey (-c 500 -q 9) against the same server, and with the
 #             same client against examples/sleep_floor (a plain 100 ms
-#             sleep on the same runtime); 20 s measured each, N rounds
+#             sleep on the same lanes) and against the server on 1 ms
+#             timer steps; 20 s measured each, N rounds
 #   storm     the fixed-retry storm against the server and against
 #             examples/storm_floor, interleaved, N rounds
 #   rate      the highest sustained rate: 56,000 users, 1 s mean think
@@ -153,11 +154,13 @@ HAVE_HEY=0; command -v hey > /dev/null && HAVE_HEY=1
 # appends "LOADER TARGET loader_ticks server_ticks requests" to peers.txt.
 peer_run() {
   local loader=$1 target=$2 name=$1-$2-$3 requests
-  if [[ $target == server ]]; then
-    start_server "$name" --limit 1000000
-  else
-    start_program "$SLEEP_FLOOR" "$name"
-  fi
+  case $target in
+    server) start_server "$name" --limit 1000000 ;;
+    # The server with its completions on tokio's 1 ms steps, as the
+    # floor's sleep is, instead of its default 500 us.
+    server-1ms) start_server "$name" --limit 1000000 --timer-resolution 1ms ;;
+    floor) start_program "$SLEEP_FLOOR" "$name" ;;
+  esac
   case $loader in
     client) start_client "$name" --clients 5000 --lambda 1 --duration 28s --ramp-up 2s ;;
     oha) oha --no-tui -c 500 -q 4500 -z 28s "$URL" > "$WORK/$name.client.log" 2>&1 & LOADER=$!; PIDS+=("$LOADER") ;;
@@ -187,7 +190,7 @@ bench_peers() {
   local round loader runs=(client:server)
   (( HAVE_OHA )) && runs+=(oha:server) || figure "oha" "skipped" "" "-" "(cargo install oha)"
   (( HAVE_HEY )) && runs+=(hey:server) || figure "hey" "skipped" "" "-" "(apt-get install hey)"
-  runs+=(client:floor)
+  runs+=(client:floor client:server-1ms)
   for round in $(seq "$ROUNDS"); do
     for loader in "${runs[@]}"; do peer_run "${loader%:*}" "${loader#*:}" "$round"; done
   done
@@ -210,6 +213,10 @@ bench_peers() {
     RATIOS+=("$(figure "   client / hey, CPU per request" "$(ratio "$ours" "$(peer_cost hey server 3)")" "x" "-" "-")")
   fi
   RATIOS+=("$(figure "2a. server / sleep_floor, CPU per request" "$(ratio "$server" "$floor")" "x" "<= 1.1" "$(check "$(ratio "$server" "$floor")" '<=' 1.1)")")
+  local coarse
+  coarse=$(peer_cost client server-1ms 4)
+  figure "server CPU per request, 1 ms timer steps" "$coarse" "us" "-" "-"
+  RATIOS+=("$(figure "    the same, server on 1 ms steps as the floor" "$(ratio "$coarse" "$floor")" "x" "-" "-")")
 }
 
 # ---- storm: the server's CPU in the fixed-retry storm against storm_floor
@@ -273,6 +280,10 @@ bench_rate() {
 
 bench_sim() {
   local args=()
+  if [[ ! -x scripts/bench-sim.sh ]]; then
+    figure "sim" "skipped" "" "-" "(no scripts/bench-sim.sh)"
+    return
+  fi
   [[ -n ${BENCH_BASE:-} ]] && args=(--base-rev "$BENCH_BASE")
   scripts/bench-sim.sh "${args[@]}" | tee "$WORK/sim.txt"
   while IFS= read -r line; do RATIOS+=("5. ${line}"); done < <(grep -E 'PASS|FAIL' "$WORK/sim.txt" || true)

@@ -15,7 +15,6 @@
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::process::ExitCode;
-use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -28,8 +27,8 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use retry_storm::cli::RuntimeArgs;
 use retry_storm::model::server::ServerConfig;
 use retry_storm::net::runtime::block_on;
-use retry_storm::net::{lanes, rlimit, server, signals};
-use retry_storm::report::output::say;
+use retry_storm::net::{floor, server};
+use tokio::net::TcpStream;
 
 // The server's allocator, so that the floor pays what the server pays.
 #[global_allocator]
@@ -51,51 +50,33 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    block_on(serve(args.listen, args.delay, args.runtime.threads))
+    let what = format!(
+        "sleeps {} then answers",
+        humantime::format_duration(args.delay)
+    );
+    let delay = args.delay;
+    block_on(floor::serve(
+        args.listen,
+        args.runtime.threads,
+        "sleep_floor",
+        &what,
+        move |stream| serve(stream, delay),
+    ))
 }
 
-async fn serve(addr: SocketAddr, delay: Duration, threads: Option<u32>) -> ExitCode {
-    let backlog = server::default_backlog();
-    if let Some(warning) = rlimit::ensure_nofile(server::descriptors_needed(backlog), "sleep_floor")
-    {
-        eprintln!("{warning}");
-    }
-    let listener = match server::listen(addr, backlog) {
-        Ok(listener) => listener,
-        Err(source) => {
-            eprintln!("error: {}", server::BindError::Listen { addr, source });
-            return ExitCode::from(2);
-        }
-    };
-    let shutdown = signals::requested();
-    match listener.local_addr() {
-        Ok(bound) => say(format_args!(
-            "listening on http://{bound}{}: sleeps {} then answers, backlog {backlog}",
-            server::API_PATH,
-            humantime::format_duration(delay)
-        )),
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
-        }
-    }
-    let errors = AtomicU64::new(0);
+/// Serves each connection with hyper as the server does, answering
+/// through [`answer`].
+fn serve(stream: TcpStream, delay: Duration) {
     // The server's default, so idle connections are treated alike.
     let header_read_timeout = ServerConfig::default().header_read_timeout;
-    let serve = move |stream| {
-        tokio::spawn(async move {
-            let service = service_fn(move |req| answer(req, delay));
-            let _ = http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(header_read_timeout)
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-        });
-    };
-    let lanes =
-        server::accept_into_lanes(listener, &errors, shutdown, lanes::count(threads), serve).await;
-    lanes.stop();
-    ExitCode::SUCCESS
+    tokio::spawn(async move {
+        let service = service_fn(move |req| answer(req, delay));
+        let _ = http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(header_read_timeout)
+            .serve_connection(TokioIo::new(stream), service)
+            .await;
+    });
 }
 
 /// 200 "OK" for a GET of the API path after `delay`; 404 otherwise.

@@ -14,13 +14,11 @@
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use clap::Parser;
 use retry_storm::cli::RuntimeArgs;
+use retry_storm::net::floor;
 use retry_storm::net::runtime::block_on;
-use retry_storm::net::{lanes, rlimit, server, signals};
-use retry_storm::report::output::say;
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
@@ -41,51 +39,15 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    block_on(serve(args.listen, args.runtime.threads))
-}
-
-async fn serve(addr: SocketAddr, threads: Option<u32>) -> ExitCode {
-    let backlog = server::default_backlog();
-    if let Some(warning) = rlimit::ensure_nofile(server::descriptors_needed(backlog), "storm_floor")
-    {
-        eprintln!("{warning}");
-    }
-    let listener = match server::listen(addr, backlog) {
-        Ok(listener) => listener,
-        Err(source) => {
-            eprintln!("error: {}", server::BindError::Listen { addr, source });
-            return ExitCode::from(2);
-        }
-    };
-    let shutdown = signals::requested();
-    match listener.local_addr() {
-        Ok(bound) => say(format_args!(
-            "listening on http://{bound}{}: never answers, backlog {backlog}",
-            server::API_PATH
-        )),
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
-        }
-    }
-    let errors = AtomicU64::new(0);
-    let lanes = server::accept_into_lanes(
-        listener,
-        &errors,
-        shutdown,
-        lanes::count(threads),
+    block_on(floor::serve(
+        args.listen,
+        args.runtime.threads,
+        "storm_floor",
+        "never answers",
         |stream| {
             tokio::spawn(drain(stream));
         },
-    )
-    .await;
-    lanes.stop();
-    // Failed accepts (out of descriptors, say) would make the figure wrong.
-    let errors = errors.load(Ordering::Relaxed);
-    if errors > 0 {
-        eprintln!("warning: {errors} accepts failed");
-    }
-    ExitCode::SUCCESS
+    ))
 }
 
 /// Reads `stream` until its peer closes it (or resets it), then closes it.

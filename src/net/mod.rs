@@ -5,6 +5,7 @@
 //! model, policy and report layers below.
 
 pub mod client;
+pub mod floor;
 pub mod lanes;
 pub mod metrics;
 mod model_actor;

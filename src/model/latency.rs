@@ -130,6 +130,14 @@ pub struct DelayTable {
 /// (a megabyte of table at most).
 const TABLE_LIMIT: u64 = 1 << 16;
 
+thread_local! {
+    /// The table of the last scheduler dropped on this thread: the runs
+    /// of a sweep or a storm share one server curve, and filling a table
+    /// to a storm's tens of thousands of requests in flight cost each run
+    /// as many `powf`s.
+    static SPARE: std::cell::RefCell<Option<DelayTable>> = const { std::cell::RefCell::new(None) };
+}
+
 impl DelayTable {
     /// An empty table for `curve`.
     pub fn new(curve: Curve) -> Self {
@@ -137,6 +145,28 @@ impl DelayTable {
             curve,
             known: Vec::new(),
         }
+    }
+
+    /// A table for `curve`: the one [`DelayTable::keep`] kept last on
+    /// this thread if it is for the same curve, else an empty one.
+    pub fn reuse(curve: Curve) -> Self {
+        SPARE
+            .with(|spare| spare.borrow_mut().take())
+            .filter(|t| t.curve == curve)
+            .unwrap_or_else(|| DelayTable::new(curve))
+    }
+
+    /// Moves the table out, leaving this one empty.
+    pub fn take(&mut self) -> DelayTable {
+        DelayTable {
+            curve: self.curve,
+            known: std::mem::take(&mut self.known),
+        }
+    }
+
+    /// Keeps this table for the next [`DelayTable::reuse`] on this thread.
+    pub fn keep(self) {
+        SPARE.with(|spare| *spare.borrow_mut() = Some(self));
     }
 
     /// `curve.delay(concurrency)`.
@@ -276,5 +306,24 @@ mod tests {
                 assert_eq!(table.delay(c), curve.delay(c), "{curve:?} at {c}");
             }
         }
+    }
+
+    #[test]
+    fn a_kept_table_serves_only_its_own_curve() {
+        let one = Curve::Exponential(LatencyModel::default());
+        let two = Curve::Exponential(LatencyModel {
+            factor: 1.5,
+            ..LatencyModel::default()
+        });
+        let mut table = DelayTable::reuse(one);
+        table.delay(500);
+        table.keep();
+        let mut again = DelayTable::reuse(one);
+        assert_eq!(again.known.len(), 501, "kept");
+        assert_eq!(again.delay(400), one.delay(400));
+        again.keep();
+        let mut other = DelayTable::reuse(two);
+        assert!(other.known.is_empty(), "another curve starts afresh");
+        assert_eq!(other.delay(400), two.delay(400));
     }
 }

@@ -43,7 +43,7 @@ impl<T> CompletionScheduler<T> {
     /// An empty scheduler using `model` for every delay.
     pub fn new(model: Curve) -> Self {
         CompletionScheduler {
-            model: DelayTable::new(model),
+            model: DelayTable::reuse(model),
             queue: VecDeque::new(),
             live: 0,
             delay: model.delay(0),
@@ -161,6 +161,13 @@ impl<T> CompletionScheduler<T> {
         while self.queue.front().is_some_and(|e| e.payload.is_none()) {
             self.queue.pop_front();
         }
+    }
+}
+
+impl<T> Drop for CompletionScheduler<T> {
+    /// Leaves the delay table to the next scheduler of the same curve.
+    fn drop(&mut self) {
+        self.model.take().keep();
     }
 }
 

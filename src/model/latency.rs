@@ -115,6 +115,74 @@ impl Curve {
     }
 }
 
+/// A curve with its delays remembered: a server's concurrency moves one
+/// request at a time and the delay is read at every step, so each
+/// concurrency's delay is computed once (`powf` was a twentieth of a
+/// storm's time). The same values as [`Curve::delay`], bit for bit.
+#[derive(Debug, Clone)]
+pub struct DelayTable {
+    curve: Curve,
+    /// `curve.delay(c)` for every `c` below the length.
+    known: Vec<Duration>,
+}
+
+/// Concurrencies beyond this are computed each time instead of kept
+/// (a megabyte of table at most).
+const TABLE_LIMIT: u64 = 1 << 16;
+
+thread_local! {
+    /// The table of the last scheduler dropped on this thread: the runs
+    /// of a sweep or a storm share one server curve, and filling a table
+    /// to a storm's tens of thousands of requests in flight cost each run
+    /// as many `powf`s.
+    static SPARE: std::cell::RefCell<Option<DelayTable>> = const { std::cell::RefCell::new(None) };
+}
+
+impl DelayTable {
+    /// An empty table for `curve`.
+    pub fn new(curve: Curve) -> Self {
+        DelayTable {
+            curve,
+            known: Vec::new(),
+        }
+    }
+
+    /// A table for `curve`: the one [`DelayTable::keep`] kept last on
+    /// this thread if it is for the same curve, else an empty one.
+    pub fn reuse(curve: Curve) -> Self {
+        SPARE
+            .with(|spare| spare.borrow_mut().take())
+            .filter(|t| t.curve == curve)
+            .unwrap_or_else(|| DelayTable::new(curve))
+    }
+
+    /// Moves the table out, leaving this one empty.
+    pub fn take(&mut self) -> DelayTable {
+        DelayTable {
+            curve: self.curve,
+            known: std::mem::take(&mut self.known),
+        }
+    }
+
+    /// Keeps this table for the next [`DelayTable::reuse`] on this thread.
+    pub fn keep(self) {
+        SPARE.with(|spare| *spare.borrow_mut() = Some(self));
+    }
+
+    /// `curve.delay(concurrency)`.
+    pub fn delay(&mut self, concurrency: u64) -> Duration {
+        if concurrency >= TABLE_LIMIT {
+            return self.curve.delay(concurrency);
+        }
+        let c = concurrency as usize;
+        while self.known.len() <= c {
+            let next = self.curve.delay(self.known.len() as u64);
+            self.known.push(next);
+        }
+        self.known[c]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -203,5 +271,59 @@ mod tests {
         assert_eq!(curve.delay(u64::MAX), Duration::from_secs(2), "no overflow");
         let exp = Curve::Exponential(LatencyModel::default());
         assert_eq!(exp.delay(45), LatencyModel::default().delay(45));
+    }
+
+    #[test]
+    fn a_table_gives_the_curves_own_delays_in_any_order() {
+        let curves = [
+            Curve::Exponential(LatencyModel::default()),
+            Curve::Exponential(LatencyModel {
+                factor: 0.9,
+                ..LatencyModel::default()
+            }),
+            Curve::Linear {
+                base: Duration::from_millis(100),
+                slope: Duration::from_nanos(333_333),
+                max_delay: Duration::from_secs(2),
+            },
+        ];
+        for curve in curves {
+            let mut table = DelayTable::new(curve);
+            for c in [
+                40,
+                3,
+                0,
+                7_000,
+                6_999,
+                41,
+                TABLE_LIMIT - 1,
+                TABLE_LIMIT,
+                1 << 40,
+            ] {
+                assert_eq!(table.delay(c), curve.delay(c), "{curve:?} at {c}");
+            }
+            for c in (0..2_000).rev() {
+                assert_eq!(table.delay(c), curve.delay(c), "{curve:?} at {c}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_kept_table_serves_only_its_own_curve() {
+        let one = Curve::Exponential(LatencyModel::default());
+        let two = Curve::Exponential(LatencyModel {
+            factor: 1.5,
+            ..LatencyModel::default()
+        });
+        let mut table = DelayTable::reuse(one);
+        table.delay(500);
+        table.keep();
+        let mut again = DelayTable::reuse(one);
+        assert_eq!(again.known.len(), 501, "kept");
+        assert_eq!(again.delay(400), one.delay(400));
+        again.keep();
+        let mut other = DelayTable::reuse(two);
+        assert!(other.known.is_empty(), "another curve starts afresh");
+        assert_eq!(other.delay(400), two.delay(400));
     }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
-use super::histogram::{add_recorded, latency_histogram, record_latency, record_lateness};
+use super::histogram::{latency_histogram, latency_us, lateness_us, record_all};
 use super::metrics::ClientMetrics;
 use crate::model::outcome::{AttemptRecord, Outcome, RequestRecord};
 use crate::model::service::{Exit, Fate, Refusal};
@@ -119,27 +119,48 @@ impl Default for ClientCounts {
 }
 
 impl ClientCounts {
-    /// Adds another interval's counts to these.
-    pub fn merge(&mut self, other: &ClientCounts) {
-        self.tally.add(&other.tally);
-        add_recorded(&mut self.attempt_latency, &other.attempt_latency);
-        add_recorded(&mut self.request_latency, &other.request_latency);
-        add_recorded(&mut self.lateness, &other.lateness);
+    /// Adds an interval's counts and latencies to these: each latency
+    /// lands in the bucket it would have had recorded here.
+    pub fn add(&mut self, interval: &Interval) {
+        self.tally.add(&interval.tally);
+        record_all(&mut self.attempt_latency, &interval.attempt_latency);
+        record_all(&mut self.request_latency, &interval.request_latency);
+        record_all(&mut self.lateness, &interval.lateness);
     }
+}
 
-    /// Empties the counts, keeping the histograms' memory.
+/// What the client saw during one interval, as it was recorded: the
+/// counts, and each latency in microseconds, clamped as a latency
+/// histogram records it. A histogram of the 1 us-1 h range has some
+/// 20,000 buckets to clear and scan per interval, which cost short
+/// virtual-time runs more than their events; an interval's samples are
+/// cheap to keep, and give the same histograms and percentiles.
+#[derive(Debug, Clone, Default)]
+pub struct Interval {
+    /// The counts.
+    pub tally: Tally,
+    /// Latency of successful attempts, from their intended start.
+    pub attempt_latency: Vec<u64>,
+    /// Latency of logical requests that succeeded.
+    pub request_latency: Vec<u64>,
+    /// How late every attempt started against its intended instant.
+    pub lateness: Vec<u64>,
+}
+
+impl Interval {
+    /// Empties the interval, keeping its memory.
     fn clear(&mut self) {
         self.tally = Tally::default();
-        self.attempt_latency.reset();
-        self.request_latency.reset();
-        self.lateness.reset();
+        self.attempt_latency.clear();
+        self.request_latency.clear();
+        self.lateness.clear();
     }
 }
 
 /// Collects attempt outcomes from every simulated client of a process.
 #[derive(Debug, Default)]
 pub struct ClientRecorder {
-    current: Mutex<ClientCounts>,
+    current: Mutex<Interval>,
     in_flight: AtomicU64,
     /// Prometheus metrics fed as events come, if a program serves them.
     metrics: Option<Arc<ClientMetrics>>,
@@ -193,9 +214,9 @@ impl ClientRecorder {
             t.rejected += 1;
         }
         if record.outcome == Outcome::Ok {
-            record_latency(&mut c.attempt_latency, record.latency);
+            c.attempt_latency.push(latency_us(record.latency));
         }
-        record_lateness(&mut c.lateness, record.lateness);
+        c.lateness.push(lateness_us(record.lateness));
     }
 
     /// Records how a logical request ended.
@@ -205,7 +226,7 @@ impl ClientRecorder {
         }
         let mut c = self.current.lock().expect("recorder lock poisoned");
         match record.latency {
-            Some(d) => record_latency(&mut c.request_latency, d),
+            Some(d) => c.request_latency.push(latency_us(d)),
             None => c.tally.gave_up += 1,
         }
         if record.throttled {
@@ -234,7 +255,7 @@ impl ClientRecorder {
 
     /// Moves the counts gathered since the last call into `into` (which is
     /// cleared first), so the caller can report an interval.
-    pub fn take_interval(&self, into: &mut ClientCounts) {
+    pub fn take_interval(&self, into: &mut Interval) {
         into.clear();
         let mut c = self.current.lock().expect("recorder lock poisoned");
         std::mem::swap(&mut *c, into);
@@ -354,10 +375,18 @@ mod tests {
             r.attempt_finished(attempt(Outcome::Timeout, true, 2000));
         }
         r.attempt_started();
-        let mut c = ClientCounts::default();
+        let mut c = Interval::default();
         r.take_interval(&mut c);
+        let mut totals = ClientCounts::default();
+        totals.add(&c);
         // A 5 s interval that really lasted 6 s.
-        let row = ClientRow::new(&c, Duration::from_secs(6), r.in_flight(), 0, Duration::ZERO);
+        let row = ClientRow::new(
+            &totals,
+            Duration::from_secs(6),
+            r.in_flight(),
+            0,
+            Duration::ZERO,
+        );
         assert_eq!(row.ok_per_s, 50.0);
         assert_eq!(row.timeouts_per_s, 5.0);
         assert_eq!(row.retries_per_s, 5.0);
@@ -391,7 +420,7 @@ mod tests {
             rejected_locally: true,
             ..attempt(Outcome::Error, true, 0)
         });
-        let mut c = ClientCounts::default();
+        let mut c = Interval::default();
         r.take_interval(&mut c);
         assert_eq!(c.tally.attempts_per_request, [2, 1, 1, 0, 1, 2, 2]);
         assert_eq!(c.tally.gave_up, 1);
@@ -400,7 +429,14 @@ mod tests {
         assert_eq!(c.tally.rejected, 1);
         assert_eq!(c.tally.sent(), 0);
         assert_eq!(c.request_latency.len(), 8);
-        let row = ClientRow::new(&c, Duration::from_secs(1), 0, 0, Duration::ZERO);
+        let row = ClientRow::of_interval(
+            &mut c,
+            &latency_histogram(),
+            Duration::from_secs(1),
+            0,
+            0,
+            Duration::ZERO,
+        );
         assert!(
             row.to_string()
                 .contains("gave up: 1.00 req/sec, throttled: 2.00 req/sec")
@@ -413,7 +449,7 @@ mod tests {
         r.attempt_started();
         r.attempt_started();
         r.attempt_finished(attempt(Outcome::Error, false, 1));
-        let mut c = ClientCounts::default();
+        let mut c = Interval::default();
         r.take_interval(&mut c);
         assert_eq!(c.tally.errors, 1);
         r.take_interval(&mut c);

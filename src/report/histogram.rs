@@ -26,16 +26,29 @@ pub fn add_recorded(into: &mut Histogram<u64>, from: &Histogram<u64>) {
     }
 }
 
-/// Records a lateness: like a latency, but on time (zero) counts too.
-pub(crate) fn record_lateness(h: &mut Histogram<u64>, d: Duration) {
+/// A lateness in microseconds as a histogram records it: like a latency,
+/// but on time (zero) counts too.
+pub(crate) fn lateness_us(d: Duration) -> u64 {
     let us = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
-    h.saturating_record(us.min(MAX_LATENCY_US));
+    us.min(MAX_LATENCY_US)
+}
+
+/// A latency in microseconds as a histogram records it, saturating at its
+/// range.
+pub(crate) fn latency_us(d: Duration) -> u64 {
+    let us = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+    us.clamp(1, MAX_LATENCY_US)
+}
+
+/// Records latencies already in microseconds (as [`latency_us`] and
+/// [`lateness_us`] give them) into `h`.
+pub(crate) fn record_all(h: &mut Histogram<u64>, values: &[u64]) {
+    values.iter().for_each(|&us| h.saturating_record(us));
 }
 
 /// Records `d` into a microsecond histogram, saturating at its range.
 pub fn record_latency(h: &mut Histogram<u64>, d: Duration) {
-    let us = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
-    h.saturating_record(us.clamp(1, MAX_LATENCY_US));
+    h.saturating_record(latency_us(d));
 }
 
 /// Latency percentiles in milliseconds, `None` when nothing was recorded.
@@ -64,6 +77,34 @@ impl Percentiles {
     }
 }
 
+impl Percentiles {
+    /// The percentiles [`Percentiles::of`] reads from a histogram like
+    /// `like` (same bounds and precision) holding exactly `values`, read
+    /// from the values themselves: the value at a quantile is the highest
+    /// equivalent of the sample of that rank, as the histogram's scan of
+    /// its buckets finds it. Sorts `values`. An interval holds a few
+    /// thousand samples at most, where a histogram has some 20,000
+    /// buckets to clear, merge and scan.
+    pub fn of_values(values: &mut [u64], like: &Histogram<u64>) -> Self {
+        if values.is_empty() {
+            return Percentiles::default();
+        }
+        values.sort_unstable();
+        let total = values.len() as u64;
+        let at = |quantile: f64| {
+            // As `Histogram::value_at_quantile` counts: at least the first.
+            let rank = ((quantile * total as f64).ceil() as u64).clamp(1, total);
+            like.highest_equivalent(values[rank as usize - 1])
+        };
+        let ms = |us: u64| Some(us as f64 / 1000.0);
+        Percentiles {
+            p50_ms: ms(at(0.5)),
+            p99_ms: ms(at(0.99)),
+            max_ms: ms(like.highest_equivalent(values[values.len() - 1])),
+        }
+    }
+}
+
 impl fmt::Display for Percentiles {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let show = |v: Option<f64>| v.map_or("-".to_string(), |ms| format!("{ms:.1}ms"));
@@ -80,6 +121,30 @@ impl fmt::Display for Percentiles {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn percentiles_of_values_are_those_of_their_histogram() {
+        use rand::{RngExt, SeedableRng, rngs::Xoshiro256PlusPlus};
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
+        for n in [0, 1, 2, 3, 99, 100, 101, 1000, 4321] {
+            let mut h = latency_histogram();
+            let mut values: Vec<u64> = (0..n)
+                .map(|i| match i % 3 {
+                    0 => rng.random_range(1..3_000),
+                    1 => rng.random_range(90_000..2_100_000),
+                    _ => latency_us(Duration::from_micros(rng.random_range(0..u64::MAX / 2))),
+                })
+                .collect();
+            for &v in &values {
+                h.saturating_record(v);
+            }
+            assert_eq!(
+                Percentiles::of_values(&mut values, &latency_histogram()),
+                Percentiles::of(&h),
+                "{n} values"
+            );
+        }
+    }
 
     #[test]
     fn huge_latencies_saturate() {

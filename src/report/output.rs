@@ -245,7 +245,7 @@ mod tests {
         // A hedging client's rows carry the cancelled hedges, last.
         let mut counts = ClientCounts::default();
         counts.tally.cancelled = 3;
-        let row = row.with_cancelled(&counts, Duration::from_secs(2));
+        let row = row.with_cancelled(&counts.tally, Duration::from_secs(2));
         assert_eq!(row.cancelled_per_s, Some(1.5));
         let hedging = ClientConfig {
             url: String::new(),

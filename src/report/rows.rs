@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::counts::{ClientCounts, Held, ServerCounts};
+use super::counts::{ClientCounts, Held, Interval, ServerCounts, Tally};
 use super::histogram::Percentiles;
 use crate::model::service::Gauges;
 use hdrhistogram::Histogram;
@@ -67,9 +67,48 @@ impl ClientRow {
         unix_ms: u64,
         elapsed: Duration,
     ) -> Self {
-        let secs = interval.as_secs_f64();
         let latency = Percentiles::of(&counts.attempt_latency);
-        let t = &counts.tally;
+        Self::of_tally(
+            &counts.tally,
+            latency,
+            interval,
+            in_flight,
+            unix_ms,
+            elapsed,
+        )
+    }
+
+    /// The row of an interval as recorded, the same as [`ClientRow::new`]
+    /// gives for its counts in histograms like `like` (sorts the
+    /// interval's attempt latencies).
+    pub fn of_interval(
+        counts: &mut Interval,
+        like: &Histogram<u64>,
+        interval: Duration,
+        in_flight: u64,
+        unix_ms: u64,
+        elapsed: Duration,
+    ) -> Self {
+        let latency = Percentiles::of_values(&mut counts.attempt_latency, like);
+        Self::of_tally(
+            &counts.tally,
+            latency,
+            interval,
+            in_flight,
+            unix_ms,
+            elapsed,
+        )
+    }
+
+    fn of_tally(
+        t: &Tally,
+        latency: Percentiles,
+        interval: Duration,
+        in_flight: u64,
+        unix_ms: u64,
+        elapsed: Duration,
+    ) -> Self {
+        let secs = interval.as_secs_f64();
         ClientRow {
             unix_ms,
             elapsed_s: round3(elapsed.as_secs_f64()),
@@ -91,12 +130,9 @@ impl ClientRow {
     }
 
     /// The row with its hedging column: the interval's cancelled hedges.
-    pub fn with_cancelled(self, counts: &ClientCounts, interval: Duration) -> Self {
+    pub fn with_cancelled(self, tally: &Tally, interval: Duration) -> Self {
         ClientRow {
-            cancelled_per_s: Some(round2(per_sec(
-                counts.tally.cancelled,
-                interval.as_secs_f64(),
-            ))),
+            cancelled_per_s: Some(round2(per_sec(tally.cancelled, interval.as_secs_f64()))),
             ..self
         }
     }

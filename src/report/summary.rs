@@ -6,8 +6,10 @@
 use std::fmt;
 use std::time::Duration;
 
-use super::counts::{ATTEMPT_BUCKETS, ClientCounts, ClientRecorder};
-use super::histogram::Percentiles;
+use hdrhistogram::Histogram;
+
+use super::counts::{ATTEMPT_BUCKETS, ClientCounts, ClientRecorder, Interval};
+use super::histogram::{Percentiles, latency_histogram, record_all};
 use super::hlog::HlogWriter;
 use super::output::{CsvError, CsvSink, client_csv, say, write_row};
 use super::rows::ClientRow;
@@ -162,7 +164,9 @@ pub(crate) struct Reporter {
     quiet: bool,
     /// Intervals shorter than this only add to the totals.
     sliver: Duration,
-    interval: ClientCounts,
+    interval: Interval,
+    /// The interval's histograms for the log, kept to reuse their memory.
+    hlog_histograms: Option<[Histogram<u64>; 2]>,
     /// Counts over the whole run.
     pub totals: ClientCounts,
     /// Every row reported, in order.
@@ -190,7 +194,8 @@ impl Reporter {
             status,
             quiet: config.quiet,
             sliver: config.report_interval / 20,
-            interval: ClientCounts::default(),
+            interval: Interval::default(),
+            hlog_histograms: None,
             totals: ClientCounts::default(),
             rows: Vec::new(),
         })
@@ -207,15 +212,20 @@ impl Reporter {
         elapsed: Duration,
     ) {
         recorder.take_interval(&mut self.interval);
-        self.totals.merge(&self.interval);
+        self.totals.add(&self.interval);
         if let Some(log) = &mut self.hlog {
             let start = Duration::from_millis(unix_ms).saturating_sub(elapsed);
+            let [attempts, requests] = self
+                .hlog_histograms
+                .get_or_insert_with(|| [latency_histogram(), latency_histogram()]);
+            refill(attempts, &self.interval.attempt_latency);
+            refill(requests, &self.interval.request_latency);
             let written = log.interval(
                 start,
                 elapsed.saturating_sub(measured),
                 measured,
-                &self.interval.attempt_latency,
-                &self.interval.request_latency,
+                attempts,
+                requests,
             );
             if let Err(e) = written {
                 eprintln!("--hlog {}: {e}; the log stops here", log.path().display());
@@ -225,15 +235,16 @@ impl Reporter {
         if measured < self.sliver {
             return;
         }
-        let mut row = ClientRow::new(
-            &self.interval,
+        let mut row = ClientRow::of_interval(
+            &mut self.interval,
+            &self.totals.attempt_latency,
             measured,
             recorder.in_flight(),
             unix_ms,
             elapsed,
         );
         if self.hedging {
-            row = row.with_cancelled(&self.interval, measured);
+            row = row.with_cancelled(&self.interval.tally, measured);
         }
         if !self.quiet {
             say(&row);
@@ -242,4 +253,12 @@ impl Reporter {
         StatusSink::send_to(&mut self.status, &Status::ClientRow(row.clone()));
         self.rows.push(row);
     }
+}
+
+/// Makes `h` hold exactly `values`: cleared first, unless already empty.
+fn refill(h: &mut Histogram<u64>, values: &[u64]) {
+    if !h.is_empty() {
+        h.reset();
+    }
+    record_all(h, values);
 }

@@ -47,10 +47,12 @@ use crate::report::summary::{ClientSummary, Reporter, ServerSummary};
 
 mod event;
 mod host;
+mod live;
 mod queue;
 
 use event::{AttemptId, Event, GENERATION_MASK};
 use host::{Delivery, Host, virtual_unix_ms};
+use live::Live;
 use queue::{EventQueue, Key};
 
 /// The least time an attempt answered at once takes before its user can
@@ -180,10 +182,19 @@ impl Slot {
     }
 }
 
+/// Whether attempt `id` is still in flight: from `live` if it knows,
+/// else from the user's slot.
+fn in_flight(live: &Live, slots: &[Slot], id: AttemptId) -> bool {
+    live.of(id)
+        .unwrap_or_else(|| slots[id.user as usize].is_live(id))
+}
+
 /// The engine's state: users, the server and the connection pool.
 struct Engine {
     rules: Rules,
     slots: Vec<Slot>,
+    /// Each user's attempt in flight, in sync with `slots`.
+    live: Live,
     host: Host<AttemptId>,
     throttle: Option<Throttle>,
     recorder: ClientRecorder,
@@ -219,6 +230,9 @@ impl Engine {
     }
 
     fn current(&self, id: AttemptId) -> Option<State> {
+        if self.live.of(id) == Some(false) {
+            return None;
+        }
         let slot = &self.slots[id.user as usize];
         slot.position(id).map(|at| slot.flights[at].state)
     }
@@ -257,6 +271,8 @@ impl Engine {
                     state: State::Waiting,
                     sent,
                 });
+                self.live
+                    .set(user, slot.flights.iter().map(|f| f.generation));
                 self.push(deadline.max(now), Event::Deadline(id));
                 let pooled = self.pool > 0;
                 self.pool -= u64::from(pooled);
@@ -264,7 +280,7 @@ impl Engine {
                 self.delivered(id, delivery, now, 0);
                 // A hedging user's next hedge (an instant refusal has
                 // scheduled what follows it already).
-                if self.slots[user as usize].is_live(id) {
+                if in_flight(&self.live, &self.slots, id) {
                     self.schedule(user, now, false);
                 }
             }
@@ -310,6 +326,8 @@ impl Engine {
             return;
         };
         let sent = slot.flights.swap_remove(at).sent;
+        self.live
+            .set(id.user, slot.flights.iter().map(|f| f.generation));
         let finished = slot.user.finish(
             &self.rules,
             self.throttle.as_mut(),
@@ -342,6 +360,7 @@ impl Engine {
     /// Cancels a user's attempts still in flight: their connections close.
     fn cancel_flights(&mut self, user: u32, now: Duration) {
         let flights = std::mem::take(&mut self.slots[user as usize].flights);
+        self.live.set(user, std::iter::empty());
         for flight in &flights {
             let record = flight.sent.cancel(self.throttle.as_mut(), now);
             self.recorder.attempt_finished(record);
@@ -415,9 +434,9 @@ impl Engine {
 
     fn complete_once(&mut self, now: Duration) {
         let mut answered = std::mem::take(&mut self.answered);
-        let slots = &self.slots;
+        let (slots, live) = (&self.slots, &self.live);
         self.host.advance(now, |id, exit| {
-            let waiting = slots[id.user as usize].is_live(id);
+            let waiting = in_flight(live, slots, id);
             if waiting {
                 answered.push((id, exit));
             }
@@ -426,7 +445,7 @@ impl Engine {
         for (id, exit) in answered.drain(..) {
             // A hedge answered at the same instant as the winner: it was
             // cancelled just now.
-            if !self.slots[id.user as usize].is_live(id) {
+            if !in_flight(&self.live, &self.slots, id) {
                 continue;
             }
             self.pool += 1;
@@ -447,10 +466,10 @@ impl Engine {
 
     fn resume(&mut self, now: Duration) {
         let mut reads = Vec::new();
-        let slots = &self.slots;
+        let (slots, live) = (&self.slots, &self.live);
         self.host.resume(
             now,
-            |id| !slots[id.user as usize].is_live(*id),
+            |id| !in_flight(live, slots, *id),
             |id, fate| reads.push((id, fate)),
         );
         // Requests whose client is gone stay in the model as wasted work.
@@ -488,6 +507,7 @@ pub fn run(config: &SimConfig) -> Result<SimOutcome, SimError> {
                 waits: 0,
             })
             .collect(),
+        live: Live::new(client.clients as usize),
         host: Host::new(&config.server),
         throttle: client.throttle.map(Throttle::new),
         recorder: ClientRecorder::new(),

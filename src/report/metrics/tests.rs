@@ -4,7 +4,7 @@ use std::sync::Arc;
 use super::*;
 use crate::model::server::PoolModel;
 use crate::policy::defence::{LimiterConfig, LimiterKind};
-use crate::report::counts::{ClientCounts, ClientRecorder, ServerCounts};
+use crate::report::counts::{ClientRecorder, Interval, ServerCounts};
 
 /// The samples of an exposition, `name{labels}` to value, after checking
 /// every line's shape: a family's HELP, TYPE and (with a unit) UNIT lines
@@ -144,7 +144,7 @@ fn a_client_counts_as_its_recorder_does() {
     assert_eq!(s.len(), 9 + 1 + 2 * 22);
 
     // The recorder's own tally says the same.
-    let mut counts = ClientCounts::default();
+    let mut counts = Interval::default();
     recorder.take_interval(&mut counts);
     let t = counts.tally;
     assert_eq!(

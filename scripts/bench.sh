@@ -36,6 +36,12 @@
 # for oha and hey), interpolated to the same instants as the CPU samples.
 # Loopback TCP work done in softirq context is charged to whichever process
 # is running: each figure is what the process was charged.
+#
+# Each target's ratio is pooled over every round; the line under it gives
+# the range of the rounds' own ratios. The verdict is PASS when every round
+# meets the target, FAIL when none does, and MIXED when they disagree: the
+# host drifted more within the run than the ratio's distance from its
+# target, and more rounds (or a quieter host) are needed to decide.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -82,6 +88,26 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'
 figure() { printf "%-54s %12s %-8s target %-14s %s\n" "$1" "$2" "$3" "$4" "$5"; }
 # check VALUE OP LIMIT: PASS or FAIL.
 check() { awk -v v="$1" -v t="$3" -v op="$2" 'BEGIN { ok = (op == "<=") ? v <= t : v >= t; print ok ? "PASS" : "FAIL" }'; }
+# rounds_check OP LIMIT RATIO...: PASS if every round's ratio meets the
+# target, FAIL if none does, MIXED if the rounds disagree (the host's drift
+# within a round is larger than the ratio's distance from its target).
+rounds_check() {
+  local op=$1 limit=$2 r pass=0 fail=0; shift 2
+  for r in "$@"; do
+    if [[ $(check "$r" "$op" "$limit") == PASS ]]; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
+  done
+  if (( fail == 0 )); then echo PASS; elif (( pass == 0 )); then echo FAIL; else echo MIXED; fi
+}
+# spread RATIO...: the lowest and highest of the rounds' ratios.
+spread() { printf '%s\n' "$@" | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%s-%s", lo, hi }'; }
+# target NAME POOLED OP LIMIT RATIO...: a target's line, the ratio pooled
+# over every round and, after it, each round's own ratio's range; the
+# verdict is the rounds' (rounds_check).
+target() {
+  local name=$1 pooled=$2 op=$3 limit=$4; shift 4
+  figure "$name" "$pooled" "x" "$op $limit" "$(rounds_check "$op" "$limit" "$@")"
+  if (( $# > 1 )); then figure "     each round" "$(spread "$@")" "x" "" ""; fi
+}
 
 # counted CSV COLUMN T0 T1: how many of COLUMN (a per-second rate) happened
 # between Unix instants T0 and T1 (seconds), each row's count spread evenly
@@ -151,7 +177,8 @@ HAVE_HEY=0; command -v hey > /dev/null && HAVE_HEY=1
 
 # peer_run LOADER TARGET ROUND: 28 s of LOADER (client, oha or hey) at about
 # 4,500 req/s against TARGET (server or floor), measured from 6 s to 26 s;
-# appends "LOADER TARGET loader_ticks server_ticks requests" to peers.txt.
+# appends "LOADER TARGET loader_ticks server_ticks requests round" to
+# peers.txt.
 peer_run() {
   local loader=$1 target=$2 name=$1-$2-$3 requests
   case $target in
@@ -174,7 +201,7 @@ peer_run() {
   else
     requests=$(counted "$WORK/$name.server.csv" completed_per_s "$T0" "$T1")
   fi
-  echo "$loader $target $LOADER_CPU $SERVER_CPU $requests" >> "$WORK/peers.txt"
+  echo "$loader $target $LOADER_CPU $SERVER_CPU $requests $3" >> "$WORK/peers.txt"
   figure "  round $3: $loader -> $target, req/s" "$(awk -v r="$requests" -v a="$T0" -v b="$T1" 'BEGIN { printf "%.1f", r / (b - a) }')" "req/s" "~4,500" "-"
   figure "  round $3: $loader, $target CPU per request" "$(us_per "$LOADER_CPU" "$requests"), $(us_per "$SERVER_CPU" "$requests")" "us" "-" "-"
 }
@@ -186,6 +213,15 @@ peer_cost() {
     $1 == l && $2 == t { c += $f; r += $5 } END { printf "%.1f", (r > 0 ? c / k / r * 1e6 : 0) }' "$WORK/peers.txt"
 }
 
+# round_ratios A_LOADER A_TARGET A_FIELD B_LOADER B_TARGET B_FIELD: in each
+# round, A's CPU per request (FIELD as in peer_cost) over B's, one a line.
+round_ratios() {
+  awk -v al="$1" -v at="$2" -v af="$3" -v bl="$4" -v bt="$5" -v bf="$6" '
+    $1 == al && $2 == at && $5 > 0 { a[$6] = $af / $5 }
+    $1 == bl && $2 == bt && $5 > 0 { b[$6] = $bf / $5 }
+    END { for (r in a) if ((r in b) && b[r] > 0) printf "%.2f\n", a[r] / b[r] }' "$WORK/peers.txt"
+}
+
 bench_peers() {
   local round loader runs=(client:server)
   (( HAVE_OHA )) && runs+=(oha:server) || figure "oha" "skipped" "" "-" "(cargo install oha)"
@@ -194,7 +230,7 @@ bench_peers() {
   for round in $(seq "$ROUNDS"); do
     for loader in "${runs[@]}"; do peer_run "${loader%:*}" "${loader#*:}" "$round"; done
   done
-  local ours server floor
+  local ours server floor rounds
   ours=$(peer_cost client server 3); server=$(peer_cost client server 4); floor=$(peer_cost client floor 4)
   figure "client CPU per request, $ROUNDS rounds" "$ours" "us" "-" "-"
   figure "server CPU per request under the client" "$server" "us" "-" "-"
@@ -204,15 +240,18 @@ bench_peers() {
     oha=$(peer_cost oha server 3); served=$(peer_cost oha server 4)
     figure "oha CPU per request" "$oha" "us" "-" "-"
     figure "server CPU per request under oha" "$served" "us" "-" "-"
-    RATIOS+=("$(figure "1. client / oha, CPU per request" "$(ratio "$ours" "$oha")" "x" "<= 0.8" "$(check "$(ratio "$ours" "$oha")" '<=' 0.8)")")
-    RATIOS+=("$(figure "2b. server under the client / under oha" "$(ratio "$server" "$served")" "x" "<= 1.0" "$(check "$(ratio "$server" "$served")" '<=' 1.0)")")
+    mapfile -t rounds < <(round_ratios client server 3 oha server 3)
+    RATIOS+=("$(target "1. client / oha, CPU per request" "$(ratio "$ours" "$oha")" "<=" 0.8 "${rounds[@]}")")
+    mapfile -t rounds < <(round_ratios client server 4 oha server 4)
+    RATIOS+=("$(target "2b. server under the client / under oha" "$(ratio "$server" "$served")" "<=" 1.0 "${rounds[@]}")")
   fi
   if (( HAVE_HEY )); then
     figure "hey CPU per request" "$(peer_cost hey server 3)" "us" "-" "-"
     figure "server CPU per request under hey" "$(peer_cost hey server 4)" "us" "-" "-"
     RATIOS+=("$(figure "   client / hey, CPU per request" "$(ratio "$ours" "$(peer_cost hey server 3)")" "x" "-" "-")")
   fi
-  RATIOS+=("$(figure "2a. server / sleep_floor, CPU per request" "$(ratio "$server" "$floor")" "x" "<= 1.1" "$(check "$(ratio "$server" "$floor")" '<=' 1.1)")")
+  mapfile -t rounds < <(round_ratios client server 4 client floor 4)
+  RATIOS+=("$(target "2a. server / sleep_floor, CPU per request" "$(ratio "$server" "$floor")" "<=" 1.1 "${rounds[@]}")")
   local coarse
   coarse=$(peer_cost client server-1ms 4)
   figure "server CPU per request, 1 ms timer steps" "$coarse" "us" "-" "-"
@@ -222,8 +261,9 @@ bench_peers() {
 # ---- storm: the server's CPU in the fixed-retry storm against storm_floor
 
 # storm_run PROGRAM NAME: the storm (1,000 fixed-retry users, the server
-# stopped for 20 s after 10 s) against PROGRAM; appends "NAME ticks" to
-# storm.txt for the 30 s from 10 s after the resume.
+# stopped for 20 s after 10 s) against PROGRAM, NAME being what-ROUND;
+# appends "what ticks round" to storm.txt for the 30 s from 10 s after the
+# resume.
 storm_run() {
   local program=$1 name=$2
   if [[ $program == "$BIN/server" ]]; then start_server "$name"; else start_program "$program" "$name"; fi
@@ -233,7 +273,7 @@ storm_run() {
   steady 10 30
   kill -INT "$LOADER" 2>/dev/null || true; wait "$LOADER" || true
   stop_server
-  echo "${name%-*} $SERVER_CPU" >> "$WORK/storm.txt"
+  echo "${name%-*} $SERVER_CPU ${name##*-}" >> "$WORK/storm.txt"
   figure "  ${name}: CPU after the resume" "$(awk -v t="$SERVER_CPU" -v k="$TICK" 'BEGIN { printf "%.1f", t / k / 30 * 100 }')" "% core" "-" "-"
 }
 
@@ -249,7 +289,10 @@ bench_storm() {
   local server floor
   server=$(awk '$1 == "server" { s += $2 } END { print s + 0 }' "$WORK/storm.txt")
   floor=$(awk '$1 == "floor" { s += $2 } END { print s + 0 }' "$WORK/storm.txt")
-  RATIOS+=("$(figure "3. storm: server / storm_floor, CPU" "$(ratio "$server" "$floor")" "x" "<= 1.3" "$(check "$(ratio "$server" "$floor")" '<=' 1.3)")")
+  local rounds
+  mapfile -t rounds < <(awk '$1 == "server" { s[$3] = $2 } $1 == "floor" { f[$3] = $2 }
+    END { for (r in s) if ((r in f) && f[r] > 0) printf "%.2f\n", s[r] / f[r] }' "$WORK/storm.txt")
+  RATIOS+=("$(target "3. storm: server / storm_floor, CPU" "$(ratio "$server" "$floor")" "<=" 1.3 "${rounds[@]}")")
 }
 
 # ---- rate: the highest sustained rate on this machine

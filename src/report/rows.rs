@@ -390,6 +390,36 @@ fn round3(x: f64) -> f64 {
 }
 
 #[cfg(test)]
+impl ClientRow {
+    /// Rows for tests: one a second from t = 1 s with the given goodput,
+    /// 100 requests a second asked and sent, no failure, and latencies of
+    /// 100/110/120 ms while anything succeeds.
+    pub(crate) fn each_second(ok: &[f64]) -> Vec<ClientRow> {
+        ok.iter()
+            .enumerate()
+            .map(|(i, &ok)| ClientRow {
+                unix_ms: 1_000 * (i as u64 + 1),
+                elapsed_s: i as f64 + 1.0,
+                ok_per_s: ok,
+                errors_per_s: 0.0,
+                timeouts_per_s: 0.0,
+                retries_per_s: 0.0,
+                in_flight: 0,
+                p50_ms: (ok > 0.0).then_some(100.0),
+                p99_ms: (ok > 0.0).then_some(110.0),
+                max_ms: (ok > 0.0).then_some(120.0),
+                gave_up_per_s: 0.0,
+                throttled_per_s: 0.0,
+                attempts_per_request: Some(1.0),
+                requests_per_s: 100.0,
+                sent_per_s: 100.0,
+                cancelled_per_s: None,
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -338,31 +338,6 @@ fn calm(server: &[ServerRow], timeline: &Timeline) -> Option<u64> {
 mod tests {
     use super::*;
 
-    /// Client rows one second apart from t = 1 s, with the given goodput.
-    fn client(ok: &[f64]) -> Vec<ClientRow> {
-        ok.iter()
-            .enumerate()
-            .map(|(i, &ok)| ClientRow {
-                unix_ms: 1_000 * (i as u64 + 1),
-                elapsed_s: i as f64 + 1.0,
-                ok_per_s: ok,
-                errors_per_s: 0.0,
-                timeouts_per_s: 0.0,
-                retries_per_s: 0.0,
-                in_flight: 0,
-                p50_ms: (ok > 0.0).then_some(100.0),
-                p99_ms: (ok > 0.0).then_some(110.0),
-                max_ms: (ok > 0.0).then_some(120.0),
-                gave_up_per_s: 0.0,
-                throttled_per_s: 0.0,
-                attempts_per_request: Some(1.0),
-                requests_per_s: 100.0,
-                sent_per_s: 100.0,
-                cancelled_per_s: None,
-            })
-            .collect()
-    }
-
     /// Warm-up 0-5 s, pause 5-10 s, window to 20 s, confirmed to 22 s
     /// (two of the tests' 1 s intervals); the tail after it.
     fn timeline() -> Timeline {
@@ -376,7 +351,7 @@ mod tests {
     }
 
     fn run(ok: &[f64]) -> Figures {
-        figures(&client(ok), &[], &timeline())
+        figures(&ClientRow::each_second(ok), &[], &timeline())
     }
 
     const DOWN: f64 = 0.0;
@@ -492,7 +467,7 @@ mod tests {
         let mut rows = server(&[10; 30]);
         rows[25].max_concurrency = 5_000;
         rows[29].abandoned_held = 9_000;
-        let f = figures(&client(&ok), &rows, &timeline());
+        let f = figures(&ClientRow::each_second(&ok), &rows, &timeline());
         assert_eq!((f.peak_concurrency, f.wasted), (10, 0));
         assert_eq!(f.end_concurrency, Some(10));
     }
@@ -504,7 +479,7 @@ mod tests {
         let mut ok = vec![50.0, 100.0, 100.0, 100.0, 100.0];
         ok.extend([DOWN; 5]);
         ok.extend([100.0; 10]);
-        let mut rows = client(&ok);
+        let mut rows = ClientRow::each_second(&ok);
         for row in &mut rows {
             row.unix_ms += 12;
         }
@@ -566,7 +541,7 @@ mod tests {
         // 21.06-22.06 s, most of it before the confirmation; the one at
         // 23.06 s does not count.
         let growing: Vec<u64> = (1..=25).map(|i| 10 * i).collect();
-        let ok = client(&[100.0; 25]);
+        let ok = ClientRow::each_second(&[100.0; 25]);
         let f = figures(&ok, &server(&growing), &timeline());
         assert_eq!((f.peak_concurrency, f.end_concurrency), (220, Some(220)));
         let mut late = server(&growing);
@@ -589,17 +564,17 @@ mod tests {
         let rows = server(&[
             90, 8, 12, 10, 10, 10, 10, 10, 10, 10, 5, 900, 300, 25, 18, 10, 10,
         ]);
-        let f = figures(&client(&[100.0; 17]), &rows, &timeline());
+        let f = figures(&ClientRow::each_second(&[100.0; 17]), &rows, &timeline());
         assert_eq!(f.calm_s, Some(5.0));
         assert_eq!(f.end_concurrency, Some(10));
         assert_eq!(f.peak_concurrency, 900);
         // A storm that never drains is never calm.
         let rows = server(&[10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 4000, 5000, 6000]);
-        let f = figures(&client(&[100.0; 13]), &rows, &timeline());
+        let f = figures(&ClientRow::each_second(&[100.0; 13]), &rows, &timeline());
         assert_eq!(f.calm_s, None);
         assert_eq!(f.end_concurrency, Some(6000));
         // Without server rows there is nothing to say.
-        let f = figures(&client(&[100.0; 13]), &[], &timeline());
+        let f = figures(&ClientRow::each_second(&[100.0; 13]), &[], &timeline());
         assert_eq!((f.calm_s, f.end_concurrency), (None, None));
     }
 
@@ -621,7 +596,7 @@ mod tests {
                 ..ServerRow::default()
             })
             .collect();
-        let mut rows = client(&[100.0; 20]);
+        let mut rows = ClientRow::each_second(&[100.0; 20]);
         for row in rows.iter_mut().skip(5) {
             row.sent_per_s = 300.0;
         }
@@ -650,7 +625,7 @@ mod tests {
         rows[11].abandoned_held_s = 600_000.0;
         rows[5].abandoned_per_s = 3.0;
         rows[5].abandoned_time_per_s = 1.5;
-        let f = figures(&client(&[100.0; 12]), &rows, &timeline());
+        let f = figures(&ClientRow::each_second(&[100.0; 12]), &rows, &timeline());
         assert_eq!(f.peak_concurrency, 470);
         assert_eq!(f.wasted, 37_003);
         assert_eq!(f.wasted_s, 600_001.5);

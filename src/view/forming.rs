@@ -121,31 +121,6 @@ mod tests {
     use crate::view::feed::Plan;
     use std::time::Duration;
 
-    /// Client rows a second apart from the batch's start, with this goodput.
-    fn rows(ok: &[f64]) -> Vec<ClientRow> {
-        ok.iter()
-            .enumerate()
-            .map(|(i, &ok)| ClientRow {
-                unix_ms: 1_000 * (i as u64 + 1),
-                elapsed_s: i as f64 + 1.0,
-                ok_per_s: ok,
-                errors_per_s: 0.0,
-                timeouts_per_s: 0.0,
-                retries_per_s: 0.0,
-                in_flight: 0,
-                p50_ms: None,
-                p99_ms: None,
-                max_ms: None,
-                gave_up_per_s: 0.0,
-                throttled_per_s: 0.0,
-                attempts_per_request: None,
-                requests_per_s: ok,
-                sent_per_s: ok,
-                cancelled_per_s: None,
-            })
-            .collect()
-    }
-
     /// Warm-up 0-4 s, pause to 6 s, window to 12 s, confirmed at 14 s.
     fn batch(phase: Option<Phase>) -> Batch {
         let at = |p| match p {
@@ -172,7 +147,7 @@ mod tests {
     fn run(ok: &[f64]) -> RunState {
         RunState {
             name: "fixed".into(),
-            client: rows(ok),
+            client: ClientRow::each_second(ok),
             server: Vec::new(),
         }
     }

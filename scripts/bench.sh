@@ -150,14 +150,20 @@ start_program() {
 start_server() { local name=$1; shift; start_program "$BIN/server" "$name" --csv "$WORK/$name.server.csv" "$@"; }
 stop_server() { kill -INT "$SERVER"; wait "$SERVER" || true; }
 
+# start_loader NAME COMMAND...: starts COMMAND, the load of run NAME, its
+# output to NAME's client log and errors; sets LOADER.
+start_loader() {
+  local name=$1; shift
+  "$@" > "$WORK/$name.client.log" 2> "$WORK/$name.client.err" &
+  LOADER=$!
+  PIDS+=("$LOADER")
+}
+
 # start_client NAME FLAGS...: starts this project's client against URL;
 # sets LOADER.
 start_client() {
   local name=$1; shift
-  "$BIN/client" --url "$URL" --seed 1 --report-interval 1s --csv "$WORK/$name.client.csv" "$@" \
-    > "$WORK/$name.client.log" 2> "$WORK/$name.client.err" &
-  LOADER=$!
-  PIDS+=("$LOADER")
+  start_loader "$name" "$BIN/client" --url "$URL" --seed 1 --report-interval 1s --csv "$WORK/$name.client.csv" "$@"
 }
 
 # steady WARMUP SECONDS: waits WARMUP seconds, then measures SECONDS;
@@ -190,8 +196,8 @@ peer_run() {
   esac
   case $loader in
     client) start_client "$name" --clients 5000 --lambda 1 --duration 28s --ramp-up 2s ;;
-    oha) oha --no-tui -c 500 -q 4500 -z 28s "$URL" > "$WORK/$name.client.log" 2>&1 & LOADER=$!; PIDS+=("$LOADER") ;;
-    hey) hey -c 500 -q 9 -z 28s "$URL" > "$WORK/$name.client.log" 2>&1 & LOADER=$!; PIDS+=("$LOADER") ;;
+    oha) start_loader "$name" oha --no-tui -c 500 -q 4500 -z 28s "$URL" ;;
+    hey) start_loader "$name" hey -c 500 -q 9 -z 28s "$URL" ;;
   esac
   steady 6 20
   wait "$LOADER" || true

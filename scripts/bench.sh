@@ -13,7 +13,8 @@
 #             and hey (-c 500 -q 9) against the same server, and with the
 #             same client against examples/sleep_floor (a plain 100 ms
 #             sleep on the same lanes) and against the server on 1 ms
-#             timer steps; 20 s measured each, N rounds
+#             timer steps, and the client on 1 ms steps (oha's) against
+#             the server; 20 s measured each, N rounds
 #   storm     the fixed-retry storm against the server and against
 #             examples/storm_floor, interleaved, N rounds
 #   rate      the highest sustained rate: 56,000 users, 1 s mean think
@@ -196,13 +197,16 @@ peer_run() {
   esac
   case $loader in
     client) start_client "$name" --clients 5000 --lambda 1 --duration 28s --ramp-up 2s ;;
+    # The client starting attempts on 1 ms steps, as oha's tokio timer
+    # does, instead of its default 500 us.
+    client-1ms) start_client "$name" --clients 5000 --lambda 1 --duration 28s --ramp-up 2s --timer-resolution 1ms ;;
     oha) start_loader "$name" oha --no-tui -c 500 -q 4500 -z 28s "$URL" ;;
     hey) start_loader "$name" hey -c 500 -q 9 -z 28s "$URL" ;;
   esac
   steady 6 20
   wait "$LOADER" || true
   stop_server
-  if [[ $loader == client ]]; then
+  if [[ $loader == client* ]]; then
     requests=$(counted "$WORK/$name.client.csv" ok_per_s "$T0" "$T1")
   else
     requests=$(counted "$WORK/$name.server.csv" completed_per_s "$T0" "$T1")
@@ -233,6 +237,7 @@ bench_peers() {
   (( HAVE_OHA )) && runs+=(oha:server) || figure "oha" "skipped" "" "-" "(cargo install oha)"
   (( HAVE_HEY )) && runs+=(hey:server) || figure "hey" "skipped" "" "-" "(apt-get install hey)"
   runs+=(client:floor client:server-1ms)
+  if (( HAVE_OHA )); then runs+=(client-1ms:server); fi
   for round in $(seq "$ROUNDS"); do
     for loader in "${runs[@]}"; do peer_run "${loader%:*}" "${loader#*:}" "$round"; done
   done
@@ -250,6 +255,12 @@ bench_peers() {
     RATIOS+=("$(target "1. client / oha, CPU per request" "$(ratio "$ours" "$oha")" "<=" 0.8 "${rounds[@]}")")
     mapfile -t rounds < <(round_ratios client server 4 oha server 4)
     RATIOS+=("$(target "2b. server under the client / under oha" "$(ratio "$server" "$served")" "<=" 1.0 "${rounds[@]}")")
+    local stepped
+    stepped=$(peer_cost client-1ms server 3)
+    figure "client CPU per request, on 1 ms steps" "$stepped" "us" "-" "-"
+    figure "server CPU per request under it" "$(peer_cost client-1ms server 4)" "us" "-" "-"
+    RATIOS+=("$(figure "    client on 1 ms steps as oha's / oha" "$(ratio "$stepped" "$oha")" "x" "-" "-")")
+    RATIOS+=("$(figure "    server under that client / under oha" "$(ratio "$(peer_cost client-1ms server 4)" "$served")" "x" "-" "-")")
   fi
   if (( HAVE_HEY )); then
     figure "hey CPU per request" "$(peer_cost hey server 3)" "us" "-" "-"

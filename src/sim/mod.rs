@@ -199,16 +199,16 @@ impl Engine {
                 self.schedule(user, now, false);
             }
             Attempt::Refused(request) => {
-                self.recorder.request_finished(request);
+                self.recorder.request_finished_mut(request);
                 self.schedule(user, now, true);
             }
             Attempt::Rejected(finished) => {
-                self.recorder.finished(finished);
+                self.recorder.finished_mut(finished);
                 self.schedule(user, now, true);
             }
             Attempt::Held => {}
             Attempt::Send { deadline, sent } => {
-                self.recorder.attempt_started();
+                self.recorder.attempt_started_mut();
                 let id = AttemptId {
                     user,
                     generation: slot.generation,
@@ -282,7 +282,7 @@ impl Engine {
             hints,
             now,
         );
-        self.recorder.finished(finished);
+        self.recorder.finished_mut(finished);
         if finished.request.is_some() {
             self.cancel_flights(id.user, now);
         }
@@ -309,7 +309,7 @@ impl Engine {
         self.live.set(user, std::iter::empty());
         flights.clear_with(|flight| {
             let record = flight.sent.cancel(self.throttle.as_mut(), now);
-            self.recorder.attempt_finished(record);
+            self.recorder.attempt_finished_mut(record);
             if let State::Admitted(ticket) = flight.state {
                 self.host.disconnect(now, ticket);
                 self.recomplete = true;

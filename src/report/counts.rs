@@ -155,6 +155,46 @@ impl Interval {
         self.request_latency.clear();
         self.lateness.clear();
     }
+
+    /// Counts how an attempt ended.
+    fn attempt(&mut self, record: &AttemptRecord) {
+        let t = &mut self.tally;
+        match record.outcome {
+            Outcome::Ok => t.ok += 1,
+            Outcome::Error => t.errors += 1,
+            Outcome::Timeout => t.timeouts += 1,
+            Outcome::Cancelled => t.cancelled += 1,
+        }
+        if record.is_retry {
+            t.retries += 1;
+        } else {
+            t.started += 1;
+        }
+        if record.rejected_locally {
+            t.throttled += 1;
+            t.rejected += 1;
+        }
+        if record.outcome == Outcome::Ok {
+            self.attempt_latency.push(latency_us(record.latency));
+        }
+        self.lateness.push(lateness_us(record.lateness));
+    }
+
+    /// Counts how a logical request ended.
+    fn request(&mut self, record: &RequestRecord) {
+        match record.latency {
+            Some(d) => self.request_latency.push(latency_us(d)),
+            None => self.tally.gave_up += 1,
+        }
+        if record.throttled {
+            self.tally.throttled += 1;
+        }
+        let bucket = ATTEMPT_BUCKETS
+            .iter()
+            .position(|&(max, _)| record.attempts <= max)
+            .expect("the last bucket takes everything");
+        self.tally.attempts_per_request[bucket] += 1;
+    }
 }
 
 /// Collects attempt outcomes from every simulated client of a process.
@@ -197,26 +237,7 @@ impl ClientRecorder {
             m.attempt_finished(&record);
         }
         let mut c = self.current.lock().expect("recorder lock poisoned");
-        let t = &mut c.tally;
-        match record.outcome {
-            Outcome::Ok => t.ok += 1,
-            Outcome::Error => t.errors += 1,
-            Outcome::Timeout => t.timeouts += 1,
-            Outcome::Cancelled => t.cancelled += 1,
-        }
-        if record.is_retry {
-            t.retries += 1;
-        } else {
-            t.started += 1;
-        }
-        if record.rejected_locally {
-            t.throttled += 1;
-            t.rejected += 1;
-        }
-        if record.outcome == Outcome::Ok {
-            c.attempt_latency.push(latency_us(record.latency));
-        }
-        c.lateness.push(lateness_us(record.lateness));
+        c.attempt(&record);
     }
 
     /// Records how a logical request ended.
@@ -225,18 +246,7 @@ impl ClientRecorder {
             m.request_finished(&record);
         }
         let mut c = self.current.lock().expect("recorder lock poisoned");
-        match record.latency {
-            Some(d) => c.request_latency.push(latency_us(d)),
-            None => c.tally.gave_up += 1,
-        }
-        if record.throttled {
-            c.tally.throttled += 1;
-        }
-        let bucket = ATTEMPT_BUCKETS
-            .iter()
-            .position(|&(max, _)| record.attempts <= max)
-            .expect("the last bucket takes everything");
-        c.tally.attempts_per_request[bucket] += 1;
+        c.request(&record);
     }
 
     /// Records what an ended attempt produced: the attempt, and the
@@ -246,6 +256,50 @@ impl ClientRecorder {
         if let Some(request) = finished.request {
             self.request_finished(request);
         }
+    }
+
+    /// [`ClientRecorder::attempt_started`] for a recorder held by one
+    /// owner (the virtual engine's): no atomic operation (each attempt
+    /// took several, and a lock or two).
+    pub fn attempt_started_mut(&mut self) {
+        *self.in_flight.get_mut() += 1;
+        if let Some(m) = &self.metrics {
+            m.attempt_started();
+        }
+    }
+
+    /// [`ClientRecorder::attempt_finished`] for a recorder held by one
+    /// owner: no lock, no atomic operation.
+    pub fn attempt_finished_mut(&mut self, record: AttemptRecord) {
+        if !record.rejected_locally {
+            *self.in_flight.get_mut() -= 1;
+        }
+        if let Some(m) = &self.metrics {
+            m.attempt_finished(&record);
+        }
+        self.current_mut().attempt(&record);
+    }
+
+    /// [`ClientRecorder::request_finished`] for a recorder held by one
+    /// owner: no lock.
+    pub fn request_finished_mut(&mut self, record: RequestRecord) {
+        if let Some(m) = &self.metrics {
+            m.request_finished(&record);
+        }
+        self.current_mut().request(&record);
+    }
+
+    /// [`ClientRecorder::finished`] for a recorder held by one owner: no
+    /// lock, no atomic operation.
+    pub fn finished_mut(&mut self, finished: Finished) {
+        self.attempt_finished_mut(finished.attempt);
+        if let Some(request) = finished.request {
+            self.request_finished_mut(request);
+        }
+    }
+
+    fn current_mut(&mut self) -> &mut Interval {
+        self.current.get_mut().expect("recorder lock poisoned")
     }
 
     /// Attempts in flight right now.

@@ -31,14 +31,12 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
-use rand::rngs::Xoshiro256PlusPlus;
-
 use crate::model::arrivals::user_rng;
 use crate::model::client::ClientConfig;
 use crate::model::outcome::{Hints, Outcome};
 use crate::model::server::ServerConfig;
-use crate::model::service::{Exit, Refusal, Ticket};
-use crate::model::user::{Attempt, Rules, Sent, User};
+use crate::model::service::{Exit, Refusal};
+use crate::model::user::{Attempt, Rules, User};
 use crate::policy::{Throttle, format_retry_after, parse_retry_after};
 use crate::report::counts::ClientRecorder;
 use crate::report::output::{CsvError, server_csv, write_row};
@@ -49,11 +47,13 @@ mod event;
 mod host;
 mod live;
 mod queue;
+mod slot;
 
 use event::{AttemptId, Event, GENERATION_MASK};
 use host::{Delivery, Host, virtual_unix_ms};
 use live::Live;
 use queue::{EventQueue, Key};
+use slot::{Flight, Flights, Slot, State, in_flight};
 
 /// The least time an attempt answered at once takes before its user can
 /// try again (a loopback round trip, or one pass of a client's event
@@ -136,59 +136,6 @@ impl fmt::Display for SimError {
 
 impl std::error::Error for SimError {}
 
-/// Where one attempt in flight is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
-    /// The SYN was dropped; retransmission number `tries` is pending.
-    Connecting { tries: u32 },
-    /// Written, waiting for the stopped server to read it.
-    Waiting,
-    /// In the server's model.
-    Admitted(Ticket),
-}
-
-/// One attempt in flight.
-#[derive(Debug, Clone, Copy)]
-struct Flight {
-    generation: u32,
-    state: State,
-    sent: Sent,
-}
-
-struct Slot {
-    user: User<Xoshiro256PlusPlus>,
-    /// The number the user's next attempt sent will carry.
-    generation: u32,
-    /// Attempts in flight: at most one, unless the user hedges.
-    flights: Vec<Flight>,
-    /// When the user's live `Due` event falls; others are stale (a hedge
-    /// brought forward by a failure, or made moot by a success).
-    due_at: Option<Duration>,
-    /// How many times the user has waited for a rate limiter's token: an
-    /// entry of `Engine::waiters` with another number is stale.
-    waits: u32,
-}
-
-impl Slot {
-    /// Where attempt `id` is in the user's flights, if still in flight.
-    fn position(&self, id: AttemptId) -> Option<usize> {
-        self.flights
-            .iter()
-            .position(|f| f.generation == id.generation)
-    }
-
-    fn is_live(&self, id: AttemptId) -> bool {
-        self.position(id).is_some()
-    }
-}
-
-/// Whether attempt `id` is still in flight: from `live` if it knows,
-/// else from the user's slot.
-fn in_flight(live: &Live, slots: &[Slot], id: AttemptId) -> bool {
-    live.of(id)
-        .unwrap_or_else(|| slots[id.user as usize].is_live(id))
-}
-
 /// The engine's state: users, the server and the connection pool.
 struct Engine {
     rules: Rules,
@@ -234,7 +181,8 @@ impl Engine {
             return None;
         }
         let slot = &self.slots[id.user as usize];
-        slot.position(id).map(|at| slot.flights[at].state)
+        slot.position(id)
+            .map(|at| slot.flights.iter().nth(at).expect("in flight").state)
     }
 
     /// A user's attempt falls due at `now` (unless the event is stale).
@@ -251,16 +199,16 @@ impl Engine {
                 self.schedule(user, now, false);
             }
             Attempt::Refused(request) => {
-                self.recorder.request_finished(request);
+                self.recorder.request_finished_mut(request);
                 self.schedule(user, now, true);
             }
             Attempt::Rejected(finished) => {
-                self.recorder.finished(finished);
+                self.recorder.finished_mut(finished);
                 self.schedule(user, now, true);
             }
             Attempt::Held => {}
             Attempt::Send { deadline, sent } => {
-                self.recorder.attempt_started();
+                self.recorder.attempt_started_mut();
                 let id = AttemptId {
                     user,
                     generation: slot.generation,
@@ -271,8 +219,7 @@ impl Engine {
                     state: State::Waiting,
                     sent,
                 });
-                self.live
-                    .set(user, slot.flights.iter().map(|f| f.generation));
+                self.live.set(user, slot.flights.generations());
                 self.push(deadline.max(now), Event::Deadline(id));
                 let pooled = self.pool > 0;
                 self.pool -= u64::from(pooled);
@@ -313,7 +260,7 @@ impl Engine {
         };
         let slot = &mut self.slots[id.user as usize];
         if let Some(at) = slot.position(id) {
-            slot.flights[at].state = state;
+            slot.flights.get_mut(at).state = state;
         }
     }
 
@@ -326,8 +273,7 @@ impl Engine {
             return;
         };
         let sent = slot.flights.swap_remove(at).sent;
-        self.live
-            .set(id.user, slot.flights.iter().map(|f| f.generation));
+        self.live.set(id.user, slot.flights.generations());
         let finished = slot.user.finish(
             &self.rules,
             self.throttle.as_mut(),
@@ -336,7 +282,7 @@ impl Engine {
             hints,
             now,
         );
-        self.recorder.finished(finished);
+        self.recorder.finished_mut(finished);
         if finished.request.is_some() {
             self.cancel_flights(id.user, now);
         }
@@ -359,19 +305,17 @@ impl Engine {
 
     /// Cancels a user's attempts still in flight: their connections close.
     fn cancel_flights(&mut self, user: u32, now: Duration) {
-        let flights = std::mem::take(&mut self.slots[user as usize].flights);
+        let mut flights = std::mem::take(&mut self.slots[user as usize].flights);
         self.live.set(user, std::iter::empty());
-        for flight in &flights {
+        flights.clear_with(|flight| {
             let record = flight.sent.cancel(self.throttle.as_mut(), now);
-            self.recorder.attempt_finished(record);
+            self.recorder.attempt_finished_mut(record);
             if let State::Admitted(ticket) = flight.state {
                 self.host.disconnect(now, ticket);
                 self.recomplete = true;
             }
-        }
-        // Keep the vector's memory.
-        let mut flights = flights;
-        flights.clear();
+        });
+        // Keep the memory.
         self.slots[user as usize].flights = flights;
     }
 
@@ -502,7 +446,7 @@ pub fn run(config: &SimConfig) -> Result<SimOutcome, SimError> {
                     client.start_of(i),
                 ),
                 generation: 0,
-                flights: Vec::new(),
+                flights: Flights::default(),
                 due_at: None,
                 waits: 0,
             })

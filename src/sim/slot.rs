@@ -1,0 +1,129 @@
+//! A user's place in the engine: its state machine, and its attempts in
+//! flight with where each is.
+
+use rand::rngs::Xoshiro256PlusPlus;
+use std::time::Duration;
+
+use super::event::AttemptId;
+use super::live::Live;
+use crate::model::service::Ticket;
+use crate::model::user::{Sent, User};
+
+/// Where one attempt in flight is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum State {
+    /// The SYN was dropped; retransmission number `tries` is pending.
+    Connecting { tries: u32 },
+    /// Written, waiting for the stopped server to read it.
+    Waiting,
+    /// In the server's model.
+    Admitted(Ticket),
+}
+
+/// One attempt in flight.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Flight {
+    pub(super) generation: u32,
+    pub(super) state: State,
+    pub(super) sent: Sent,
+}
+
+/// A user's attempts in flight, in the order a `Vec` would keep them
+/// (`swap_remove` included: the order decides the order of cancellations,
+/// and so the output). The first is kept in the slot itself: asking
+/// where a user's one attempt is was a second cache miss behind the
+/// slot's, on most events.
+#[derive(Debug, Default)]
+pub(super) struct Flights {
+    /// The first attempt; none when there is none at all.
+    first: Option<Flight>,
+    /// The others (a hedging user's).
+    more: Vec<Flight>,
+}
+
+impl Flights {
+    /// The attempts in order.
+    pub(super) fn iter(&self) -> impl Iterator<Item = &Flight> {
+        self.first.iter().chain(self.more.iter())
+    }
+
+    /// The numbers of the attempts, in order.
+    pub(super) fn generations(&self) -> impl Iterator<Item = u32> + '_ {
+        self.iter().map(|f| f.generation)
+    }
+
+    /// Attempt number `at` in order.
+    pub(super) fn get_mut(&mut self, at: usize) -> &mut Flight {
+        match at {
+            0 => self.first.as_mut().expect("an attempt in flight"),
+            _ => &mut self.more[at - 1],
+        }
+    }
+
+    /// Adds an attempt at the end.
+    pub(super) fn push(&mut self, flight: Flight) {
+        if self.first.is_none() {
+            self.first = Some(flight);
+        } else {
+            self.more.push(flight);
+        }
+    }
+
+    /// Removes attempt number `at`, the last taking its place.
+    pub(super) fn swap_remove(&mut self, at: usize) -> Flight {
+        let Some(last) = self.more.pop() else {
+            debug_assert_eq!(at, 0);
+            return self.first.take().expect("an attempt in flight");
+        };
+        match at {
+            0 => self.first.replace(last).expect("an attempt in flight"),
+            at if at - 1 == self.more.len() => last,
+            at => std::mem::replace(&mut self.more[at - 1], last),
+        }
+    }
+
+    /// Removes every attempt, passing each to `f` in order.
+    pub(super) fn clear_with(&mut self, mut f: impl FnMut(&Flight)) {
+        if let Some(first) = self.first.take() {
+            f(&first);
+        }
+        for flight in self.more.drain(..) {
+            f(&flight);
+        }
+    }
+}
+
+/// A user's state in the engine.
+pub(super) struct Slot {
+    pub(super) user: User<Xoshiro256PlusPlus>,
+    /// The number the user's next attempt sent will carry.
+    pub(super) generation: u32,
+    /// Attempts in flight: at most one, unless the user hedges.
+    pub(super) flights: Flights,
+    /// When the user's live `Due` event falls; others are stale (a hedge
+    /// brought forward by a failure, or made moot by a success).
+    pub(super) due_at: Option<Duration>,
+    /// How many times the user has waited for a rate limiter's token: an
+    /// entry of `Engine::waiters` with another number is stale.
+    pub(super) waits: u32,
+}
+
+impl Slot {
+    /// Where attempt `id` is in the user's flights, if still in flight.
+    pub(super) fn position(&self, id: AttemptId) -> Option<usize> {
+        self.flights
+            .iter()
+            .position(|f| f.generation == id.generation)
+    }
+
+    fn is_live(&self, id: AttemptId) -> bool {
+        self.position(id).is_some()
+    }
+}
+
+/// Whether attempt `id` is still in flight: from `live` if it knows,
+/// else from the user's slot.
+pub(super) fn in_flight(live: &Live, slots: &[Slot], id: AttemptId) -> bool {
+    live.of(id)
+        .unwrap_or_else(|| slots[id.user as usize].is_live(id))
+}

@@ -33,27 +33,38 @@ pub(super) struct Flight {
 /// and so the output). The first is kept in the slot itself: asking
 /// where a user's one attempt is was a second cache miss behind the
 /// slot's, on most events.
-#[derive(Debug, Default)]
-pub(super) struct Flights {
+#[derive(Debug)]
+pub(super) struct Flights<T = Flight> {
     /// The first attempt; none when there is none at all.
-    first: Option<Flight>,
+    first: Option<T>,
     /// The others (a hedging user's).
-    more: Vec<Flight>,
+    more: Vec<T>,
+}
+
+impl<T> Default for Flights<T> {
+    fn default() -> Self {
+        Flights {
+            first: None,
+            more: Vec::new(),
+        }
+    }
 }
 
 impl Flights {
-    /// The attempts in order.
-    pub(super) fn iter(&self) -> impl Iterator<Item = &Flight> {
-        self.first.iter().chain(self.more.iter())
-    }
-
     /// The numbers of the attempts, in order.
     pub(super) fn generations(&self) -> impl Iterator<Item = u32> + '_ {
         self.iter().map(|f| f.generation)
     }
+}
+
+impl<T> Flights<T> {
+    /// The attempts in order.
+    pub(super) fn iter(&self) -> impl Iterator<Item = &T> {
+        self.first.iter().chain(self.more.iter())
+    }
 
     /// Attempt number `at` in order.
-    pub(super) fn get_mut(&mut self, at: usize) -> &mut Flight {
+    pub(super) fn get_mut(&mut self, at: usize) -> &mut T {
         match at {
             0 => self.first.as_mut().expect("an attempt in flight"),
             _ => &mut self.more[at - 1],
@@ -61,7 +72,7 @@ impl Flights {
     }
 
     /// Adds an attempt at the end.
-    pub(super) fn push(&mut self, flight: Flight) {
+    pub(super) fn push(&mut self, flight: T) {
         if self.first.is_none() {
             self.first = Some(flight);
         } else {
@@ -70,7 +81,7 @@ impl Flights {
     }
 
     /// Removes attempt number `at`, the last taking its place.
-    pub(super) fn swap_remove(&mut self, at: usize) -> Flight {
+    pub(super) fn swap_remove(&mut self, at: usize) -> T {
         let Some(last) = self.more.pop() else {
             debug_assert_eq!(at, 0);
             return self.first.take().expect("an attempt in flight");
@@ -83,7 +94,7 @@ impl Flights {
     }
 
     /// Removes every attempt, passing each to `f` in order.
-    pub(super) fn clear_with(&mut self, mut f: impl FnMut(&Flight)) {
+    pub(super) fn clear_with(&mut self, mut f: impl FnMut(&T)) {
         if let Some(first) = self.first.take() {
             f(&first);
         }
@@ -126,4 +137,42 @@ impl Slot {
 pub(super) fn in_flight(live: &Live, slots: &[Slot], id: AttemptId) -> bool {
     live.of(id)
         .unwrap_or_else(|| slots[id.user as usize].is_live(id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{RngExt, SeedableRng};
+
+    #[test]
+    fn flights_keep_the_order_a_vec_keeps() {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
+        let mut flights = Flights::default();
+        let mut vec = Vec::new();
+        for n in 0..10_000u32 {
+            match rng.random_range(0..10) {
+                0..5 => {
+                    flights.push(n);
+                    vec.push(n);
+                }
+                5..9 if !vec.is_empty() => {
+                    let at = rng.random_range(0..vec.len());
+                    assert_eq!(flights.swap_remove(at), vec.swap_remove(at));
+                }
+                _ if !vec.is_empty() => {
+                    let at = rng.random_range(0..vec.len());
+                    *flights.get_mut(at) += 1_000_000;
+                    vec[at] += 1_000_000;
+                }
+                _ => {}
+            }
+            assert!(flights.iter().eq(vec.iter()), "after step {n}");
+            if n % 1_000 == 999 {
+                let mut cleared = Vec::new();
+                flights.clear_with(|f| cleared.push(*f));
+                assert_eq!(cleared, std::mem::take(&mut vec));
+                assert_eq!(flights.iter().count(), 0);
+            }
+        }
+    }
 }

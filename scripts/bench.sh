@@ -182,8 +182,9 @@ steady() {
 HAVE_OHA=0; command -v oha > /dev/null && HAVE_OHA=1
 HAVE_HEY=0; command -v hey > /dev/null && HAVE_HEY=1
 
-# peer_run LOADER TARGET ROUND: 28 s of LOADER (client, oha or hey) at about
-# 4,500 req/s against TARGET (server or floor), measured from 6 s to 26 s;
+# peer_run LOADER TARGET ROUND: 28 s of LOADER (client, client-1ms, oha or
+# hey) at about 4,500 req/s against TARGET (server, server-1ms or floor),
+# measured from 6 s to 26 s;
 # appends "LOADER TARGET loader_ticks server_ticks requests round" to
 # peers.txt.
 peer_run() {

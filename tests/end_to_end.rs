@@ -225,6 +225,48 @@ async fn every_user_runs_once_whatever_the_number_of_lanes() {
     }
 }
 
+/// A lane kept busy hands users to the idle one, and they go on there.
+/// The client's first lane is this test's thread, and a task on it holds
+/// the thread for 20 ms at a time; the server runs on threads of its own.
+#[test]
+fn users_of_a_busy_lane_move_to_an_idle_one_and_go_on() {
+    let server_runtime = tokio::runtime::Runtime::new().unwrap();
+    let server =
+        server_runtime.block_on(async { Running::start(model(ms(1)), OnDisconnect::Continue) });
+    let client_runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let summary = client_runtime.block_on(async {
+        let hog = tokio::spawn(async {
+            loop {
+                std::thread::sleep(ms(20));
+                tokio::task::yield_now().await;
+            }
+        });
+        let config = ClientConfig {
+            clients: 40,
+            threads: Some(2),
+            duration: Some(ms(1500)),
+            ..client_config(server.url())
+        };
+        let summary = client::run(config, std::future::pending()).await.unwrap();
+        hog.abort();
+        summary
+    });
+    server_runtime.block_on(server.stop());
+    assert!(summary.moves > 0, "no user left the busy lane");
+    assert!(
+        summary.moves < 10_000,
+        "{} moves: users went back and forth",
+        summary.moves
+    );
+    let t = &summary.totals.tally;
+    assert!(t.ok > 40, "{} requests answered", t.ok);
+    assert_eq!((t.errors, t.timeouts), (0, 0));
+    assert!(summary.to_string().contains("users moved from a busy lane"));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connection_refused_counts_as_errors() {
     let addr = {

@@ -12,11 +12,13 @@ use std::pin::{Pin, pin};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use rand::rngs::Xoshiro256PlusPlus;
 use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use super::lanes::{self, Lanes};
+use super::balance::Balance;
+use super::lanes::{self, Lanes, Load};
 use super::pool::{Pool, Target};
 use super::timer::{Sleep, Timer};
 use crate::model::arrivals::user_rng;
@@ -66,7 +68,12 @@ struct Common {
     /// Users waiting for a rate limiter's token sleep on it too, to be
     /// woken one at a time when the throttle says so, in any lane.
     waiters: Notify,
+    /// Users moving from busy lanes to idle ones.
+    balance: Balance<Mover>,
 }
+
+/// A user as it moves between lanes: its whole state.
+type Mover = User<Xoshiro256PlusPlus>;
 
 impl Common {
     fn now(&self) -> Duration {
@@ -97,16 +104,76 @@ struct Shared {
     /// Wakes users for their attempts, on the configured steps.
     timer: Timer,
     common: Arc<Common>,
+    /// Which lane this is.
+    lane: usize,
 }
 
 impl Shared {
-    /// The lane's connections and timer, on the current runtime.
-    fn start(target: Target, resolution: Duration, common: Arc<Common>) -> std::io::Result<Self> {
+    /// Lane `lane`'s connections and timer, on the current runtime.
+    fn start(
+        target: Target,
+        resolution: Duration,
+        common: Arc<Common>,
+        lane: usize,
+    ) -> std::io::Result<Self> {
         Ok(Shared {
             pool: Pool::new(target),
             timer: Timer::start(resolution)?,
             common,
+            lane,
         })
+    }
+}
+
+/// A lane's users: those dealt to it and those that came to it from a
+/// busier lane.
+struct Home {
+    shared: Arc<Shared>,
+    users: JoinSet<()>,
+    arrivals: mpsc::UnboundedReceiver<Mover>,
+}
+
+impl Home {
+    /// Lane `shared.lane`, starting the users of `population` from its
+    /// position on, every `dealt`th (none if it is not among the first
+    /// `dealt`).
+    fn new(
+        shared: Arc<Shared>,
+        arrivals: mpsc::UnboundedReceiver<Mover>,
+        population: &[(u64, Duration)],
+        dealt: usize,
+        seed: u64,
+    ) -> Home {
+        let common = &shared.common;
+        let mut users = JoinSet::new();
+        let lane = shared.lane;
+        if lane < dealt {
+            for &(index, start) in population.iter().skip(lane).step_by(dealt) {
+                let state = User::new(&common.rules, user_rng(seed, index), start);
+                common.balance.joined(lane);
+                users.spawn(user(shared.clone(), state));
+            }
+        }
+        Home {
+            shared,
+            users,
+            arrivals,
+        }
+    }
+
+    /// Takes in the users that come, lets go of those that left, and
+    /// closes the connections idle too long every `expiry`, until dropped.
+    async fn serve(&mut self, expiry: Duration) {
+        let mut ticker = tokio::time::interval(expiry);
+        loop {
+            tokio::select! {
+                Some(state) = self.arrivals.recv() => {
+                    self.users.spawn(user(self.shared.clone(), state));
+                }
+                Some(_) = self.users.join_next() => {}
+                _ = ticker.tick() => self.shared.pool.expire_idle(),
+            }
+        }
     }
 }
 
@@ -123,17 +190,25 @@ async fn attempt(shared: Arc<Shared>, deadline: Duration) -> Landed {
 
 /// One simulated user, forever: think, attempt until OK or given up, think
 /// again. Its attempts run as tasks of their own, one at a time unless it
-/// hedges; a hedge that loses is aborted, which drops its connection.
-async fn user(shared: Arc<Shared>, seed: u64, index: u64, start: Duration) {
+/// hedges; a hedge that loses is aborted, which drops its connection. It
+/// moves to another lane when its own has too much to do
+/// ([`Balance::leave`]), between attempts.
+async fn user(shared: Arc<Shared>, mut user: Mover) {
     let common = shared.common.clone();
     let rules = &common.rules;
-    let mut user = User::new(rules, user_rng(seed, index), start);
     let mut flights: JoinSet<Landed> = JoinSet::new();
     let mut in_flight: Vec<(tokio::task::Id, Sent)> = Vec::new();
     // The sleep until the next attempt, kept while its instant holds: a
     // dropped sleep stays in the timer's heap until its deadline.
     let mut sleep: Option<(Duration, Pin<Box<Sleep>>)> = None;
     loop {
+        if in_flight.is_empty()
+            && !user.is_waiting()
+            && let Some(to) = common.balance.leave(shared.lane)
+        {
+            common.balance.arrive(to, user);
+            return;
+        }
         // Nothing due while the user only waits for its attempts.
         let due = user.due();
         if due != sleep.as_ref().map(|(at, _)| *at) {
@@ -235,17 +310,6 @@ pub async fn run_with(
             () = shutdown.as_mut() => stopped_early = true,
         }
     }
-    let common = Arc::new(Common {
-        recorder: ClientRecorder::with_metrics(metrics),
-        rules: config.rules(),
-        throttle: config.throttle.map(|t| Mutex::new(Throttle::new(t))),
-        epoch: Instant::now(),
-        waiters: Notify::new(),
-    });
-    let shared = Shared::start(target.clone(), config.timer_resolution, common.clone())
-        .map_err(StartError::Timer)?;
-    let shared = Arc::new(shared);
-
     // Asked to stop before the start: no user starts. Users are dealt to
     // the lanes in turn; each is seeded by its own index, so which lane
     // runs it changes nothing it draws.
@@ -254,14 +318,28 @@ pub async fn run_with(
         .filter(|_| !stopped_early)
         .map(|index| (u64::from(index), config.start_of(index)))
         .collect();
+    // As many lanes as the users ask for get users at the start; the
+    // others, up to one per core, take users from busy lanes in a storm.
     let demand = population.len() as f64 / config.think.mean().as_secs_f64();
-    let count = lanes::for_demand(config.threads, demand).min(population.len().max(1));
-    let lanes = start_lanes(count, &population, &target, &config, &common).await?;
+    let count = lanes::count(config.threads);
+    let dealt = lanes::for_demand(config.threads, demand)
+        .min(population.len().max(1))
+        .min(count);
+    let (balance, mut arrivals) = Balance::new(count);
+    let common = Arc::new(Common {
+        recorder: ClientRecorder::with_metrics(metrics),
+        rules: config.rules(),
+        throttle: config.throttle.map(|t| Mutex::new(Throttle::new(t))),
+        epoch: Instant::now(),
+        waiters: Notify::new(),
+        balance,
+    });
+    let shared = Shared::start(target.clone(), config.timer_resolution, common.clone(), 0)
+        .map_err(StartError::Timer)?;
+    let first = arrivals.remove(0);
+    let lanes = start_lanes(arrivals, dealt, &population, &target, &config, &common).await?;
+    let mut home = Home::new(Arc::new(shared), first, &population, dealt, config.seed);
     let start = common.epoch;
-    let mut users = JoinSet::new();
-    for &(index, start) in population.iter().step_by(count) {
-        users.spawn(user(shared.clone(), config.seed, index, start));
-    }
 
     let until = async {
         match config.duration {
@@ -281,21 +359,29 @@ pub async fn run_with(
     let mut ticker =
         tokio::time::interval_at(start + config.report_interval, config.report_interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut handles = vec![tokio::runtime::Handle::current()];
+    handles.extend_from_slice(lanes.handles());
+    let mut load = Load::new(handles);
+    let mut weigh = tokio::time::interval(Load::EVERY);
     let mut last = start;
-    loop {
-        tokio::select! {
-            _ = ticker.tick() => {
-                let now = Instant::now();
-                reporter.report(&common.recorder, now - last, unix_ms(), now - start);
-                last = now;
-                shared.pool.expire_idle();
+    {
+        let mut serving = pin!(home.serve(config.report_interval));
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => {
+                    let now = Instant::now();
+                    reporter.report(&common.recorder, now - last, unix_ms(), now - start);
+                    last = now;
+                }
+                _ = weigh.tick(), if count > 1 => common.balance.plan(load.measure()),
+                () = &mut serving => {}
+                _ = &mut stop => break,
             }
-            _ = &mut stop => break,
         }
     }
     // Attempts still in flight are cut short and not counted; once the
     // lanes have stopped, nothing more is recorded after the last report.
-    users.abort_all();
+    home.users.abort_all();
     lanes.stop();
     let now = Instant::now();
     reporter.report(&common.recorder, now - last, unix_ms(), now - start);
@@ -306,27 +392,36 @@ pub async fn run_with(
         seed: config.seed,
         strategy: config.policy_name(),
         clients: config.users().count() as u32,
+        moves: common.balance.moves(),
     })
 }
 
-/// Starts lanes `1..count`, each running every `count`th user of
-/// `population` from its own position on, with its own connections and
-/// timer, and waits until each has its timer.
+/// Starts lanes `1..`, one for each of `arrivals` (the first lane's
+/// already taken), each with its own connections and timer, the first
+/// `dealt` running every `dealt`th user of `population` from their own
+/// position on; waits until each has its timer.
 async fn start_lanes(
-    count: usize,
+    arrivals: Vec<mpsc::UnboundedReceiver<Mover>>,
+    dealt: usize,
     population: &Arc<[(u64, Duration)]>,
     target: &Target,
     config: &ClientConfig,
     common: &Arc<Common>,
 ) -> Result<Lanes, StartError> {
+    let count = arrivals.len() + 1;
+    let arrivals: Arc<Mutex<Vec<_>>> =
+        Arc::new(Mutex::new(arrivals.into_iter().map(Some).collect()));
     let (ready_tx, mut ready) = mpsc::unbounded_channel();
     let (population, target, common) = (population.clone(), target.clone(), common.clone());
     let (resolution, seed, expiry) = (config.timer_resolution, config.seed, config.report_interval);
     let lanes = Lanes::spawn(count, "client", move |lane| {
         let (population, target, common) = (population.clone(), target.clone(), common.clone());
-        let ready = ready_tx.clone();
+        let (ready, arrivals) = (ready_tx.clone(), arrivals.clone());
         async move {
-            let shared = match Shared::start(target, resolution, common) {
+            let door = arrivals.lock().expect("lanes lock poisoned")[lane - 1]
+                .take()
+                .expect("each lane takes its own door, once");
+            let shared = match Shared::start(target, resolution, common, lane) {
                 Ok(shared) => Arc::new(shared),
                 Err(e) => {
                     let _ = ready.send(Err(e));
@@ -334,15 +429,9 @@ async fn start_lanes(
                 }
             };
             let _ = ready.send(Ok(()));
-            let mut users = JoinSet::new();
-            for &(index, start) in population.iter().skip(lane).step_by(count) {
-                users.spawn(user(shared.clone(), seed, index, start));
-            }
-            let mut ticker = tokio::time::interval(expiry);
-            loop {
-                ticker.tick().await;
-                shared.pool.expire_idle();
-            }
+            Home::new(shared, door, &population, dealt, seed)
+                .serve(expiry)
+                .await;
         }
     })
     .map_err(StartError::Timer)?;

@@ -65,6 +65,73 @@ pub fn choose(busy: &[f64]) -> usize {
     }
 }
 
+/// A lane busier than the least busy by less than this keeps its users
+/// ([`moves`]): two lanes nearly as busy gain nothing from a move.
+pub const MARGIN: f64 = 0.1;
+
+/// Two lanes whose busy shares add up to less than this are gathered
+/// into the first of them ([`moves`]): on one lane their work wakes one
+/// thread, and at most this share it stays well below [`BUSY`], so the
+/// lane does not spill again at once.
+pub const FIT: f64 = 0.4;
+
+/// Users a lane hands over: `count` of them, to lane `to`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Move {
+    /// The lane they go to.
+    pub to: usize,
+    /// How many go.
+    pub count: usize,
+}
+
+/// What each lane hands over, given each lane's recent busy share and how
+/// many users it runs, lane by lane, each seeing the shares the moves
+/// before it leave (a user taken to cost its lane's share over its users):
+/// - a lane busy at least [`BUSY`] of the time, and by more than [`MARGIN`]
+///   above the least busy lane, sends that lane as many users as would even
+///   the two out, `users × (busy − least) / (2 × busy)`; a lane saturated
+///   at 1 may need more, and the shares are taken again after every move;
+/// - a lane less busy gives all its users to the first lane before it
+///   with which it would share less than [`FIT`], so that lanes fill one
+///   at a time, as they emptied.
+pub fn moves(busy: &[f64], users: &[usize]) -> Vec<Option<Move>> {
+    let mut after = busy.to_vec();
+    let mut planned = vec![None; busy.len()];
+    for (lane, &users) in users.iter().enumerate().take(busy.len()) {
+        let share = after[lane];
+        if users == 0 {
+            continue;
+        }
+        let to = if share >= BUSY {
+            let (to, low) = after
+                .iter()
+                .copied()
+                .enumerate()
+                .min_by(|a, b| a.1.total_cmp(&b.1))
+                .expect("this lane at least");
+            if share - low <= MARGIN {
+                continue;
+            }
+            let count = (users as f64 * (share - low) / (2.0 * share)).floor() as usize;
+            if count == 0 {
+                continue;
+            }
+            planned[lane] = Some(Move { to, count });
+            to
+        } else {
+            let Some(to) = after[..lane].iter().position(|&b| b + share < FIT) else {
+                continue;
+            };
+            planned[lane] = Some(Move { to, count: users });
+            to
+        };
+        let moved = planned[lane].map_or(0, |m| m.count) as f64 * share / users as f64;
+        after[lane] -= moved;
+        after[to] += moved;
+    }
+    planned
+}
+
 /// How busy each lane has been lately: the share of the last
 /// [`Load::EVERY`] its runtime spent running tasks, by the runtime's own
 /// count.
@@ -95,15 +162,22 @@ impl Load {
     /// Each lane's busy share over the last period, taken again when the
     /// last is older than [`Load::EVERY`].
     pub fn shares(&mut self) -> &[f64] {
-        let elapsed = self.at.elapsed();
-        if elapsed >= Self::EVERY {
-            self.at = Instant::now();
-            for (lane, handle) in self.handles.iter().enumerate() {
-                let busy = busy_time(handle);
-                let spent = busy.saturating_sub(self.busy[lane]);
-                self.shares[lane] = spent.as_secs_f64() / elapsed.as_secs_f64();
-                self.busy[lane] = busy;
-            }
+        if self.at.elapsed() >= Self::EVERY {
+            self.measure();
+        }
+        &self.shares
+    }
+
+    /// Each lane's busy share since the shares were last taken, taken
+    /// now.
+    pub fn measure(&mut self) -> &[f64] {
+        let elapsed = self.at.elapsed().max(Duration::from_nanos(1));
+        self.at = Instant::now();
+        for (lane, handle) in self.handles.iter().enumerate() {
+            let busy = busy_time(handle);
+            let spent = busy.saturating_sub(self.busy[lane]);
+            self.shares[lane] = spent.as_secs_f64() / elapsed.as_secs_f64();
+            self.busy[lane] = busy;
         }
         &self.shares
     }
@@ -225,6 +299,47 @@ mod tests {
         assert_eq!(choose(&[0.6, 0.9]), 0, "the first is the least busy");
         assert_eq!(choose(&[0.3]), 0);
         assert_eq!(choose(&[]), 0);
+    }
+
+    #[test]
+    fn a_busy_lane_sends_the_least_busy_what_evens_them_out() {
+        let to = |to, count| Some(Move { to, count });
+        // 0.8 against 0.2: 100 × 0.6 / 1.6 = 37.5, so 37 users.
+        assert_eq!(moves(&[0.8, 0.2], &[100, 0]), vec![to(1, 37), None]);
+        // Saturated against idle: half of them.
+        assert_eq!(moves(&[1.0, 0.0], &[1000, 0]), vec![to(1, 500), None]);
+        // Below BUSY nobody moves, however uneven.
+        assert_eq!(moves(&[0.45, 0.0], &[100, 0]), vec![None, None]);
+        // Within MARGIN of each other: no move.
+        assert_eq!(moves(&[0.95, 0.9], &[100, 100]), vec![None, None]);
+        // Two busy lanes and an idle third. The first sends 9 × 0.9 / 1.8
+        // = 4.5, so 4 users worth 0.1 each: the shares become 0.5, 0.6,
+        // 0.4. The second then sends the third 10 × 0.2 / 1.2 = 1.67, 1.
+        assert_eq!(
+            moves(&[0.9, 0.6, 0.0], &[9, 10, 0]),
+            vec![to(2, 4), to(2, 1), None]
+        );
+        // Too few users to split: none moves.
+        assert_eq!(moves(&[1.0, 0.0], &[1, 0]), vec![None, None]);
+        assert_eq!(moves(&[1.0], &[100]), vec![None], "one lane");
+        assert!(moves(&[], &[]).is_empty());
+    }
+
+    #[test]
+    fn lanes_that_fit_on_one_gather_into_the_first() {
+        let to = |to, count| Some(Move { to, count });
+        // 0.1 + 0.2 < FIT: the second lane's 50 users go back to the first.
+        assert_eq!(moves(&[0.1, 0.2], &[50, 50]), vec![None, to(0, 50)]);
+        // 0.25 + 0.2 is not below FIT: both stay.
+        assert_eq!(moves(&[0.25, 0.2], &[50, 50]), vec![None, None]);
+        // The second lane gathers into the first (0.3); the third, 0.15,
+        // no longer fits there (0.45) but does in the second, now empty.
+        assert_eq!(
+            moves(&[0.1, 0.2, 0.15], &[10, 20, 30]),
+            vec![None, to(0, 20), to(1, 30)]
+        );
+        // An empty lane has nothing to give.
+        assert_eq!(moves(&[0.0, 0.0], &[10, 0]), vec![None, None]);
     }
 
     #[test]

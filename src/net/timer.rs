@@ -21,8 +21,9 @@
 //! Limits: the timerfd counts real time, so these sleeps do not follow
 //! tokio's paused clock (`start_paused` tests); and a sleep dropped before
 //! its deadline keeps its small place in the heap until then, which is
-//! nothing for the client's users (each awaits its sleep to the end or is
-//! stopped with the run) but would add up in a loop that drops sleeps.
+//! nothing for the client's users (each awaits its sleep to the end, is
+//! stopped with the run, or drops it once when it moves to another lane)
+//! but would add up in a loop that drops sleeps.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;

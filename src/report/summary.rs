@@ -31,6 +31,10 @@ pub struct ClientSummary {
     pub strategy: &'static str,
     /// Number of simulated users.
     pub clients: u32,
+    /// How many times a user moved from a busy lane of the real client to
+    /// a less busy one (none in virtual time): more than a few means the
+    /// client needed more threads than its users' demand asked for.
+    pub moves: u64,
 }
 
 impl fmt::Display for ClientSummary {
@@ -98,6 +102,13 @@ impl fmt::Display for ClientSummary {
             ms(late.p99_ms),
             ms(late.max_ms)
         )?;
+        if self.moves > 0 {
+            writeln!(
+                f,
+                "  lanes: users moved from a busy lane to another {} times",
+                self.moves
+            )?;
+        }
         write!(
             f,
             "  request latency (first attempt to OK): {}",

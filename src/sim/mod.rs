@@ -561,6 +561,7 @@ pub fn run(config: &SimConfig) -> Result<SimOutcome, SimError> {
             seed: client.seed,
             strategy: client.policy_name(),
             clients: client.clients,
+            moves: 0,
         },
         server: engine.host.summary(),
         server_rows,

@@ -362,7 +362,7 @@ pub async fn run_with(
     let mut handles = vec![tokio::runtime::Handle::current()];
     handles.extend_from_slice(lanes.handles());
     let mut load = Load::new(handles);
-    let mut weigh = tokio::time::interval(Load::EVERY);
+    let mut weigh = tokio::time::interval(Balance::<Mover>::EVERY);
     let mut last = start;
     {
         let mut serving = pin!(home.serve(config.report_interval));

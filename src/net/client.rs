@@ -362,7 +362,10 @@ pub async fn run_with(
     let mut handles = vec![tokio::runtime::Handle::current()];
     handles.extend_from_slice(lanes.handles());
     let mut load = Load::new(handles);
-    let mut weigh = tokio::time::interval(Balance::<Mover>::EVERY);
+    // The first plan after a whole period: the users' spawning alone
+    // would count as a busy lane.
+    let every = Balance::<Mover>::EVERY;
+    let mut weigh = tokio::time::interval_at(Instant::now() + every, every);
     let mut last = start;
     {
         let mut serving = pin!(home.serve(config.report_interval));

@@ -84,12 +84,7 @@ impl<T> Balance<T> {
 
     /// Sets this period's moves from each lane's busy share ([`lanes::moves`]).
     pub(crate) fn plan(&self, busy: &[f64]) {
-        let users: Vec<usize> = self
-            .users
-            .iter()
-            .map(|u| u.load(Ordering::Relaxed))
-            .collect();
-        for (lane, planned) in lanes::moves(busy, &users).into_iter().enumerate() {
+        for (lane, planned) in lanes::moves(busy, &self.counts()).into_iter().enumerate() {
             let (to, count) = planned.map_or((lane, 0), |m| (m.to, m.count));
             self.to[lane].store(to, Ordering::Relaxed);
             self.quota[lane].store(count, Ordering::Relaxed);
@@ -102,7 +97,6 @@ impl<T> Balance<T> {
     }
 
     /// Users each lane runs now.
-    #[cfg(test)]
     fn counts(&self) -> Vec<usize> {
         self.users
             .iter()

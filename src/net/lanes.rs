@@ -106,7 +106,7 @@ pub fn moves(busy: &[f64], users: &[usize]) -> Vec<Option<Move>> {
         if users == 0 {
             continue;
         }
-        let to = if share >= BUSY {
+        let planned_move = if share >= BUSY {
             let (to, low) = after
                 .iter()
                 .copied()
@@ -120,18 +120,17 @@ pub fn moves(busy: &[f64], users: &[usize]) -> Vec<Option<Move>> {
             if count == 0 {
                 continue;
             }
-            planned[lane] = Some(Move { to, count });
-            to
+            Move { to, count }
         } else {
             let Some(to) = after[..lane].iter().position(|&b| b + share < FIT) else {
                 continue;
             };
-            planned[lane] = Some(Move { to, count: users });
-            to
+            Move { to, count: users }
         };
-        let moved = planned[lane].map_or(0, |m| m.count) as f64 * share / users as f64;
+        let moved = planned_move.count as f64 * share / users as f64;
         after[lane] -= moved;
-        after[to] += moved;
+        after[planned_move.to] += moved;
+        planned[lane] = Some(planned_move);
     }
     planned
 }

@@ -113,6 +113,16 @@ impl Curve {
             }
         }
     }
+
+    /// The delay's cap, if the curve never falls as concurrency grows (so
+    /// that once it reaches the cap it stays there): linear curves, and
+    /// exponential ones with a factor of at least 1.
+    pub fn rising_cap(&self) -> Option<Duration> {
+        match self {
+            Curve::Exponential(m) => (m.factor >= 1.0 && m.scale > 0.0).then_some(m.max_delay),
+            Curve::Linear { max_delay, .. } => Some(*max_delay),
+        }
+    }
 }
 
 /// A curve with its delays remembered: a server's concurrency moves one
@@ -171,15 +181,35 @@ impl DelayTable {
 
     /// `curve.delay(concurrency)`.
     pub fn delay(&mut self, concurrency: u64) -> Duration {
+        if let Some(&known) = usize::try_from(concurrency)
+            .ok()
+            .and_then(|c| self.known.get(c))
+        {
+            return known;
+        }
+        if let Some(cap) = self.saturated() {
+            return cap;
+        }
         if concurrency >= TABLE_LIMIT {
             return self.curve.delay(concurrency);
         }
-        let c = concurrency as usize;
-        while self.known.len() <= c {
+        while self.known.len() as u64 <= concurrency {
             let next = self.curve.delay(self.known.len() as u64);
             self.known.push(next);
+            if let Some(cap) = self.saturated() {
+                return cap;
+            }
         }
-        self.known[c]
+        self.known[concurrency as usize]
+    }
+
+    /// The cap, once the table has reached it on a curve that never falls:
+    /// every greater concurrency has the same delay, so it is neither
+    /// computed nor kept (a storm's tens of thousands of requests in flight
+    /// sit far past the default curve's cap, reached near 2,700).
+    fn saturated(&self) -> Option<Duration> {
+        let cap = self.curve.rising_cap()?;
+        (self.known.last() == Some(&cap)).then_some(cap)
     }
 }
 
@@ -306,6 +336,30 @@ mod tests {
                 assert_eq!(table.delay(c), curve.delay(c), "{curve:?} at {c}");
             }
         }
+    }
+
+    #[test]
+    fn a_table_stops_growing_at_the_cap_of_a_rising_curve() {
+        // The default curve reaches its 600 s cap where 0.1 s * 1.05^((c -
+        // 30) / 15) does: c = 30 + 15 ln(6000) / ln(1.05), about 2,705.
+        let curve = Curve::Exponential(LatencyModel::default());
+        let mut table = DelayTable::new(curve);
+        assert_eq!(table.delay(60_000), Duration::from_secs(600));
+        let kept = table.known.len();
+        assert!((2_690..2_720).contains(&kept), "{kept} delays kept");
+        assert_eq!(table.delay(1 << 40), Duration::from_secs(600));
+        assert_eq!(table.known.len(), kept, "nothing more kept");
+        // A falling curve that starts at its cap is not cut short there.
+        let falling = Curve::Exponential(LatencyModel {
+            base: Duration::from_secs(5),
+            max_delay: Duration::from_secs(1),
+            factor: 0.9,
+            ..LatencyModel::default()
+        });
+        let mut table = DelayTable::new(falling);
+        assert_eq!(table.delay(0), Duration::from_secs(1));
+        assert_eq!(table.delay(45), falling.delay(45));
+        assert!(table.delay(45) < Duration::from_secs(1));
     }
 
     #[test]

@@ -70,9 +70,15 @@ impl<T> Balance<T> {
         quota
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |q| q.checked_sub(1))
             .ok()?;
+        // A plan made since the quota was read may send this lane's users
+        // nowhere: the user then stays.
+        let to = self.to[lane].load(Ordering::Relaxed);
+        if to == lane {
+            return None;
+        }
         self.users[lane].fetch_sub(1, Ordering::Relaxed);
         self.moves.fetch_add(1, Ordering::Relaxed);
-        Some(self.to[lane].load(Ordering::Relaxed))
+        Some(to)
     }
 
     /// Hands `user`, which left its lane, to lane `to`.
@@ -137,5 +143,20 @@ mod tests {
         // Once the two are even, the next period moves nobody.
         balance.plan(&[0.6, 0.6]);
         assert_eq!(balance.leave(0), None);
+    }
+
+    #[test]
+    fn a_user_stays_when_a_new_plan_sends_its_lane_nowhere() {
+        let (balance, _arrivals) = Balance::<u32>::new(2);
+        for _ in 0..4 {
+            balance.joined(0);
+        }
+        // What a leaving user can read while a plan is being stored: the
+        // last plan's quota, and this plan's destination, its own lane.
+        balance.quota[0].store(1, Ordering::Relaxed);
+        balance.to[0].store(0, Ordering::Relaxed);
+        assert_eq!(balance.leave(0), None);
+        assert_eq!(balance.moves(), 0, "not counted as a move");
+        assert_eq!(balance.counts(), vec![4, 0]);
     }
 }

@@ -116,10 +116,15 @@ impl Curve {
 
     /// The delay's cap, if the curve never falls as concurrency grows (so
     /// that once it reaches the cap it stays there): linear curves, and
-    /// exponential ones with a factor of at least 1.
+    /// exponential ones with a factor of at least 1 whose base is below
+    /// the cap. A base at the cap is excluded: above the limit the delay
+    /// goes through seconds as an `f64`, which can round a cap of weeks a
+    /// nanosecond below itself.
     pub fn rising_cap(&self) -> Option<Duration> {
         match self {
-            Curve::Exponential(m) => (m.factor >= 1.0 && m.scale > 0.0).then_some(m.max_delay),
+            Curve::Exponential(m) => {
+                (m.factor >= 1.0 && m.scale > 0.0 && m.base < m.max_delay).then_some(m.max_delay)
+            }
             Curve::Linear { max_delay, .. } => Some(*max_delay),
         }
     }
@@ -360,6 +365,19 @@ mod tests {
         assert_eq!(table.delay(0), Duration::from_secs(1));
         assert_eq!(table.delay(45), falling.delay(45));
         assert!(table.delay(45) < Duration::from_secs(1));
+        // A base at a cap of 2^24 s and 1 ns: above the limit, 2^24 + 1e-9
+        // seconds is 2^24 in an f64, a nanosecond below the cap.
+        let cap = Duration::new(1 << 24, 1);
+        let flat = Curve::Exponential(LatencyModel {
+            base: cap,
+            max_delay: cap,
+            factor: 1.0,
+            ..LatencyModel::default()
+        });
+        let mut table = DelayTable::new(flat);
+        assert_eq!(table.delay(0), cap);
+        assert_eq!(table.delay(31), Duration::from_secs(1 << 24));
+        assert_eq!(table.delay(31), flat.delay(31));
     }
 
     #[test]

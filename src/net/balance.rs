@@ -68,10 +68,10 @@ impl<T> Balance<T> {
             return None;
         }
         quota
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |q| q.checked_sub(1))
+            .fetch_update(Ordering::Acquire, Ordering::Relaxed, |q| q.checked_sub(1))
             .ok()?;
-        // A plan made since the quota was read may send this lane's users
-        // nowhere: the user then stays.
+        // A plan stored since the quota was taken may send this lane's
+        // users nowhere: the user then stays.
         let to = self.to[lane].load(Ordering::Relaxed);
         if to == lane {
             return None;
@@ -92,8 +92,10 @@ impl<T> Balance<T> {
     pub(crate) fn plan(&self, busy: &[f64]) {
         for (lane, planned) in lanes::moves(busy, &self.counts()).into_iter().enumerate() {
             let (to, count) = planned.map_or((lane, 0), |m| (m.to, m.count));
+            // The quota last, released: a user that takes it sees its
+            // destination.
             self.to[lane].store(to, Ordering::Relaxed);
-            self.quota[lane].store(count, Ordering::Relaxed);
+            self.quota[lane].store(count, Ordering::Release);
         }
     }
 

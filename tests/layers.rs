@@ -287,7 +287,7 @@ fn each_layer_imports_only_the_layers_below_it() {
     // The check sees imports: the engines use the model, the CLI the
     // experiment, the virtual engine none of the networked one.
     let names = |m: &str| -> Vec<String> { m.split("::").map(str::to_string).collect() };
-    assert!(graph[&names("sim")].contains(&names("model::user")));
+    assert!(graph[&names("sim::engine")].contains(&names("model::user")));
     assert!(graph[&names("net::client")].contains(&names("model::client")));
     assert!(
         graph[&names("cli::storm")]

@@ -1,35 +1,18 @@
 //! The virtual-time engine on cases worked out by hand, its determinism,
 //! and the default storm's verdicts.
 
+mod common;
+
 use std::time::Duration;
 
 use clap::Parser;
-use retry_storm::cli::{ClientCli, ProgramFlags, ServerArgs, StormCli};
+use common::virtual_time::sim_config as config;
+use retry_storm::cli::{ProgramFlags, StormCli};
 use retry_storm::model::arrivals::{ThinkTime, user_rng};
 use retry_storm::sim::{self, Pause, SimConfig};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
-}
-
-/// A quiet virtual experiment from the programs' own flags.
-fn config(server: &[&str], client: &[&str], pauses: Vec<Pause>) -> SimConfig {
-    let mut server = ServerArgs::try_parse_from(["server"].iter().chain(server))
-        .unwrap()
-        .config()
-        .unwrap();
-    let mut client = ClientCli::try_parse_from(["client"].iter().chain(client))
-        .unwrap()
-        .run
-        .config()
-        .unwrap();
-    server.quiet = true;
-    client.quiet = true;
-    SimConfig {
-        server,
-        client,
-        pauses,
-    }
 }
 
 #[test]

@@ -12,7 +12,7 @@ use super::user::Rules;
 use crate::policy::{Hedging, RetryLimits, Strategy, ThrottleConfig};
 
 /// Everything the client needs to run.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ClientConfig {
     /// The `http://host:port/path` URL every attempt requests (the virtual
     /// engine has none).

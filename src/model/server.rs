@@ -146,7 +146,7 @@ pub struct Shedding {
 }
 
 /// Everything the server needs to run.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ServerConfig {
     /// Address to listen on (the virtual engine has none).
     pub listen: SocketAddr,

@@ -206,6 +206,18 @@ pub struct ClientRecorder {
     metrics: Option<Arc<ClientMetrics>>,
 }
 
+impl Clone for ClientRecorder {
+    /// A recorder holding what this one holds now, feeding the same
+    /// metrics.
+    fn clone(&self) -> Self {
+        ClientRecorder {
+            current: Mutex::new(self.current.lock().expect("recorder lock poisoned").clone()),
+            in_flight: AtomicU64::new(self.in_flight()),
+            metrics: self.metrics.clone(),
+        }
+    }
+}
+
 impl ClientRecorder {
     /// A recorder with empty counts.
     pub fn new() -> Self {

@@ -212,6 +212,33 @@ impl Reporter {
         })
     }
 
+    /// Whether the reporter writes anywhere but stdout: a file or a
+    /// status line.
+    pub fn writes(&self) -> bool {
+        self.csv.is_some() || self.hlog.is_some() || self.status.is_some()
+    }
+
+    /// A reporter holding what this one holds, to go on from; none if
+    /// this one writes anywhere (a file or a status line cannot be
+    /// shared).
+    pub fn fork(&self) -> Option<Reporter> {
+        if self.writes() {
+            return None;
+        }
+        Some(Reporter {
+            csv: None,
+            hlog: None,
+            hedging: self.hedging,
+            status: None,
+            quiet: self.quiet,
+            sliver: self.sliver,
+            interval: self.interval.clone(),
+            hlog_histograms: None,
+            totals: self.totals.clone(),
+            rows: self.rows.clone(),
+        })
+    }
+
     /// Reports the interval of length `measured` that ends now. A sliver
     /// too short for meaningful rates (the stop landing just after a tick)
     /// only adds to the totals.

@@ -32,6 +32,7 @@ pub enum Delivery {
 
 /// What the server counts, apart from the service itself (so that the
 /// service can hand its departures to the counts).
+#[derive(Clone)]
 struct Books {
     /// Requests in the model whose client has gone, and the sum of their
     /// admission instants: each is added when its client is known gone and
@@ -66,6 +67,7 @@ impl Books {
 
 /// The server process as the network sees it: the service, the listen
 /// backlog and requests waiting while it is stopped.
+#[derive(Clone)]
 pub struct Host<T> {
     service: Service<T>,
     stopped: bool,

@@ -64,7 +64,7 @@ const LEVELS: usize = 8;
 const _: () = assert!(LEVELS as u32 * DIGIT >= 64 - TICK_SHIFT);
 
 /// Keys in order.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Wheel {
     /// The wheel's tick: every key in a slot is after it.
     tick: u64,
@@ -194,7 +194,7 @@ impl Wheel {
 }
 
 /// Events in order.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct EventQueue {
     heap: Wheel,
     lane: VecDeque<Key>,

@@ -33,7 +33,7 @@ pub(super) struct Flight {
 /// and so the output). The first is kept in the slot itself: asking
 /// where a user's one attempt is was a second cache miss behind the
 /// slot's, on most events.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(super) struct Flights<T = Flight> {
     /// The first attempt; none when there is none at all.
     first: Option<T>,
@@ -105,6 +105,7 @@ impl<T> Flights<T> {
 }
 
 /// A user's state in the engine.
+#[derive(Clone)]
 pub(super) struct Slot {
     pub(super) user: User<Xoshiro256PlusPlus>,
     /// The number the user's next attempt sent will carry.

@@ -1,10 +1,12 @@
-//! Helpers for tests that run the binaries as child processes, and
-//! ([`running`]) for tests that run the server in their own process.
+//! Helpers for tests that run the binaries as child processes,
+//! ([`running`]) for tests that run the server in their own process, and
+//! ([`virtual_time`]) for runs in virtual time.
 
 #![allow(dead_code)]
 
 pub mod pty;
 pub mod running;
+pub mod virtual_time;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, ChildStdout, Command, Stdio};

@@ -2,7 +2,8 @@
 //! the grid and wherever the bisection looks, each pause with every seed;
 //! its edge estimated from all of them.
 
-use std::collections::BTreeMap;
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use super::super::error::StormError;
@@ -12,7 +13,7 @@ use super::config::{Setting, SweepConfig, secs};
 use super::findings::{Critical, Outside, Point};
 use crate::report::estimate::{Crossing, Edge, Proportion, Trials, quantile};
 use crate::report::verdict::figures;
-use crate::sim;
+use crate::sim::{SimConfig, SimOutcome, WarmedUp};
 
 /// What a line found.
 pub(super) struct Done {
@@ -33,6 +34,8 @@ pub(super) struct Line<'a> {
     setting: Setting,
     case: Case,
     points: BTreeMap<Duration, Point>,
+    /// Each seed's warm-up: its runs differ only from the pause on.
+    warm: HashMap<u64, WarmedUp>,
     runs: u64,
     events: u64,
 }
@@ -46,6 +49,7 @@ impl<'a> Line<'a> {
             setting,
             case: config.case_for(&setting),
             points: BTreeMap::new(),
+            warm: HashMap::new(),
             runs: 0,
             events: 0,
         }
@@ -131,7 +135,7 @@ impl<'a> Line<'a> {
             run.server.csv = None;
             run.client.csv = None;
             run.client.hlog = None;
-            let out = sim::run(&run).map_err(|e| StormError::Child(e.to_string()))?;
+            let out = self.made(seed, &run)?;
             self.runs += 1;
             self.events += out.events;
             let f = figures(&out.client.rows, &out.server_rows, &storm.timeline(0));
@@ -154,6 +158,21 @@ impl<'a> Line<'a> {
             // The median, a run that never recovers counting as slowest.
             recovery_s: quantile(&recoveries, 0.5),
         })
+    }
+
+    /// The run `config` of `seed`, from the seed's warm-up (made first if
+    /// need be, its events counted then).
+    fn made(&mut self, seed: u64, config: &SimConfig) -> Result<SimOutcome, StormError> {
+        let failed = |e: crate::sim::SimError| StormError::Child(e.to_string());
+        let warm = match self.warm.entry(seed) {
+            Entry::Occupied(warm) => warm.into_mut(),
+            Entry::Vacant(place) => {
+                let warm = WarmedUp::new(config).map_err(failed)?;
+                self.events += warm.events();
+                place.insert(warm)
+            }
+        };
+        warm.finish(config).map_err(failed)
     }
 
     /// Bisection over the pauses a critical pause may be: multiples of the

@@ -16,6 +16,7 @@ use std::time::Duration;
 use super::ticket::{Departure, Exit, Ticket};
 use crate::model::latency::{Curve, DelayTable};
 
+#[derive(Clone)]
 struct Entry<T> {
     ticket: Ticket,
     start: Duration,
@@ -24,6 +25,7 @@ struct Entry<T> {
 }
 
 /// Holds in-flight requests in arrival order and completes them on time.
+#[derive(Clone)]
 pub struct CompletionScheduler<T> {
     model: DelayTable,
     queue: VecDeque<Entry<T>>,

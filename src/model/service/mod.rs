@@ -53,6 +53,7 @@ pub enum Refusal {
 
 /// What does the work: a delay curve shared by every request in flight, or
 /// a pool of workers with a queue.
+#[derive(Clone)]
 enum Work<T> {
     Curve(CompletionScheduler<T>),
     Pool(Pool<T>),
@@ -70,6 +71,7 @@ pub struct Gauges {
 }
 
 /// A server's shape with its defences.
+#[derive(Clone)]
 pub struct Service<T> {
     shape: Work<T>,
     shed_above: Option<u64>,

@@ -22,6 +22,7 @@ use super::ticket::{Departure, Exit, Ticket};
 use crate::model::server::{PoolModel, ServiceDistribution};
 use crate::policy::defence::{CoDel, QueueWatch};
 
+#[derive(Clone)]
 struct Waiting<T> {
     ticket: Ticket,
     payload: T,
@@ -32,6 +33,7 @@ struct Waiting<T> {
     gone: bool,
 }
 
+#[derive(Clone)]
 struct Job<T> {
     payload: T,
     admitted: Duration,
@@ -39,6 +41,7 @@ struct Job<T> {
 
 /// The pool's state: busy workers, the queue and the generator of service
 /// times.
+#[derive(Clone)]
 pub(crate) struct Pool<T> {
     model: PoolModel,
     cancel: bool,

@@ -1,0 +1,411 @@
+//! A run's course: the engine and the reports it writes, event after
+//! event to the end; and a run warmed up to its first pause, from which
+//! runs that differ only in that pause's length and their own length go
+//! on.
+//!
+//! Up to the instant the server is stopped nothing depends on either (the
+//! pause's end is queued when it starts, the run's end is only compared
+//! with), so such runs are the same to the event until then; and while
+//! the server is stopped, a run resuming later goes the same way as one
+//! resuming sooner until that one resumes. A sweep tries one seed at a
+//! dozen pauses or more: it makes the warm-up once, and goes on through a
+//! pause from where the last run that resumed sooner left it.
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use super::config::SimConfig;
+use super::engine::Engine;
+use super::event::Event;
+use super::host::virtual_unix_ms;
+use super::queue::Key;
+use crate::report::output::{CsvError, CsvSink, server_csv, write_row};
+use crate::report::rows::ServerRow;
+use crate::report::summary::{ClientSummary, Reporter, ServerSummary};
+
+/// What a virtual-time run produced.
+#[derive(Debug, Clone)]
+pub struct SimOutcome {
+    /// The client's summary, rows included.
+    pub client: ClientSummary,
+    /// The server's totals.
+    pub server: ServerSummary,
+    /// The server's report rows.
+    pub server_rows: Vec<ServerRow>,
+    /// Events processed (after the warm-up, for a run made from one).
+    pub events: u64,
+    /// Real time the run took.
+    pub wall: Duration,
+}
+
+impl SimOutcome {
+    /// The engine's speed, for `--verbose`.
+    pub fn speed(&self) -> String {
+        let secs = self.wall.as_secs_f64().max(1e-9);
+        format!(
+            "sim: {} events in {:.1} ms ({:.1} M events/s), {:.1} s simulated",
+            self.events,
+            secs * 1e3,
+            self.events as f64 / secs / 1e6,
+            self.client.elapsed.as_secs_f64()
+        )
+    }
+}
+
+/// Why a virtual-time run could not start.
+#[derive(Debug)]
+pub enum SimError {
+    /// The client has no `--duration`: a virtual run must end by itself.
+    NoDuration,
+    /// A CSV file could not be created.
+    Csv(CsvError),
+    /// A warm-up cannot serve this run, for the reason given.
+    Unshared(&'static str),
+}
+
+impl fmt::Display for SimError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SimError::NoDuration => write!(f, "a virtual-time run needs a --duration"),
+            SimError::Csv(e) => e.fmt(f),
+            SimError::Unshared(why) => write!(f, "a warm-up cannot be shared: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for SimError {}
+
+/// A run in progress.
+struct Course {
+    engine: Engine,
+    reporter: Reporter,
+    server_csv: Option<CsvSink<ServerRow>>,
+    server_rows: Vec<ServerRow>,
+    /// When the last client and server rows ended.
+    client_last: Duration,
+    server_last: Duration,
+    /// A server tick fell while the server was stopped.
+    tick_missed: bool,
+    config: SimConfig,
+    end: Duration,
+    /// The first pause's resume is queued by the caller, not at the stop.
+    held: bool,
+}
+
+/// Where [`Course::go`] stops short of the end.
+#[derive(Clone, Copy)]
+enum Halt {
+    /// Nowhere.
+    Never,
+    /// Before the first pause's stop.
+    AtStop,
+    /// Before the first event at or after this key, and before the first
+    /// completion after its instant (a completion comes before every
+    /// event at its instant).
+    Before(Key),
+}
+
+impl Halt {
+    fn before_event(self, key: Key) -> bool {
+        match self {
+            Halt::Never => false,
+            Halt::AtStop => Event::unpack(key.what) == Event::Stop(0),
+            Halt::Before(k) => key >= k,
+        }
+    }
+
+    fn before_completion(self, at: Duration) -> bool {
+        match self {
+            Halt::Before(k) => at > k.time(),
+            _ => false,
+        }
+    }
+}
+
+impl Course {
+    /// The run of `config` at its start.
+    fn new(config: &SimConfig) -> Result<Course, SimError> {
+        let end = config.client.duration.ok_or(SimError::NoDuration)?;
+        let reporter = Reporter::new(&config.client, None).map_err(SimError::Csv)?;
+        let server_csv = server_csv(&config.server).map_err(SimError::Csv)?;
+        Ok(Course {
+            engine: Engine::new(config),
+            reporter,
+            server_csv,
+            server_rows: Vec::new(),
+            client_last: Duration::ZERO,
+            server_last: Duration::ZERO,
+            tick_missed: false,
+            config: config.clone(),
+            end,
+            held: false,
+        })
+    }
+
+    /// Whether the run writes files.
+    fn writes(&self) -> bool {
+        self.server_csv.is_some() || self.reporter.writes()
+    }
+
+    /// A copy to go on from, if the run writes nothing (files cannot be
+    /// shared).
+    fn fork(&self) -> Option<Course> {
+        if self.writes() {
+            return None;
+        }
+        Some(Course {
+            engine: self.engine.clone(),
+            reporter: self.reporter.fork()?,
+            server_csv: None,
+            server_rows: self.server_rows.clone(),
+            client_last: self.client_last,
+            server_last: self.server_last,
+            tick_missed: self.tick_missed,
+            config: self.config.clone(),
+            end: self.end,
+            held: self.held,
+        })
+    }
+
+    /// Processes events in order until the end, or until `halt` says to
+    /// stop short of the next (true then).
+    fn go(&mut self, halt: Halt) -> bool {
+        let end = self.end;
+        loop {
+            let engine = &mut self.engine;
+            let next = engine.queue.peek();
+            // Completions due at an instant come before other events at it.
+            if let Some(at) = engine.host.next_completion()
+                && at < end
+                && next.is_none_or(|e| at <= e.time())
+            {
+                if halt.before_completion(at) {
+                    return true;
+                }
+                engine.events += 1;
+                engine.complete(at);
+                continue;
+            }
+            let Some(key) = next else {
+                return false;
+            };
+            let (now, event) = (key.time(), Event::unpack(key.what));
+            if now >= end {
+                return false;
+            }
+            if halt.before_event(key) {
+                return true;
+            }
+            engine.queue.pop();
+            engine.events += 1;
+            self.handle(now, event);
+        }
+    }
+
+    fn handle(&mut self, now: Duration, event: Event) {
+        let engine = &mut self.engine;
+        match event {
+            Event::Due(user) => engine.due(user, now),
+            Event::Deadline(id) => engine.deadline(id, now),
+            Event::Syn(id) => engine.syn(id, now),
+            Event::ClientTick => {
+                self.reporter.report(
+                    &engine.recorder,
+                    now - self.client_last,
+                    virtual_unix_ms(now),
+                    now,
+                );
+                self.client_last = now;
+                engine.push(now + self.config.client.report_interval, Event::ClientTick);
+            }
+            Event::ServerTick => {
+                if engine.host.is_stopped() {
+                    self.tick_missed = true;
+                    return;
+                }
+                self.server_row(now);
+            }
+            Event::Stop(i) => {
+                engine.host.stop();
+                if !(i == 0 && self.held) {
+                    engine.push(now + self.config.pauses[i as usize].length, Event::Resume);
+                }
+            }
+            Event::Resume => {
+                if std::mem::take(&mut self.tick_missed) {
+                    self.server_row(now);
+                }
+                self.engine.resume(now);
+            }
+        }
+    }
+
+    /// Writes the server's row of the interval ending at `now`, and
+    /// queues the next tick.
+    fn server_row(&mut self, now: Duration) {
+        let row = self.engine.host.report(now, now - self.server_last);
+        write_row(&mut self.server_csv, &row);
+        self.server_rows.push(row);
+        self.server_last = now;
+        self.engine
+            .push(now + self.config.server.report_interval, Event::ServerTick);
+    }
+
+    /// The last rows, and what the run produced; `events` processed by
+    /// the caller, `wall` its real time.
+    fn finish(mut self, events: u64, wall: Duration) -> SimOutcome {
+        let (end, engine) = (self.end, &mut self.engine);
+        self.reporter.report(
+            &engine.recorder,
+            end - self.client_last,
+            virtual_unix_ms(end),
+            end,
+        );
+        if end > self.server_last && !engine.host.is_stopped() {
+            let row = engine.host.report(end, end - self.server_last);
+            write_row(&mut self.server_csv, &row);
+            self.server_rows.push(row);
+        }
+        let client = &self.config.client;
+        SimOutcome {
+            client: ClientSummary {
+                elapsed: end,
+                totals: self.reporter.totals,
+                rows: self.reporter.rows,
+                seed: client.seed,
+                strategy: client.policy_name(),
+                clients: client.clients,
+                moves: 0,
+            },
+            server: engine.host.summary(),
+            server_rows: self.server_rows,
+            events,
+            wall,
+        }
+    }
+}
+
+/// Runs one experiment in virtual time, writing the CSV files the
+/// configurations name.
+pub fn run(config: &SimConfig) -> Result<SimOutcome, SimError> {
+    let wall = Instant::now();
+    let mut course = Course::new(config)?;
+    course.go(Halt::Never);
+    let events = course.engine.events;
+    Ok(course.finish(events, wall.elapsed()))
+}
+
+/// A run warmed up: made up to the instant its first pause begins, the
+/// server not yet stopped. [`WarmedUp::finish`] makes from it any run
+/// whose configuration differs only in that pause's length and the run's
+/// length, exactly as [`run`] would.
+pub struct WarmedUp {
+    /// Halted before the first pause's stop.
+    course: Course,
+    /// The last run through the pause that resumed latest: stopped, its
+    /// resume not queued, halted where it resumed (the instant given).
+    paused: Option<(Duration, Course)>,
+    /// The events the warm-up processed.
+    events: u64,
+}
+
+impl WarmedUp {
+    /// Makes the warm-up of `config`, which pauses at least once, before
+    /// its end, and writes no file.
+    pub fn new(config: &SimConfig) -> Result<WarmedUp, SimError> {
+        let first = config
+            .pauses
+            .first()
+            .ok_or(SimError::Unshared("no pause"))?;
+        if config.client.duration.is_some_and(|end| first.at >= end) {
+            return Err(SimError::Unshared("the first pause starts after the end"));
+        }
+        let (client, server) = (&config.client, &config.server);
+        if client.csv.is_some() || client.hlog.is_some() || server.csv.is_some() {
+            return Err(SimError::Unshared("it writes files"));
+        }
+        let mut course = Course::new(config)?;
+        debug_assert!(!course.writes());
+        let halted = course.go(Halt::AtStop);
+        debug_assert!(halted, "the first pause starts before the end");
+        Ok(WarmedUp {
+            events: course.engine.events,
+            course,
+            paused: None,
+        })
+    }
+
+    /// The events the warm-up processed.
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+
+    /// The run of `config`, which must be the warm-up's but for the first
+    /// pause's length and the run's length (ending after the first pause
+    /// starts). The outcome counts the events this call processed.
+    pub fn finish(&mut self, config: &SimConfig) -> Result<SimOutcome, SimError> {
+        let wall = Instant::now();
+        let end = config.client.duration.ok_or(SimError::NoDuration)?;
+        self.check(config)?;
+        let first = config.pauses[0];
+        let resume = first.at.saturating_add(first.length);
+        let (mut course, from) = match &self.paused {
+            Some((at, paused)) if *at <= resume && resume < end => {
+                let course = paused.fork().expect("a warm-up writes nothing");
+                let from = course.engine.events;
+                (course, from)
+            }
+            _ => (self.stopped(), self.events),
+        };
+        if resume < end {
+            // Through the pause up to the resume, whatever the run's end;
+            // kept for the next run that resumes later.
+            course.end = Duration::MAX;
+            course.go(Halt::Before(Key::new(resume, Event::Resume.pack())));
+            self.paused = Some((resume, course.fork().expect("a warm-up writes nothing")));
+            course.engine.push(resume, Event::Resume);
+        }
+        course.config = config.clone();
+        course.end = end;
+        course.go(Halt::Never);
+        let events = course.engine.events - from;
+        Ok(course.finish(events, wall.elapsed()))
+    }
+
+    /// The warm-up, the server stopped: the first pause's stop taken, its
+    /// resume left to the caller.
+    fn stopped(&self) -> Course {
+        let mut course = self.course.fork().expect("a warm-up writes nothing");
+        course.held = true;
+        let key = course.engine.queue.pop().expect("the first pause's stop");
+        debug_assert_eq!(Event::unpack(key.what), Event::Stop(0));
+        course.engine.events += 1;
+        course.handle(key.time(), Event::Stop(0));
+        course
+    }
+
+    /// Whether `config` is the warm-up's but for the first pause's length
+    /// and the run's length.
+    fn check(&self, config: &SimConfig) -> Result<(), SimError> {
+        let warm = &self.course.config;
+        let mut same = config.clone();
+        same.client.duration = warm.client.duration;
+        if let (Some(pause), Some(first)) = (same.pauses.first_mut(), warm.pauses.first()) {
+            pause.length = first.length;
+        }
+        if !warm.server.draws() {
+            // Unused: a server that draws nothing and is given no seed
+            // has a random one.
+            same.server.seed = warm.server.seed;
+        }
+        if same != *warm {
+            return Err(SimError::Unshared(
+                "another configuration than the warm-up's",
+            ));
+        }
+        match config.client.duration {
+            Some(end) if end > warm.pauses[0].at => Ok(()),
+            _ => Err(SimError::Unshared("the run ends before its first pause")),
+        }
+    }
+}

@@ -13,10 +13,18 @@ use retry_storm::sim::{self, Pause, SimConfig, SimError, WarmedUp};
 const WARMUP: Duration = Duration::from_secs(10);
 const OBSERVE: Duration = Duration::from_secs(20);
 
-/// A quiet run of 300 users with the flags given, the server stopped
-/// after the warm-up for `pause`, observed for a while after.
-fn config(server: &[&str], client: &[&str], pause: Duration) -> SimConfig {
-    let duration = format!("{}ms", (WARMUP + pause + OBSERVE).as_millis());
+/// A quiet run of 300 users with the flags given: the server stopped
+/// after the warm-up for `pause`, then for the `later` pauses; the run
+/// ends `OBSERVE` after the first pause, or at `end`.
+fn config(
+    server: &[&str],
+    client: &[&str],
+    pause: Duration,
+    later: &[Pause],
+    end: Option<Duration>,
+) -> SimConfig {
+    let end = end.unwrap_or(WARMUP + pause + OBSERVE);
+    let duration = format!("{}ms", end.as_millis());
     let fixed = [
         "--clients",
         "300",
@@ -31,28 +39,43 @@ fn config(server: &[&str], client: &[&str], pause: Duration) -> SimConfig {
         "--duration",
         &duration,
     ];
-    let server = [&["--seed", "5"], server].concat();
     let client = [&fixed[..], client].concat();
-    let pauses = vec![Pause {
+    let mut pauses = vec![Pause {
         at: WARMUP,
         length: pause,
     }];
-    sim_config(&server, &client, pauses)
+    pauses.extend_from_slice(later);
+    sim_config(server, &client, pauses)
 }
 
-/// Each pause in turn from one warm-up, against the same run from the
-/// start: rows, totals and the server's summary.
+/// Out of order, twice at one pause, and back below the last one, as a
+/// bisection goes.
+const PAUSES: [u64; 8] = [12, 0, 25, 6, 6, 3, 30, 18];
+
+/// Each of [`PAUSES`] in turn from one warm-up, against the same run from
+/// the start: rows, totals and the server's summary.
 fn same_from_the_warm_up(server: &[&str], client: &[&str]) {
-    // Out of order, twice at one pause, and back below the last one, as
-    // a bisection goes.
-    let pauses = [12, 0, 25, 6, 6, 3, 30, 18];
-    let mut warm = WarmedUp::new(&config(server, client, Duration::ZERO)).unwrap();
+    let shared = same_with(server, client, &[], None);
+    // The warm-up is made once; later pauses go on from earlier ones.
+    let config = config(server, client, Duration::ZERO, &[], None);
+    let warm_up = WarmedUp::new(&config).unwrap().events();
+    assert!(
+        shared > PAUSES.len() as u64 * warm_up,
+        "{shared} events shared"
+    );
+}
+
+/// [`same_from_the_warm_up`] with `later` pauses and the run's `end`;
+/// returns the events the runs from the warm-up did not process again.
+fn same_with(server: &[&str], client: &[&str], later: &[Pause], end: Option<Duration>) -> u64 {
+    let make = |secs| config(server, client, Duration::from_secs(secs), later, end);
+    let mut warm = WarmedUp::new(&make(0)).unwrap();
     let mut shared = 0;
-    for secs in pauses {
-        let c = config(server, client, Duration::from_secs(secs));
+    for secs in PAUSES {
+        let c = make(secs);
         let alone = sim::run(&c).unwrap();
         let from_warm = warm.finish(&c).unwrap();
-        let what = format!("server {server:?}, client {client:?}, pause {secs} s");
+        let what = format!("server {server:?}, client {client:?}, pause {secs} s, {later:?}");
         assert_eq!(from_warm.client.rows, alone.client.rows, "{what}");
         assert_eq!(from_warm.server_rows, alone.server_rows, "{what}");
         assert_eq!(from_warm.server, alone.server, "{what}");
@@ -67,16 +90,58 @@ fn same_from_the_warm_up(server: &[&str], client: &[&str]) {
         assert!(from_warm.events < alone.events, "{what}");
         shared += alone.events - from_warm.events;
     }
-    // The warm-up is made once; later pauses go on from earlier ones.
-    assert!(
-        shared > pauses.len() as u64 * warm.events(),
-        "{shared} events shared"
-    );
+    shared
 }
 
 #[test]
 fn the_curve_server_under_fixed_retries() {
+    // No seed: the server's is random, and unused.
     same_from_the_warm_up(&[], &["--strategy", "fixed"]);
+}
+
+#[test]
+fn adaptive_limiters_under_client_throttles() {
+    same_from_the_warm_up(
+        &["--limiter", "aimd"],
+        &["--strategy", "full-jitter", "--throttle", "token-bucket"],
+    );
+    same_from_the_warm_up(
+        &["--limiter", "gradient2"],
+        &["--strategy", "fixed", "--throttle", "circuit-breaker"],
+    );
+}
+
+#[test]
+fn later_pauses_overlapping_or_after_the_first() {
+    let at = |s| Duration::from_secs(s);
+    let later = [
+        // Inside the first pause, one longer than it, and after it.
+        Pause {
+            at: at(12),
+            length: at(3),
+        },
+        Pause {
+            at: at(5),
+            length: at(20),
+        },
+        Pause {
+            at: at(35),
+            length: at(4),
+        },
+    ];
+    same_with(&[], &["--strategy", "fixed"], &later, None);
+}
+
+#[test]
+fn runs_that_end_during_the_pause() {
+    let end = Some(WARMUP + Duration::from_secs(10));
+    same_with(&[], &["--strategy", "fixed"], &[], end);
+    same_with(
+        &["--on-disconnect", "cancel", "--backlog", "8"],
+        &["--strategy", "fixed"],
+        &[],
+        end,
+    );
 }
 
 #[test]
@@ -104,6 +169,8 @@ fn a_pool_with_codel_and_adaptive_lifo_behind_admission_control() {
             "--lifo",
             "adaptive",
             "--admission-control",
+            "--seed",
+            "5",
         ],
         &["--strategy", "fixed"],
     );
@@ -113,6 +180,8 @@ fn a_pool_with_codel_and_adaptive_lifo_behind_admission_control() {
 fn a_vegas_limiter_and_a_shedding_server_under_the_aws_adaptive_client() {
     same_from_the_warm_up(
         &[
+            "--seed",
+            "5",
             "--limiter",
             "vegas",
             "--shed-above",
@@ -134,7 +203,13 @@ fn hedging_clients_against_pushback() {
 
 #[test]
 fn another_configuration_is_refused() {
-    let c = config(&[], &["--strategy", "fixed"], Duration::from_secs(5));
+    let c = config(
+        &[],
+        &["--strategy", "fixed"],
+        Duration::from_secs(5),
+        &[],
+        None,
+    );
     let mut warm = WarmedUp::new(&c).unwrap();
     let mut other = c.clone();
     other.client.seed += 1;
@@ -146,6 +221,9 @@ fn another_configuration_is_refused() {
     writes.client.csv = Some(std::env::temp_dir().join("never-written.csv"));
     assert!(matches!(WarmedUp::new(&writes), Err(SimError::Unshared(_))));
     assert!(!writes.client.csv.unwrap().exists());
+    let mut loud = c.clone();
+    loud.client.quiet = false;
+    assert!(matches!(WarmedUp::new(&loud), Err(SimError::Unshared(_))));
     let mut none = c;
     none.pauses.clear();
     assert!(matches!(WarmedUp::new(&none), Err(SimError::Unshared(_))));

@@ -9,7 +9,8 @@
 //! the server is stopped, a run resuming later goes the same way as one
 //! resuming sooner until that one resumes. A sweep tries one seed at a
 //! dozen pauses or more: it makes the warm-up once, and goes on through a
-//! pause from where the last run that resumed sooner left it.
+//! pause from where the last run made left it, if that run resumed no
+//! later.
 
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -32,7 +33,8 @@ pub struct SimOutcome {
     pub server: ServerSummary,
     /// The server's report rows.
     pub server_rows: Vec<ServerRow>,
-    /// Events processed (after the warm-up, for a run made from one).
+    /// Events processed (for a run made from a warm-up, those after the
+    /// state it went on from).
     pub events: u64,
     /// Real time the run took.
     pub wall: Duration,
@@ -302,8 +304,9 @@ pub fn run(config: &SimConfig) -> Result<SimOutcome, SimError> {
 pub struct WarmedUp {
     /// Halted before the first pause's stop.
     course: Course,
-    /// The last run through the pause that resumed latest: stopped, its
-    /// resume not queued, halted where it resumed (the instant given).
+    /// The last run made through the pause: stopped, its resume not
+    /// queued, halted where it resumed (the instant given). A run that
+    /// resumes no sooner goes on from there.
     paused: Option<(Duration, Course)>,
     /// The events the warm-up processed.
     events: u64,
@@ -311,7 +314,7 @@ pub struct WarmedUp {
 
 impl WarmedUp {
     /// Makes the warm-up of `config`, which pauses at least once, before
-    /// its end, and writes no file.
+    /// its end, writes no file and prints nothing.
     pub fn new(config: &SimConfig) -> Result<WarmedUp, SimError> {
         let first = config
             .pauses
@@ -323,6 +326,10 @@ impl WarmedUp {
         let (client, server) = (&config.client, &config.server);
         if client.csv.is_some() || client.hlog.is_some() || server.csv.is_some() {
             return Err(SimError::Unshared("it writes files"));
+        }
+        if !client.quiet {
+            // Its rows up to the fork would be printed once, not per run.
+            return Err(SimError::Unshared("it prints its rows"));
         }
         let mut course = Course::new(config)?;
         debug_assert!(!course.writes());

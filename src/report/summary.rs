@@ -212,17 +212,11 @@ impl Reporter {
         })
     }
 
-    /// Whether the reporter writes anywhere but stdout: a file or a
-    /// status line.
-    pub fn writes(&self) -> bool {
-        self.csv.is_some() || self.hlog.is_some() || self.status.is_some()
-    }
-
     /// A reporter holding what this one holds, to go on from; none if
-    /// this one writes anywhere (a file or a status line cannot be
-    /// shared).
+    /// this one writes anywhere but stdout (a file or a status line
+    /// cannot be shared).
     pub fn fork(&self) -> Option<Reporter> {
-        if self.writes() {
+        if self.csv.is_some() || self.hlog.is_some() || self.status.is_some() {
             return None;
         }
         Some(Reporter {

@@ -144,15 +144,10 @@ impl Course {
         })
     }
 
-    /// Whether the run writes files.
-    fn writes(&self) -> bool {
-        self.server_csv.is_some() || self.reporter.writes()
-    }
-
     /// A copy to go on from, if the run writes nothing (files cannot be
     /// shared).
     fn fork(&self) -> Option<Course> {
-        if self.writes() {
+        if self.server_csv.is_some() {
             return None;
         }
         Some(Course {
@@ -335,7 +330,6 @@ impl WarmedUp {
             return Err(SimError::Unshared("it prints its rows"));
         }
         let mut course = Course::new(config)?;
-        debug_assert!(!course.writes());
         let halted = course.go(Halt::AtStop);
         debug_assert!(halted, "the first pause starts before the end");
         Ok(WarmedUp {
@@ -355,17 +349,19 @@ impl WarmedUp {
     /// starts). The outcome counts the events this call processed.
     pub fn finish(&mut self, config: &SimConfig) -> Result<SimOutcome, SimError> {
         let wall = Instant::now();
-        let end = config.client.duration.ok_or(SimError::NoDuration)?;
-        self.check(config)?;
+        let end = self.check(config)?;
         let first = config.pauses[0];
         let resume = first.at.saturating_add(first.length);
-        let (mut course, from) = match &self.paused {
-            Some((at, paused)) if *at <= resume && resume < end => {
-                let course = paused.fork().expect("a warm-up writes nothing");
-                let from = course.engine.events;
-                (course, from)
+        // The kept run goes on itself: a copy of it is kept below.
+        let (mut course, from) = match self.paused.take() {
+            Some((at, paused)) if at <= resume && resume < end => {
+                let from = paused.engine.events;
+                (paused, from)
             }
-            _ => (self.stopped(), self.events),
+            kept => {
+                self.paused = kept;
+                (self.stopped(), self.events)
+            }
         };
         if resume < end {
             // Through the pause up to the resume, whatever the run's end;
@@ -394,9 +390,9 @@ impl WarmedUp {
         course
     }
 
-    /// Whether `config` is the warm-up's but for the first pause's length
-    /// and the run's length.
-    fn check(&self, config: &SimConfig) -> Result<(), SimError> {
+    /// The end of `config`'s run, if `config` is the warm-up's but for the
+    /// first pause's length and the run's length.
+    fn check(&self, config: &SimConfig) -> Result<Duration, SimError> {
         let warm = &self.course.config;
         let mut same = config.clone();
         same.client.duration = warm.client.duration;
@@ -414,8 +410,9 @@ impl WarmedUp {
             ));
         }
         match config.client.duration {
-            Some(end) if end > warm.pauses[0].at => Ok(()),
-            _ => Err(SimError::Unshared("the run ends before its first pause")),
+            Some(end) if end > warm.pauses[0].at => Ok(end),
+            Some(_) => Err(SimError::Unshared("the run ends before its first pause")),
+            None => Err(SimError::NoDuration),
         }
     }
 }

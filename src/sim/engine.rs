@@ -204,8 +204,7 @@ impl Engine {
             let record = flight.sent.cancel(self.throttle.as_mut(), now);
             self.recorder.attempt_finished_mut(record);
             if let State::Admitted(ticket) = flight.state {
-                self.host.disconnect(now, ticket);
-                self.recomplete = true;
+                self.recomplete |= self.host.disconnect(now, ticket);
             }
         });
         // Keep the memory.
@@ -239,9 +238,10 @@ impl Engine {
             return;
         };
         self.end(id, Outcome::Timeout, Hints::default(), now, false);
-        if let State::Admitted(ticket) = state {
-            self.host.disconnect(now, ticket);
-            // A cancellation lowers the delay: others may be done at once.
+        // A cancellation lowers the delay: others may be done at once.
+        if let State::Admitted(ticket) = state
+            && self.host.disconnect(now, ticket)
+        {
             self.complete(now);
         }
     }

@@ -166,20 +166,24 @@ impl<T: Copy> Host<T> {
 
     /// The client of an admitted request closed its connection: the work
     /// is held for nobody until it leaves the model, which in `cancel` mode
-    /// happens when the server notices (at once, or at resume).
-    pub fn disconnect(&mut self, now: Duration, ticket: Ticket) {
+    /// happens when the server notices (at once, or at resume). True if
+    /// the work stopped now: the lower concurrency may make others due at
+    /// once.
+    pub fn disconnect(&mut self, now: Duration, ticket: Ticket) -> bool {
         let Some(start) = self.service.start_of(ticket) else {
-            return;
+            return false;
         };
         self.books.gone += 1;
         self.books.gone_since += start;
-        if self.cancel {
-            if self.stopped {
-                self.cancels.push(ticket);
-            } else {
-                self.service.cancel(now, ticket);
-            }
+        if !self.cancel {
+            return false;
         }
+        if self.stopped {
+            self.cancels.push(ticket);
+            return false;
+        }
+        self.service.cancel(now, ticket);
+        true
     }
 
     /// SIGSTOP.
@@ -366,7 +370,7 @@ mod tests {
         assert!(complete_all(&mut h, ms(399), &[0, 1, 2]).is_empty());
         // The second client gives up at 300 ms: the model holds its work for
         // nobody, and its completion is wasted work.
-        h.disconnect(ms(300), tickets[1]);
+        assert!(!h.disconnect(ms(300), tickets[1]), "the work goes on");
         assert_eq!(h.held(ms(300)).count, 1);
         assert_eq!(h.held(ms(300)).time, ms(290), "held since 10 ms");
         assert_eq!(complete_all(&mut h, ms(400), &[0, 2]), vec![0, 2]);
@@ -416,7 +420,7 @@ mod tests {
         h.send(ms(10), 2, false);
         h.send(ms(20), 3, false);
         // Client 1 gives up while the server is stopped: noticed at resume.
-        h.disconnect(ms(50), ticket);
+        assert!(!h.disconnect(ms(50), ticket), "not noticed yet");
         assert_eq!(h.concurrency(), 1);
         let mut read = Vec::new();
         h.resume(ms(80), |&id| id == 2, |id, _| read.push(id));
@@ -436,7 +440,8 @@ mod tests {
         h.send(ms(0), 1, false);
         // Two in flight: 200 ms each. The first client leaves at 150 ms;
         // alone, the second is past its 100 ms and done then.
-        h.disconnect(ms(150), first);
+        assert!(h.disconnect(ms(150), first), "cancelled at once");
+        assert!(!h.disconnect(ms(150), first), "already gone");
         assert_eq!(h.next_completion(), None);
         assert_eq!(complete_all(&mut h, ms(150), &[1]), vec![1]);
         assert_eq!((h.totals().completed, h.totals().abandoned), (1, 1));

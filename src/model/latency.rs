@@ -139,6 +139,9 @@ pub struct DelayTable {
     curve: Curve,
     /// `curve.delay(c)` for every `c` below the length.
     known: Vec<Duration>,
+    /// The cap, once `known` has reached it on a curve that never falls:
+    /// every greater concurrency has the same delay.
+    cap: Option<Duration>,
 }
 
 /// Concurrencies beyond this are computed each time instead of kept
@@ -159,6 +162,7 @@ impl DelayTable {
         DelayTable {
             curve,
             known: Vec::new(),
+            cap: None,
         }
     }
 
@@ -176,6 +180,7 @@ impl DelayTable {
         DelayTable {
             curve: self.curve,
             known: std::mem::take(&mut self.known),
+            cap: self.cap.take(),
         }
     }
 
@@ -185,6 +190,7 @@ impl DelayTable {
     }
 
     /// `curve.delay(concurrency)`.
+    #[inline]
     pub fn delay(&mut self, concurrency: u64) -> Duration {
         if let Some(&known) = usize::try_from(concurrency)
             .ok()
@@ -192,29 +198,29 @@ impl DelayTable {
         {
             return known;
         }
-        if let Some(cap) = self.saturated() {
-            return cap;
-        }
+        self.cap.unwrap_or_else(|| self.grow(concurrency))
+    }
+
+    /// `curve.delay(concurrency)` past the table's end: the table grows to
+    /// it, or to the cap of a curve that never falls. Past the cap every
+    /// concurrency has the same delay, so it is neither computed nor kept
+    /// (a storm's tens of thousands of requests in flight sit far past the
+    /// default curve's cap, reached near 2,700).
+    #[cold]
+    fn grow(&mut self, concurrency: u64) -> Duration {
         if concurrency >= TABLE_LIMIT {
             return self.curve.delay(concurrency);
         }
+        let rising_cap = self.curve.rising_cap();
         while self.known.len() as u64 <= concurrency {
             let next = self.curve.delay(self.known.len() as u64);
             self.known.push(next);
-            if let Some(cap) = self.saturated() {
-                return cap;
+            if rising_cap == Some(next) {
+                self.cap = rising_cap;
+                return next;
             }
         }
         self.known[concurrency as usize]
-    }
-
-    /// The cap, once the table has reached it on a curve that never falls:
-    /// every greater concurrency has the same delay, so it is neither
-    /// computed nor kept (a storm's tens of thousands of requests in flight
-    /// sit far past the default curve's cap, reached near 2,700).
-    fn saturated(&self) -> Option<Duration> {
-        let cap = self.curve.rising_cap()?;
-        (self.known.last() == Some(&cap)).then_some(cap)
     }
 }
 

@@ -10,30 +10,44 @@
 //! Time is a [`Duration`] since an epoch the caller chooses, so the same code
 //! serves the real server (wall clock) and a virtual-time engine.
 
-use std::collections::VecDeque;
 use std::time::Duration;
 
+use super::fifo::Fifo;
 use super::ticket::{Departure, Exit, Ticket};
 use crate::model::latency::{Curve, DelayTable};
 
+/// A request in flight; its ticket is its place in the queue counted
+/// from the front's (kept out of the entry: a storm holds tens of
+/// thousands, and every byte of them is memory first touched).
 #[derive(Clone)]
 struct Entry<T> {
-    ticket: Ticket,
     start: Duration,
     /// `None` once cancelled; cancelled entries no longer count.
     payload: Option<T>,
+}
+
+impl<T> Default for Entry<T> {
+    /// What a taken entry leaves in its place.
+    fn default() -> Self {
+        Entry {
+            start: Duration::ZERO,
+            payload: None,
+        }
+    }
 }
 
 /// Holds in-flight requests in arrival order and completes them on time.
 #[derive(Clone)]
 pub struct CompletionScheduler<T> {
     model: DelayTable,
-    queue: VecDeque<Entry<T>>,
+    queue: Fifo<Entry<T>>,
     live: u64,
     /// `model.delay(live)`, kept up to date: read on every event, it
     /// changes only with the concurrency.
     delay: Duration,
-    next_ticket: u64,
+    /// The ticket of the queue's front entry, or of the next admitted if
+    /// the queue is empty.
+    front: u64,
     /// Instant of the last event seen: admissions, cancellations, completions.
     clock: Duration,
     /// Completions found so far, each at its exact modelled instant (at
@@ -46,10 +60,10 @@ impl<T> CompletionScheduler<T> {
     pub fn new(model: Curve) -> Self {
         CompletionScheduler {
             model: DelayTable::reuse(model),
-            queue: VecDeque::new(),
+            queue: Fifo::default(),
             live: 0,
             delay: model.delay(0),
-            next_ticket: 0,
+            front: 0,
             clock: Duration::ZERO,
             done: Vec::new(),
         }
@@ -71,6 +85,7 @@ impl<T> CompletionScheduler<T> {
     }
 
     /// The instant of the next completion if nothing else happens before it.
+    #[inline]
     pub fn next_completion(&self) -> Option<Duration> {
         let front = self.queue.front()?;
         Some((front.start + self.current_delay()).max(self.clock))
@@ -80,35 +95,43 @@ impl<T> CompletionScheduler<T> {
     ///
     /// Time never runs backwards: a `now` earlier than an event already seen
     /// is taken as that event's instant.
+    #[inline]
     pub fn advance(&mut self, now: Duration) {
         let now = now.max(self.clock);
+        // Most events find nothing due.
+        if self.next_completion().is_some_and(|due| due <= now) {
+            self.complete_until(now);
+        }
+        self.clock = now;
+    }
+
+    /// Completes every request due at or before `now`, which is no
+    /// earlier than the clock.
+    fn complete_until(&mut self, now: Duration) {
         while let Some(due) = self.next_completion() {
             if due > now {
                 break;
             }
-            let entry = self.queue.pop_front().expect("a due request exists");
+            let entry = self.pop_front().expect("a due request exists");
             let payload = entry.payload.expect("the front entry is live");
             self.set_live(self.live - 1);
             self.clock = due;
             self.done.push(Departure {
                 payload,
-                ticket: entry.ticket,
+                ticket: Ticket(self.front - 1),
                 start: entry.start,
                 at: due,
                 exit: Exit::Served,
             });
             self.drop_cancelled_front();
         }
-        self.clock = now;
     }
 
     /// Admits a request at `now` (after completing what was due before it).
     pub fn admit(&mut self, now: Duration, payload: T) -> Ticket {
         self.advance(now);
-        let ticket = Ticket(self.next_ticket);
-        self.next_ticket += 1;
+        let ticket = Ticket(self.front + self.queue.len() as u64);
         self.queue.push_back(Entry {
-            ticket,
             start: self.clock,
             payload: Some(payload),
         });
@@ -121,7 +144,7 @@ impl<T> CompletionScheduler<T> {
     pub fn cancel(&mut self, now: Duration, ticket: Ticket) -> Option<T> {
         self.advance(now);
         let index = self.index_of(ticket)?;
-        let payload = self.queue[index].payload.take()?;
+        let payload = self.queue.get_mut(index)?.payload.take()?;
         self.set_live(self.live - 1);
         self.drop_cancelled_front();
         self.advance(now);
@@ -129,8 +152,9 @@ impl<T> CompletionScheduler<T> {
     }
 
     /// When the request of `ticket` was admitted, if it is still in flight.
+    #[inline]
     pub fn start_of(&self, ticket: Ticket) -> Option<Duration> {
-        let entry = &self.queue[self.index_of(ticket)?];
+        let entry = self.queue.get(self.index_of(ticket)?)?;
         entry.payload.as_ref().map(|_| entry.start)
     }
 
@@ -140,9 +164,7 @@ impl<T> CompletionScheduler<T> {
     /// is an offset from the front's (a binary search over tens of
     /// thousands of requests in flight was a tenth of a storm's time).
     fn index_of(&self, ticket: Ticket) -> Option<usize> {
-        let front = self.queue.front()?.ticket;
-        let index = usize::try_from(ticket.0.checked_sub(front.0)?).ok()?;
-        debug_assert!(self.queue.get(index).is_none_or(|e| e.ticket == ticket));
+        let index = usize::try_from(ticket.0.checked_sub(self.front)?).ok()?;
         (index < self.queue.len()).then_some(index)
     }
 
@@ -161,8 +183,15 @@ impl<T> CompletionScheduler<T> {
 
     fn drop_cancelled_front(&mut self) {
         while self.queue.front().is_some_and(|e| e.payload.is_none()) {
-            self.queue.pop_front();
+            self.pop_front();
         }
+    }
+
+    /// Takes the front entry; the next one's ticket is one more.
+    fn pop_front(&mut self) -> Option<Entry<T>> {
+        let entry = self.queue.pop_front()?;
+        self.front += 1;
+        Some(entry)
     }
 }
 

@@ -21,6 +21,7 @@
 //! client gone, never served).
 
 mod curve;
+mod fifo;
 mod pool;
 mod ticket;
 
@@ -156,6 +157,7 @@ impl<T> Service<T> {
     }
 
     /// When something next leaves, if nothing else happens before.
+    #[inline]
     pub fn next_event(&self) -> Option<Duration> {
         match &self.shape {
             Work::Curve(c) => c.next_completion(),
@@ -224,6 +226,7 @@ impl<T> Service<T> {
 
     /// When the request of `ticket` was admitted, if it is still in the
     /// server.
+    #[inline]
     pub fn start_of(&self, ticket: Ticket) -> Option<Duration> {
         match &self.shape {
             Work::Curve(c) => c.start_of(ticket),
@@ -293,6 +296,7 @@ impl<T> Service<T> {
     }
 
     /// Takes what the shape let leave, giving the limiter its samples.
+    #[inline]
     fn collect(&mut self) {
         let Service {
             shape,

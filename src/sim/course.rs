@@ -193,7 +193,7 @@ impl Course {
             if halt.before_event(key) {
                 return true;
             }
-            engine.queue.pop();
+            engine.queue.pop_peeked(key);
             engine.events += 1;
             self.handle(now, event);
         }

@@ -119,6 +119,7 @@ impl<T: Copy> Host<T> {
     }
 
     /// The next modelled departure, if the server runs.
+    #[inline]
     pub fn next_completion(&self) -> Option<Duration> {
         if self.stopped {
             None

@@ -242,6 +242,18 @@ impl EventQueue {
         }
     }
 
+    /// Removes the next event, `next`, which [`EventQueue::peek`] has just
+    /// returned (without looking for it again).
+    #[inline]
+    pub fn pop_peeked(&mut self, next: Key) {
+        if self.lane.front() == Some(&next) {
+            self.lane.pop_front();
+        } else {
+            let popped = self.heap.ready.pop();
+            debug_assert_eq!(popped, Some(next), "the key peeked");
+        }
+    }
+
     /// Removes and returns the next event.
     pub fn pop(&mut self) -> Option<Key> {
         let from_lane = match (self.heap.peek(), self.lane.front()) {

@@ -84,21 +84,26 @@ impl<T: Default, const N: usize> Fifo<T, N> {
     }
 
     /// Adds `value` at the back.
+    #[inline]
     pub(super) fn push_back(&mut self, value: T) {
-        if self.blocks.back().is_none_or(|b| b.len() == N) {
-            let block = match self.spare.take() {
-                Some(block) => block,
-                // The first block grows as it fills: most queues stay short.
-                None if self.blocks.is_empty() => Vec::new(),
-                None => Vec::with_capacity(N),
-            };
-            self.blocks.push_back(block);
+        match self.blocks.back_mut() {
+            Some(block) if block.len() < N => block.push(value),
+            _ => self.push_to_new_block(value),
         }
-        self.blocks
-            .back_mut()
-            .expect("a block with room")
-            .push(value);
         self.len += 1;
+    }
+
+    /// Starts a block with `value`: the spare, or a new one.
+    #[cold]
+    fn push_to_new_block(&mut self, value: T) {
+        let mut block = match self.spare.take() {
+            Some(block) => block,
+            // The first block grows as it fills: most queues stay short.
+            None if self.blocks.is_empty() => Vec::new(),
+            None => Vec::with_capacity(N),
+        };
+        block.push(value);
+        self.blocks.push_back(block);
     }
 
     /// Takes the front entry.

@@ -296,7 +296,7 @@ impl<T> Service<T> {
     }
 
     /// Takes what the shape let leave, giving the limiter its samples.
-    #[inline]
+    #[inline(always)]
     fn collect(&mut self) {
         let Service {
             shape,

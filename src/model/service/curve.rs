@@ -178,6 +178,12 @@ impl<T> CompletionScheduler<T> {
             .filter_map(|e| e.payload.as_ref().map(|p| (p, e.start)))
     }
 
+    /// Whether completions were found since they were last taken.
+    #[inline]
+    pub fn has_completed(&self) -> bool {
+        !self.done.is_empty()
+    }
+
     /// Takes the completions found so far, oldest first.
     pub fn drain_completed(&mut self) -> std::vec::Drain<'_, Departure<T>> {
         self.done.drain(..)

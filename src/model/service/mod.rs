@@ -298,6 +298,14 @@ impl<T> Service<T> {
     /// Takes what the shape let leave, giving the limiter its samples.
     #[inline(always)]
     fn collect(&mut self) {
+        let left = match &self.shape {
+            Work::Curve(c) => c.has_completed(),
+            Work::Pool(p) => p.has_departed(),
+        };
+        // Most events let nothing leave.
+        if !left {
+            return;
+        }
         let Service {
             shape,
             limiter,

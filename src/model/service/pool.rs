@@ -241,6 +241,12 @@ impl<T> Pool<T> {
             .chain(self.queue.iter().map(|w| (&w.payload, w.admitted)))
     }
 
+    /// Whether requests left since the departures were last taken.
+    #[inline]
+    pub(crate) fn has_departed(&self) -> bool {
+        !self.out.is_empty()
+    }
+
     /// Takes the departures so far, in order.
     pub(crate) fn drain(&mut self) -> std::vec::Drain<'_, Departure<T>> {
         self.out.drain(..)

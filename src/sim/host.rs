@@ -118,13 +118,17 @@ impl<T: Copy> Host<T> {
         self.stopped
     }
 
-    /// The next modelled departure, if the server runs.
+    /// The next modelled departure, if the server runs: now, if some have
+    /// left that were not answered yet.
     #[inline]
     pub fn next_completion(&self) -> Option<Duration> {
         if self.stopped {
             None
         } else {
-            self.service.next_event()
+            // Departures found by a cancellation are answered at once.
+            self.service
+                .undrained()
+                .or_else(|| self.service.next_event())
         }
     }
 
@@ -168,8 +172,8 @@ impl<T: Copy> Host<T> {
     /// The client of an admitted request closed its connection: the work
     /// is held for nobody until it leaves the model, which in `cancel` mode
     /// happens when the server notices (at once, or at resume). True if
-    /// the work stopped now: the lower concurrency may make others due at
-    /// once.
+    /// the service was told now (under a curve the work stops, and the
+    /// lower concurrency may make others due at once).
     pub fn disconnect(&mut self, now: Duration, ticket: Ticket) -> bool {
         let Some(start) = self.service.start_of(ticket) else {
             return false;
@@ -443,7 +447,7 @@ mod tests {
         // alone, the second is past its 100 ms and done then.
         assert!(h.disconnect(ms(150), first), "cancelled at once");
         assert!(!h.disconnect(ms(150), first), "already gone");
-        assert_eq!(h.next_completion(), None);
+        assert_eq!(h.next_completion(), Some(ms(150)), "the second's answer");
         assert_eq!(complete_all(&mut h, ms(150), &[1]), vec![1]);
         assert_eq!((h.totals().completed, h.totals().abandoned), (1, 1));
     }

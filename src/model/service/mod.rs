@@ -165,6 +165,14 @@ impl<T> Service<T> {
         }
     }
 
+    /// The latest instant the service saw, if requests have left that
+    /// [`Service::drain`] has not handed out yet (a cancellation can
+    /// complete others at once).
+    #[inline]
+    pub fn undrained(&self) -> Option<Duration> {
+        (!self.out.is_empty()).then_some(self.clock)
+    }
+
     /// A request arrives at `now` (after what was due before it has
     /// left): a ticket, or the request back with the reason it was refused.
     pub fn admit(&mut self, now: Duration, payload: T) -> Result<Ticket, (T, Refusal)> {
@@ -381,6 +389,39 @@ mod tests {
             true
         });
         out
+    }
+
+    #[test]
+    fn departures_a_cancel_finds_wait_to_be_handed_out() {
+        // delay(1) = 100 ms, doubling with every further request.
+        let mut s: Service<u32> = Service::new(&ServerConfig {
+            model: crate::model::latency::LatencyModel {
+                base: ms(100),
+                limit: 1,
+                factor: 2.0,
+                scale: 1.0,
+                max_delay: Duration::from_secs(60),
+            },
+            ..ServerConfig::default()
+        });
+        let first = s.admit(ms(0), 1).expect("admitted");
+        s.admit(ms(0), 2).expect("admitted");
+        assert_eq!(s.next_event(), Some(ms(200)), "two in flight: 200 ms");
+        // The first client leaves at 150 ms: alone, the second is past its
+        // 100 ms and leaves then; it waits to be handed out, due now.
+        s.cancel(ms(150), first);
+        assert_eq!(s.undrained(), Some(ms(150)));
+        assert_eq!(s.next_event(), None, "nothing in flight");
+        let mut out = Vec::new();
+        s.drain(|d| {
+            out.push((d.payload, d.exit, d.at));
+            true
+        });
+        assert_eq!(
+            out,
+            vec![(2, Exit::Served, ms(150)), (1, Exit::Cancelled, ms(150))]
+        );
+        assert_eq!(s.undrained(), None, "all handed out");
     }
 
     #[test]

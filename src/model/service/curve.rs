@@ -365,6 +365,29 @@ mod tests {
     }
 
     #[test]
+    fn tickets_go_on_counting_after_the_queue_empties() {
+        let model = LatencyModel {
+            factor: 1.0,
+            ..doubling_model()
+        };
+        let mut s = CompletionScheduler::new(Curve::Exponential(model));
+        let a = s.admit(ms(0), 0);
+        let b = s.admit(ms(0), 1);
+        assert_eq!((a, b), (Ticket(0), Ticket(1)));
+        s.advance(ms(100));
+        assert_eq!(s.concurrency(), 0, "both served, the queue empty");
+        let c = s.admit(ms(200), 2);
+        assert_eq!(c, Ticket(2), "not numbered from the empty queue's front");
+        assert_eq!(s.start_of(b), None, "served");
+        assert_eq!(s.start_of(c), Some(ms(200)));
+        assert_eq!(s.cancel(ms(250), c), Some(2));
+        // Emptied by a cancellation this time.
+        assert_eq!(s.admit(ms(260), 3), Ticket(3));
+        let tickets: Vec<Ticket> = s.drain_completed().map(|d| d.ticket).collect();
+        assert_eq!(tickets, vec![a, b]);
+    }
+
+    #[test]
     fn cancelling_after_completion_returns_nothing() {
         let mut s = CompletionScheduler::new(doubling());
         let a = s.admit(ms(0), "a");

@@ -224,6 +224,14 @@ mod tests {
         Curve::Exponential(doubling_model())
     }
 
+    /// 100 ms whatever the concurrency.
+    fn flat() -> Curve {
+        Curve::Exponential(LatencyModel {
+            factor: 1.0,
+            ..doubling_model()
+        })
+    }
+
     fn doubling_model() -> LatencyModel {
         LatencyModel {
             base: ms(100),
@@ -255,11 +263,7 @@ mod tests {
 
     #[test]
     fn oldest_completes_first() {
-        let model = LatencyModel {
-            factor: 1.0,
-            ..doubling_model()
-        };
-        let mut s = CompletionScheduler::new(Curve::Exponential(model));
+        let mut s = CompletionScheduler::new(flat());
         for (i, name) in ["a", "b", "c", "d"].into_iter().enumerate() {
             s.admit(ms(i as u64 * 5), name);
         }
@@ -341,11 +345,7 @@ mod tests {
 
     #[test]
     fn tickets_are_found_after_the_front_has_left() {
-        let model = LatencyModel {
-            factor: 1.0,
-            ..doubling_model()
-        };
-        let mut s = CompletionScheduler::new(Curve::Exponential(model));
+        let mut s = CompletionScheduler::new(flat());
         let t: Vec<Ticket> = (0..6).map(|i| s.admit(ms(i * 10), i)).collect();
         // 0 and 1 leave (100 and 110 ms); 3 is cancelled in the middle.
         s.advance(ms(115));
@@ -366,11 +366,7 @@ mod tests {
 
     #[test]
     fn tickets_go_on_counting_after_the_queue_empties() {
-        let model = LatencyModel {
-            factor: 1.0,
-            ..doubling_model()
-        };
-        let mut s = CompletionScheduler::new(Curve::Exponential(model));
+        let mut s = CompletionScheduler::new(flat());
         let a = s.admit(ms(0), 0);
         let b = s.admit(ms(0), 1);
         assert_eq!((a, b), (Ticket(0), Ticket(1)));

@@ -33,7 +33,8 @@
 # BENCH_BASE=REV passes --base-rev REV to scripts/bench-sim.sh.
 #
 # Needs oha (`cargo install oha`) and hey (`apt-get install hey`) for the
-# peers scenario; a missing peer's runs are skipped and said so.
+# peers scenario, and oha for the rate scenario's ceiling and its 80 % run;
+# a missing peer's runs are skipped and said so.
 #
 # CPU is user + system time from /proc/PID/stat (10 ms ticks), taken over
 # the steady middle of each run; requests are counted from the CSV rows of
@@ -319,8 +320,6 @@ bench_storm() {
 
 # ---- rate: the highest sustained rate on this machine
 
-# 56,000 users at 1 s mean think ask N / (think + latency), about 50,900
-# req/s at the model's 100 ms.
 # rate_run NAME USERS: USERS users (1 s mean think) against a fresh
 # server; sets OK (req/s), P50 (ms), ASKED (what the users ask at that
 # latency, req/s), GAP (OK against ASKED, %) and ERRORS (errors and
@@ -355,6 +354,8 @@ bench_rate() {
   else
     figure "host ceiling (oha)" "skipped" "" "-" "(cargo install oha)"
   fi
+  # 56,000 users at 1 s mean think ask N / (think + latency), about
+  # 50,900 req/s at the model's 100 ms.
   rate_run rate 56000
   RATIOS+=("$(figure "4. sustained rate (56000 users asked $ASKED)" "$OK" "req/s" ">= 50,000" "$(check "$OK" '>=' 50000)")")
   RATIOS+=("$(figure "   within 1 % of what the users ask" "$GAP" "%" ">= -1" "$(check "$GAP" '>=' -1)")")

@@ -55,6 +55,36 @@ fn settings_cover_every_combination_in_order() {
 }
 
 #[test]
+fn a_run_repaused_is_the_run_its_flags_give() {
+    // The sweep parses each seed's flags once and gives the other pauses'
+    // runs that configuration with their own pause and length: it must be
+    // what parsing gives, in compressed time too, for a server that draws
+    // (its seed is the run's) and one that does not (its unused seed is
+    // drawn anew at each parse).
+    let mut storm = sweep(vec![100]).storm;
+    storm.time_scale = 10.0;
+    storm.scenario.cases[1].server = vec!["--model".into(), "pool".into()];
+    let at = |pause: u64| {
+        let mut s = storm.clone();
+        s.scenario.protocol.pause = Duration::from_secs(pause);
+        s
+    };
+    for case in &storm.scenario.cases {
+        let first = at(5).sim_config(case, 0, &ProgramFlags).unwrap();
+        for pause in [0, 7, 40] {
+            let s = at(pause);
+            let run = s.repaused(&first);
+            let mut parsed = s.sim_config(case, 0, &ProgramFlags).unwrap();
+            if !parsed.server.draws() {
+                parsed.server.seed = run.server.seed;
+            }
+            assert_eq!(run, parsed, "case {}, pause {pause} s", case.name);
+            assert_ne!(run.client.duration, first.client.duration);
+        }
+    }
+}
+
+#[test]
 fn bisection_finds_the_edge_that_the_grid_shows() {
     // Few clients so that the runs are quick; the 2014 client keeps
     // sending little while the server is down, fixed retries do not.

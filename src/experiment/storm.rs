@@ -10,6 +10,7 @@ use super::scenario::{Case, Engine, Protocol, Scenario, format_duration};
 use crate::model::client::ClientConfig;
 use crate::model::server::{DEFAULT_BACKLOG, ServerConfig};
 use crate::model::shard::Shard;
+use crate::model::timescale::compress;
 use crate::report::verdict::{STREAK, Timeline};
 use crate::sim::{Pause, SimConfig};
 use crate::view::Watch;
@@ -268,15 +269,35 @@ impl Storm {
         let mut server = refused(case, "server", server)?;
         server.quiet = true;
         client.quiet = true;
-        let p = &self.scenario.protocol;
         Ok(SimConfig {
             server,
             client,
-            pauses: vec![Pause {
-                at: p.warmup,
-                length: p.pause,
-            }],
+            pauses: self.sim_pauses(),
         })
+    }
+
+    /// `run`, made by [`Storm::sim_config`] for the same case and
+    /// repetition of a storm that differs from this one in its pause
+    /// only, given this storm's pause and the client's run length: what
+    /// `sim_config` gives here, without parsing the flags again (a sweep
+    /// runs each seed at some thirty pauses, and parsing was a twentieth
+    /// of its time). A server that draws nothing keeps `run`'s seed,
+    /// where parsing would draw it a new one it never uses.
+    pub fn repaused(&self, run: &SimConfig) -> SimConfig {
+        let mut run = run.clone();
+        run.pauses = self.sim_pauses();
+        // `--duration` as the client parses and scales it.
+        run.client.duration = Some(compress(round_ms(self.client_duration()), self.time_scale));
+        run
+    }
+
+    /// A virtual run's one pause.
+    fn sim_pauses(&self) -> Vec<Pause> {
+        let p = &self.scenario.protocol;
+        vec![Pause {
+            at: p.warmup,
+            length: p.pause,
+        }]
     }
 
     /// The scenario as this storm runs it: with its engine.

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::super::error::StormError;
 use super::super::scenario::Case;
-use super::super::storm::Flags;
+use super::super::storm::{Flags, Storm};
 use super::config::{Setting, SweepConfig, secs};
 use super::findings::{Critical, Outside, Point};
 use crate::report::estimate::{Crossing, Edge, Proportion, Trials, quantile};
@@ -36,6 +36,9 @@ pub(super) struct Line<'a> {
     points: BTreeMap<Duration, Point>,
     /// Each seed's warm-up: its runs differ only from the pause on.
     warm: HashMap<u64, WarmedUp>,
+    /// Each seed's configuration as first parsed from the flags; its other
+    /// runs differ from it in the pause and the run's length only.
+    parsed: HashMap<u64, SimConfig>,
     runs: u64,
     events: u64,
 }
@@ -50,6 +53,7 @@ impl<'a> Line<'a> {
             case: config.case_for(&setting),
             points: BTreeMap::new(),
             warm: HashMap::new(),
+            parsed: HashMap::new(),
             runs: 0,
             events: 0,
         }
@@ -131,10 +135,7 @@ impl<'a> Line<'a> {
         for i in 0..c.seeds {
             let seed = c.storm.scenario.seed.wrapping_add(u64::from(i));
             let storm = c.storm_for(pause, seed);
-            let mut run = storm.sim_config(&self.case, 0, self.flags)?;
-            run.server.csv = None;
-            run.client.csv = None;
-            run.client.hlog = None;
+            let run = self.configured(&storm, seed)?;
             let out = self.made(seed, &run)?;
             self.runs += 1;
             self.events += out.events;
@@ -158,6 +159,34 @@ impl<'a> Line<'a> {
             // The median, a run that never recovers counting as slowest.
             recovery_s: quantile(&recoveries, 0.5),
         })
+    }
+
+    /// The configuration of `storm`'s run, whose seed is `seed`: the
+    /// seed's first, parsed from the flags, given `storm`'s pause.
+    fn configured(&mut self, storm: &Storm, seed: u64) -> Result<SimConfig, StormError> {
+        if let Some(first) = self.parsed.get(&seed) {
+            let run = storm.repaused(first);
+            debug_assert_eq!(run, {
+                let mut parsed = self.parse(storm)?;
+                if !parsed.server.draws() {
+                    parsed.server.seed = run.server.seed;
+                }
+                parsed
+            });
+            return Ok(run);
+        }
+        let run = self.parse(storm)?;
+        self.parsed.insert(seed, run.clone());
+        Ok(run)
+    }
+
+    /// `storm`'s run as its flags give it, writing no file.
+    fn parse(&self, storm: &Storm) -> Result<SimConfig, StormError> {
+        let mut run = storm.sim_config(&self.case, 0, self.flags)?;
+        run.server.csv = None;
+        run.client.csv = None;
+        run.client.hlog = None;
+        Ok(run)
     }
 
     /// The run `config` of `seed`, from the seed's warm-up (made first if

@@ -184,9 +184,20 @@ impl DelayTable {
         }
     }
 
-    /// Keeps this table for the next [`DelayTable::reuse`] on this thread.
+    /// Keeps this table for the next [`DelayTable::reuse`] on this thread,
+    /// unless the one kept is of the same curve and longer: a sweep's
+    /// runs are copies of one warm-up, whose table is short, and each
+    /// would otherwise put back a table shorter than the last run's.
     pub fn keep(self) {
-        SPARE.with(|spare| *spare.borrow_mut() = Some(self));
+        SPARE.with(|spare| {
+            let mut spare = spare.borrow_mut();
+            if spare
+                .as_ref()
+                .is_none_or(|kept| kept.curve != self.curve || kept.known.len() < self.known.len())
+            {
+                *spare = Some(self);
+            }
+        });
     }
 
     /// `curve.delay(concurrency)`.
@@ -211,6 +222,9 @@ impl DelayTable {
         if concurrency >= TABLE_LIMIT {
             return self.curve.delay(concurrency);
         }
+        if self.extend_from_kept() {
+            return self.delay(concurrency);
+        }
         let rising_cap = self.curve.rising_cap();
         while self.known.len() as u64 <= concurrency {
             let next = self.curve.delay(self.known.len() as u64);
@@ -221,6 +235,24 @@ impl DelayTable {
             }
         }
         self.known[concurrency as usize]
+    }
+
+    /// Takes the delays this table lacks from the table kept on this
+    /// thread, if that one is of the same curve and longer (the same
+    /// values: each is `curve.delay(c)`). A copy of a table, as a sweep's
+    /// runs are made from one warm-up, would otherwise compute again,
+    /// one `powf` each, the delays another copy has already grown to.
+    /// Whether it took any.
+    fn extend_from_kept(&mut self) -> bool {
+        SPARE.with(|spare| match &*spare.borrow() {
+            Some(kept) if kept.curve == self.curve && kept.known.len() > self.known.len() => {
+                self.known
+                    .extend_from_slice(&kept.known[self.known.len()..]);
+                self.cap = kept.cap;
+                true
+            }
+            _ => false,
+        })
     }
 }
 
@@ -403,5 +435,32 @@ mod tests {
         let mut other = DelayTable::reuse(two);
         assert!(other.known.is_empty(), "another curve starts afresh");
         assert_eq!(other.delay(400), two.delay(400));
+    }
+
+    #[test]
+    fn copies_grow_from_the_longest_table_kept() {
+        let curve = Curve::Exponential(LatencyModel::default());
+        let mut warm = DelayTable::new(curve);
+        warm.delay(10);
+        let mut first = warm.clone();
+        assert_eq!(first.delay(5_000), curve.delay(5_000));
+        let cap = first.cap.expect("the default curve's cap, near 2,705");
+        let grown = first.known.len();
+        first.keep();
+        // A second copy of the short table takes the first's delays.
+        let mut second = warm.clone();
+        assert_eq!(second.delay(1_000), curve.delay(1_000));
+        assert_eq!(second.known.len(), grown, "taken, not computed");
+        assert_eq!(
+            second.known,
+            (0..grown as u64)
+                .map(|c| curve.delay(c))
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(second.delay(60_000), cap);
+        // The short table put back does not replace the long one.
+        warm.keep();
+        let again = DelayTable::reuse(curve);
+        assert_eq!(again.known.len(), grown);
     }
 }

@@ -66,19 +66,20 @@ fn a_run_repaused_is_the_run_its_flags_give() {
     storm.scenario.cases[1].server = vec!["--model".into(), "pool".into()];
     let at = |pause: u64| {
         let mut s = storm.clone();
-        s.scenario.protocol.pause = Duration::from_secs(pause);
+        // Milliseconds: the client's length is whole ones, rounded.
+        s.scenario.protocol.pause = Duration::from_micros(pause * 1_000 + 500);
         s
     };
     for case in &storm.scenario.cases {
-        let first = at(5).sim_config(case, 0, &ProgramFlags).unwrap();
-        for pause in [0, 7, 40] {
+        let first = at(5_000).sim_config(case, 0, &ProgramFlags).unwrap();
+        for pause in [0, 7_000, 40_000, 12_345] {
             let s = at(pause);
             let run = s.repaused(&first);
             let mut parsed = s.sim_config(case, 0, &ProgramFlags).unwrap();
             if !parsed.server.draws() {
                 parsed.server.seed = run.server.seed;
             }
-            assert_eq!(run, parsed, "case {}, pause {pause} s", case.name);
+            assert_eq!(run, parsed, "case {}, pause {pause} ms", case.name);
             assert_ne!(run.client.duration, first.client.duration);
         }
     }

@@ -276,13 +276,14 @@ impl Storm {
         })
     }
 
-    /// `run`, made by [`Storm::sim_config`] for the same case and
-    /// repetition of a storm that differs from this one in its pause
-    /// only, given this storm's pause and the client's run length: what
-    /// `sim_config` gives here, without parsing the flags again (a sweep
-    /// runs each seed at some thirty pauses, and parsing was a twentieth
-    /// of its time). A server that draws nothing keeps `run`'s seed,
-    /// where parsing would draw it a new one it never uses.
+    /// `run`, which [`Storm::sim_config`] gave for the same case and
+    /// repetition of a storm that differs from this one only in its pause,
+    /// with this storm's pause and run length: what `sim_config` gives
+    /// here, without parsing the flags again (a sweep runs each seed at
+    /// some thirty pauses, and parsing was a twentieth of its time). A
+    /// server that draws nothing keeps `run`'s seed, where parsing would
+    /// draw it a new one it never uses. Nothing checks the premise in a
+    /// release build: the sweep checks it in debug builds.
     pub fn repaused(&self, run: &SimConfig) -> SimConfig {
         let mut run = run.clone();
         run.pauses = self.sim_pauses();

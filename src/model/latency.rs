@@ -149,10 +149,11 @@ pub struct DelayTable {
 const TABLE_LIMIT: u64 = 1 << 16;
 
 thread_local! {
-    /// The table of the last scheduler dropped on this thread: the runs
-    /// of a sweep or a storm share one server curve, and filling a table
-    /// to a storm's tens of thousands of requests in flight cost each run
-    /// as many `powf`s.
+    /// A table kept by a scheduler dropped on this thread, the longest of
+    /// its curve (see [`DelayTable::keep`]): the runs of a sweep or a
+    /// storm share one server curve, and filling a table to a storm's
+    /// tens of thousands of requests in flight cost each run as many
+    /// `powf`s.
     static SPARE: std::cell::RefCell<Option<DelayTable>> = const { std::cell::RefCell::new(None) };
 }
 
@@ -212,8 +213,9 @@ impl DelayTable {
         self.cap.unwrap_or_else(|| self.grow(concurrency))
     }
 
-    /// `curve.delay(concurrency)` past the table's end: the table grows to
-    /// it, or to the cap of a curve that never falls. Past the cap every
+    /// `curve.delay(concurrency)` past the table's end: the table takes
+    /// the kept table's delays if that one is longer, else grows to it,
+    /// or to the cap of a curve that never falls. Past the cap every
     /// concurrency has the same delay, so it is neither computed nor kept
     /// (a storm's tens of thousands of requests in flight sit far past the
     /// default curve's cap, reached near 2,700).
@@ -237,12 +239,12 @@ impl DelayTable {
         self.known[concurrency as usize]
     }
 
-    /// Takes the delays this table lacks from the table kept on this
-    /// thread, if that one is of the same curve and longer (the same
-    /// values: each is `curve.delay(c)`). A copy of a table, as a sweep's
-    /// runs are made from one warm-up, would otherwise compute again,
-    /// one `powf` each, the delays another copy has already grown to.
-    /// Whether it took any.
+    /// Whether this table took the delays it lacks from the table kept on
+    /// this thread, which it does if that one is of the same curve and
+    /// longer (the same values: each is `curve.delay(c)`). A copy of a
+    /// table, as a sweep's runs are made from one warm-up, would
+    /// otherwise compute again, one `powf` each, the delays another copy
+    /// has already grown to.
     fn extend_from_kept(&mut self) -> bool {
         SPARE.with(|spare| match &*spare.borrow() {
             Some(kept) if kept.curve == self.curve && kept.known.len() > self.known.len() => {
@@ -451,6 +453,7 @@ mod tests {
         let mut second = warm.clone();
         assert_eq!(second.delay(1_000), curve.delay(1_000));
         assert_eq!(second.known.len(), grown, "taken, not computed");
+        assert_eq!(second.cap, Some(cap), "the cap taken with them");
         assert_eq!(
             second.known,
             (0..grown as u64)

@@ -135,7 +135,7 @@ impl<'a> Line<'a> {
         for i in 0..c.seeds {
             let seed = c.storm.scenario.seed.wrapping_add(u64::from(i));
             let storm = c.storm_for(pause, seed);
-            let run = self.configured(&storm, seed)?;
+            let run = self.configured(&storm)?;
             let out = self.made(seed, &run)?;
             self.runs += 1;
             self.events += out.events;
@@ -161,9 +161,10 @@ impl<'a> Line<'a> {
         })
     }
 
-    /// The configuration of `storm`'s run, whose seed is `seed`: the
-    /// seed's first, parsed from the flags, given `storm`'s pause.
-    fn configured(&mut self, storm: &Storm, seed: u64) -> Result<SimConfig, StormError> {
+    /// The configuration of `storm`'s run: its seed's first, parsed from
+    /// the flags, given `storm`'s pause.
+    fn configured(&mut self, storm: &Storm) -> Result<SimConfig, StormError> {
+        let seed = storm.scenario.seed;
         if let Some(first) = self.parsed.get(&seed) {
             let run = storm.repaused(first);
             debug_assert_eq!(run, {

@@ -128,6 +128,9 @@ counted() {
     END { printf "%.0f", total }' "$1"
 }
 
+# per_second COUNT: COUNT over the window steady measured (T0 to T1), a second.
+per_second() { awk -v r="$1" -v a="$T0" -v b="$T1" 'BEGIN { printf "%.1f", r / (b - a) }'; }
+
 # mean_between CSV COLUMN T0 T1: the mean of COLUMN over rows ending
 # between T0 and T1.
 mean_between() {
@@ -218,7 +221,7 @@ peer_run() {
     requests=$(counted "$WORK/$name.server.csv" completed_per_s "$T0" "$T1")
   fi
   echo "$loader $target $LOADER_CPU $SERVER_CPU $requests $3" >> "$WORK/peers.txt"
-  figure "  round $3: $loader -> $target, req/s" "$(awk -v r="$requests" -v a="$T0" -v b="$T1" 'BEGIN { printf "%.1f", r / (b - a) }')" "req/s" "~4,500" "-"
+  figure "  round $3: $loader -> $target, req/s" "$(per_second "$requests")" "req/s" "~4,500" "-"
   figure "  round $3: $loader, $target CPU per request" "$(us_per "$LOADER_CPU" "$requests"), $(us_per "$SERVER_CPU" "$requests")" "us" "-" "-"
 }
 
@@ -330,12 +333,11 @@ rate_run() {
   start_client "$name" --clients "$users" --lambda 1 --duration 40s --ramp-up 10s
   steady 15 20
   wait "$LOADER" || true; stop_server
-  OK=$(awk -v r="$(counted "$csv" ok_per_s "$T0" "$T1")" -v a="$T0" -v b="$T1" 'BEGIN { printf "%.1f", r / (b - a) }')
+  OK=$(per_second "$(counted "$csv" ok_per_s "$T0" "$T1")")
   P50=$(mean_between "$csv" p50_ms "$T0" "$T1")
   ASKED=$(awk -v n="$users" -v l="$P50" 'BEGIN { printf "%.0f", n / (1 + l / 1000) }')
   GAP=$(awk -v o="$OK" -v e="$ASKED" 'BEGIN { printf "%.1f", (o - e) * 100 / e }')
-  ERRORS=$(awk -v e="$(counted "$csv" errors_per_s "$T0" "$T1")" -v t="$(counted "$csv" timeouts_per_s "$T0" "$T1")" \
-    -v a="$T0" -v b="$T1" 'BEGIN { printf "%.1f", (e + t) / (b - a) }')
+  ERRORS=$(per_second $(( $(counted "$csv" errors_per_s "$T0" "$T1") + $(counted "$csv" timeouts_per_s "$T0" "$T1") )))
   figure "  $users users, p50 latency" "$P50" "ms" "-" "-"
 }
 
@@ -349,8 +351,7 @@ bench_rate() {
     start_loader ceiling bash -c 'ulimit -n "$(ulimit -Hn)" 2>/dev/null; exec oha --no-tui -c 6000 -z 30s "$1"' oha "$URL"
     steady 8 20
     wait "$LOADER" || true; stop_server
-    ceiling=$(awk -v r="$(counted "$WORK/ceiling.server.csv" completed_per_s "$T0" "$T1")" -v a="$T0" -v b="$T1" \
-      'BEGIN { printf "%.1f", r / (b - a) }')
+    ceiling=$(per_second "$(counted "$WORK/ceiling.server.csv" completed_per_s "$T0" "$T1")")
   else
     figure "host ceiling (oha)" "skipped" "" "-" "(cargo install oha)"
   fi

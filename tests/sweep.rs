@@ -76,9 +76,7 @@ fn a_run_repaused_is_the_run_its_flags_give() {
             let s = at(pause);
             let run = s.repaused(&first);
             let mut parsed = s.sim_config(case, 0, &ProgramFlags).unwrap();
-            if !parsed.server.draws() {
-                parsed.server.seed = run.server.seed;
-            }
+            parsed.server.unused_seed_as(&run.server);
             assert_eq!(run, parsed, "case {}, pause {pause} ms", case.name);
             assert_ne!(run.client.duration, first.client.duration);
         }

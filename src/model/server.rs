@@ -258,6 +258,15 @@ impl ServerConfig {
         }
     }
 
+    /// Takes `other`'s seed if this server draws nothing: its seed is then
+    /// unused, and one given no `--seed` has a random one, so that two
+    /// configurations of the same server compare equal.
+    pub fn unused_seed_as(&mut self, other: &ServerConfig) {
+        if !self.draws() {
+            self.seed = other.seed;
+        }
+    }
+
     /// Whether the server draws random numbers (so that its seed matters).
     pub fn draws(&self) -> bool {
         let exponential_service = matches!(

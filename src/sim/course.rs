@@ -399,11 +399,7 @@ impl WarmedUp {
         if let (Some(pause), Some(first)) = (same.pauses.first_mut(), warm.pauses.first()) {
             pause.length = first.length;
         }
-        if !warm.server.draws() {
-            // Unused: a server that draws nothing and is given no seed
-            // has a random one.
-            same.server.seed = warm.server.seed;
-        }
+        same.server.unused_seed_as(&warm.server);
         if same != *warm {
             return Err(SimError::Unshared(
                 "another configuration than the warm-up's",

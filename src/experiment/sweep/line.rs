@@ -169,9 +169,7 @@ impl<'a> Line<'a> {
             let run = storm.repaused(first);
             debug_assert_eq!(run, {
                 let mut parsed = self.parse(storm)?;
-                if !parsed.server.draws() {
-                    parsed.server.seed = run.server.seed;
-                }
+                parsed.server.unused_seed_as(&run.server);
                 parsed
             });
             return Ok(run);

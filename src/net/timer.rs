@@ -10,6 +10,10 @@
 //! start attempts on time without a thread of their own. Each ring wakes
 //! the whole process, so deadlines are rounded up to steps of a [`Grid`]
 //! (500 µs by default, zero for exact) and those in one step share a ring.
+//! The steps are counted from the monotonic clock's own zero, not from the
+//! program's start: a client and a server on one host then ring at the
+//! same instants, and each is still awake from its own ring when the
+//! other's requests or answers arrive, instead of being woken for them.
 //!
 //! [`Alarm`] is that timerfd, for one owner (the server's model, which
 //! always waits for a single next completion); [`Timer`] serves any number
@@ -31,12 +35,13 @@ use std::future::Future;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use nix::sys::time::TimeSpec;
 use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
+use nix::time::{ClockId as Clock, clock_gettime};
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 use tokio::task::AbortHandle;
@@ -62,6 +67,32 @@ pub struct Grid {
 }
 
 impl Grid {
+    /// Steps of `resolution` counted from the zero of the monotonic clock
+    /// (which `Instant` reads), so that every alarm of every program on
+    /// the host with the same step rings at the same instants. Against
+    /// steps counted from each program's start this saves wake-ups and
+    /// CPU in both programs and makes starts a few microseconds later,
+    /// since a start now shares its ring with the answers arriving
+    /// (results/bench.md).
+    pub fn on_clock(resolution: Duration) -> Grid {
+        let (now, since_zero) = *CLOCK.get_or_init(read_clock);
+        Grid::from_reading(now, since_zero, resolution)
+    }
+
+    /// Steps of `resolution` through the clock's zero, given that the
+    /// clock read `since_zero` at `now`.
+    fn from_reading(now: Instant, since_zero: Duration, resolution: Duration) -> Grid {
+        let step = resolution.as_nanos();
+        let phase = match step {
+            0 => Duration::ZERO,
+            _ => Duration::from_nanos((since_zero.as_nanos() % step) as u64),
+        };
+        Grid {
+            origin: now.checked_sub(phase).unwrap_or(now),
+            resolution,
+        }
+    }
+
     /// The first instant on the grid at or after `deadline`.
     pub fn round_up(&self, deadline: Instant) -> Instant {
         let step = self.resolution.as_nanos();
@@ -75,6 +106,37 @@ impl Grid {
             .and_then(|nanos| self.origin.checked_add(Duration::from_nanos(nanos)))
             .unwrap_or(deadline)
     }
+}
+
+/// The monotonic clock read once for the process, as an instant and as
+/// its time since the clock's zero: every grid of the process counts its
+/// steps from the same reading, so its alarms agree to the nanosecond.
+static CLOCK: OnceLock<(Instant, Duration)> = OnceLock::new();
+
+/// An instant and the monotonic clock's time since its zero at that
+/// instant: the reading taken between two of the clock's own that lie
+/// closest together, so that a preemption between them does not skew it.
+fn read_clock() -> (Instant, Duration) {
+    let since_zero = || {
+        clock_gettime(Clock::CLOCK_MONOTONIC)
+            .map(Duration::from)
+            .unwrap_or_default()
+    };
+    let mut best: Option<(Duration, Instant, Duration)> = None;
+    for _ in 0..8 {
+        let before = since_zero();
+        // The real clock's instant, even under tokio's paused clock.
+        let now = Instant::from_std(std::time::Instant::now());
+        let width = since_zero().saturating_sub(before);
+        if best.is_none_or(|(narrowest, ..)| width < narrowest) {
+            best = Some((width, now, before + width / 2));
+        }
+        if width < Duration::from_micros(2) {
+            break;
+        }
+    }
+    let (_, now, since_zero) = best.expect("the clock was read");
+    (now, since_zero)
 }
 
 /// The timerfd, in the form tokio's reactor registers.
@@ -98,11 +160,10 @@ impl Alarm {
         // SAFETY: `Fd` owns the timerfd, which stays open, and is the only
         // descriptor it returns, until the `AsyncFd` that owns it is dropped.
         let fd = unsafe { AsyncFd::register_with_interest(Fd(fd), Interest::READABLE) }?;
-        let grid = Grid {
-            origin: Instant::now(),
-            resolution,
-        };
-        Ok(Alarm { fd, grid })
+        Ok(Alarm {
+            fd,
+            grid: Grid::on_clock(resolution),
+        })
     }
 
     /// The instant a deadline rings at: the first step of the grid at or
@@ -390,6 +451,42 @@ mod tests {
         let far = origin + Duration::from_secs(100 * 365 * 86_400);
         let rounded = grid.round_up(far);
         assert!(rounded >= far && rounded - far < us(500));
+    }
+
+    #[test]
+    fn a_grid_on_the_clock_steps_through_the_clock_s_zero() {
+        let now = Instant::now();
+        let ns = Duration::from_nanos;
+        // 1,234.567890123 s since the clock's zero.
+        let since_zero = ns(1_234_567_890_123);
+        // 1_234_567_890_123 = 2_469_135 * 500_000 + 390_123: the last step
+        // was 390,123 ns ago, the next is in 109,877 ns.
+        let grid = Grid::from_reading(now, since_zero, Duration::from_micros(500));
+        assert_eq!(grid.origin, now - ns(390_123));
+        assert_eq!(grid.round_up(now), now + ns(109_877));
+        // 1_234_567_890_123 = 4_115_226 * 300_000 + 90_123.
+        let grid = Grid::from_reading(now, since_zero, Duration::from_micros(300));
+        assert_eq!(grid.round_up(now), now + ns(209_877));
+        let exact = Grid::from_reading(now, since_zero, Duration::ZERO);
+        assert_eq!(exact.round_up(now + ns(7)), now + ns(7));
+    }
+
+    #[test]
+    fn grids_on_the_clock_ring_together_and_on_the_clock_s_own_steps() {
+        let step = Duration::from_micros(500);
+        let (a, b) = (Grid::on_clock(step), Grid::on_clock(step));
+        assert_eq!(a.origin, b.origin, "one process, one reading");
+        // Every step of a 1 ms grid is a step of the 500 us one.
+        let coarse = Grid::on_clock(2 * step);
+        let apart = coarse.origin.max(a.origin) - coarse.origin.min(a.origin);
+        assert!(apart == Duration::ZERO || apart == step, "{apart:?} apart");
+        // A step, read on the clock itself, is a whole number of steps
+        // since its zero (within the two readings' width).
+        let (now, since_zero) = read_clock();
+        let ring = a.round_up(now);
+        let phase = (since_zero + (ring - now)).as_nanos() % step.as_nanos();
+        let off = phase.min(step.as_nanos() - phase);
+        assert!(off < 20_000, "{off} ns off the clock's steps");
     }
 
     #[tokio::test]

@@ -69,7 +69,9 @@ pub struct Grid {
 impl Grid {
     /// Steps of `resolution` counted from the zero of the monotonic clock
     /// (which `Instant` reads), so that every alarm of every program on
-    /// the host with the same step rings at the same instants. Against
+    /// the host with the same step rings at the same instants (programs in
+    /// different time namespaces, as some containers are, have different
+    /// zeros and ring apart, as before). Against
     /// steps counted from each program's start this saves wake-ups and
     /// CPU in both programs and makes starts a few microseconds later,
     /// since a start now shares its ring with the answers arriving
@@ -149,9 +151,10 @@ impl AsRawFd for Fd {
 }
 
 impl Alarm {
-    /// Creates the timerfd, ringing on steps of `resolution` from now, and
-    /// registers it with the current runtime. Fails where none can be had
-    /// (no file descriptor left).
+    /// Creates the timerfd, ringing on steps of `resolution` counted from
+    /// the monotonic clock's zero ([`Grid::on_clock`]), and registers it
+    /// with the current runtime. Fails where none can be had (no file
+    /// descriptor left).
     pub fn new(resolution: Duration) -> io::Result<Alarm> {
         let fd = TimerFd::new(
             ClockId::CLOCK_MONOTONIC,

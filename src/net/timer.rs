@@ -71,11 +71,10 @@ impl Grid {
     /// (which `Instant` reads), so that every alarm of every program on
     /// the host with the same step rings at the same instants (programs in
     /// different time namespaces, as some containers are, have different
-    /// zeros and ring apart, as before). Against
-    /// steps counted from each program's start this saves wake-ups and
-    /// CPU in both programs and makes starts a few microseconds later,
-    /// since a start now shares its ring with the answers arriving
-    /// (results/bench.md).
+    /// zeros and ring apart, as before). Against steps counted from each
+    /// program's start this saves wake-ups and CPU in both programs and
+    /// makes starts a few microseconds later, since a start now shares its
+    /// ring with the answers arriving (results/bench.md).
     pub fn on_clock(resolution: Duration) -> Grid {
         let (now, since_zero) = *CLOCK.get_or_init(read_clock);
         Grid::from_reading(now, since_zero, resolution)
@@ -119,6 +118,8 @@ static CLOCK: OnceLock<(Instant, Duration)> = OnceLock::new();
 /// instant: the reading taken between two of the clock's own that lie
 /// closest together, so that a preemption between them does not skew it.
 fn read_clock() -> (Instant, Duration) {
+    // CLOCK_MONOTONIC cannot fail on Linux; if it did, the zero reading
+    // would count the steps from the program's start, as before.
     let since_zero = || {
         clock_gettime(Clock::CLOCK_MONOTONIC)
             .map(Duration::from)

@@ -199,7 +199,7 @@ async fn user(shared: Arc<Shared>, mut user: Mover) {
     let mut flights: JoinSet<Landed> = JoinSet::new();
     let mut in_flight: Vec<(tokio::task::Id, Sent)> = Vec::new();
     // The sleep until the next attempt, kept while its instant holds: a
-    // dropped sleep stays in the timer's heap until its deadline.
+    // dropped sleep stays in the timer's wheel until its deadline.
     let mut sleep: Option<(Duration, Pin<Box<Sleep>>)> = None;
     loop {
         if in_flight.is_empty()

@@ -96,7 +96,9 @@ impl<T: Timed> Wheel<T> {
     /// in the items' order, and turns the ring to `now`.
     pub(super) fn take_due(&mut self, now: u64, out: &mut Vec<T>) {
         let start = out.len();
-        let last = now / self.width;
+        // A `now` behind the ring (the clock never goes back, but a caller
+        // might) still takes what is due in the ring's first bucket.
+        let last = (now / self.width).max(self.base);
         let mut from = self.base;
         while let Some(bucket) = self.first_occupied(from) {
             if bucket > last {
@@ -129,7 +131,7 @@ impl<T: Timed> Wheel<T> {
 
     /// The first bucket at or after `from`, within the ring, with an item.
     fn first_occupied(&self, from: u64) -> Option<u64> {
-        let end = self.base + self.mask + 1;
+        let end = self.base.saturating_add(self.mask + 1);
         let mut bucket = from;
         while bucket < end {
             let index = bucket & self.mask;
@@ -184,8 +186,12 @@ impl<T: Timed> Wheel<T> {
             next: self.heads[index],
         };
         let at = if self.free == NONE {
+            let at = u32::try_from(self.nodes.len())
+                .ok()
+                .filter(|&at| at != NONE)
+                .expect("fewer than 4 billion sleeps");
             self.nodes.push(node);
-            u32::try_from(self.nodes.len() - 1).expect("fewer than 4 billion sleeps")
+            at
         } else {
             let at = self.free;
             self.free = self.nodes[at as usize].next;
@@ -248,8 +254,8 @@ mod tests {
         }
         assert_eq!(wheel.far.len(), 3);
         assert_eq!(taken(&mut wheel, 100), vec![30]);
-        // The ring turned to bucket 10: it now reaches 1,039, so 650 and
-        // 700 moved onto it.
+        // The ring turned to bucket 10: it now reaches 739 (bucket 73), so
+        // 650 and 700 moved onto it.
         assert_eq!(wheel.far.len(), 1);
         assert_eq!(wheel.next_at(), Some(650));
         assert_eq!(taken(&mut wheel, 699), vec![650]);
@@ -273,7 +279,8 @@ mod tests {
     #[test]
     fn the_wheel_gives_what_a_heap_gives() {
         // Random pushes and takes, some past the ring, some behind it,
-        // against a binary heap of the same items.
+        // with now jumping past the ring's reach now and then and going
+        // back a little, against a binary heap of the same items.
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(21);
         let mut wheel = Wheel::new(7, 64);
         let mut heap = BinaryHeap::new();
@@ -284,7 +291,11 @@ mod tests {
                 wheel.push(Item(at, n));
                 heap.push(Reverse(Item(at, n)));
             } else {
-                now += rng.random_range(0..40);
+                now = match rng.random_range(0..100) {
+                    0..5 => now + rng.random_range(0..3_000),
+                    5..10 => now.saturating_sub(rng.random_range(0..10)),
+                    _ => now + rng.random_range(0..40),
+                };
                 let mut expected = Vec::new();
                 while heap.peek().is_some_and(|Reverse(item)| item.0 <= now) {
                     expected.push(heap.pop().expect("peeked").0);

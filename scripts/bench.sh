@@ -321,12 +321,14 @@ storm_round() {
   kill -INT "$server_load" "$floor_load" 2>/dev/null || true
   wait "$server_load" || true; wait "$floor_load" || true
   kill -INT "$server" "$floor"; wait "$server" || true; wait "$floor" || true
-  local what ticks
-  for what in server floor; do
-    if [[ $what == server ]]; then ticks=$((s1 - s0)); else ticks=$((f1 - f0)); fi
-    echo "$what $ticks $round" >> "$WORK/storm.txt"
-    figure "  $what-$round: CPU after the resume" "$(awk -v t="$ticks" -v k="$TICK" -v w="$STORM_WINDOW" 'BEGIN { printf "%.1f", t / k / w * 100 }')" "% core" "-" "-"
-  done
+  storm_cpu server "$((s1 - s0))" "$round"
+  storm_cpu floor "$((f1 - f0))" "$round"
+}
+
+# storm_cpu WHAT TICKS ROUND: records and prints WHAT's CPU over the window.
+storm_cpu() {
+  echo "$1 $2 $3" >> "$WORK/storm.txt"
+  figure "  $1-$3: CPU after the resume" "$(awk -v t="$2" -v k="$TICK" -v w="$STORM_WINDOW" 'BEGIN { printf "%.1f", t / k / w * 100 }')" "% core" "-" "-"
 }
 
 bench_storm() {

@@ -44,7 +44,6 @@ pub(super) struct Wheel<T> {
     free: u32,
     /// Items whose bucket is past the ring's reach, earliest first.
     far: BinaryHeap<Reverse<T>>,
-    len: usize,
 }
 
 impl<T: Timed> Wheel<T> {
@@ -61,26 +60,30 @@ impl<T: Timed> Wheel<T> {
             nodes: Vec::new(),
             free: NONE,
             far: BinaryHeap::new(),
-            len: 0,
         }
     }
 
     /// How many items are waiting.
     #[cfg(test)]
     pub(super) fn len(&self) -> usize {
-        self.len
+        let linked = self.nodes.iter().filter(|node| node.item.is_some());
+        linked.count() + self.far.len()
     }
 
     /// Adds `item`; one whose instant is already behind the ring goes in
     /// the ring's first bucket.
     pub(super) fn push(&mut self, item: T) {
-        self.len += 1;
-        let bucket = (item.at() / self.width).max(self.base);
-        if bucket - self.base <= self.mask {
-            self.link(bucket, item);
-        } else {
-            self.far.push(Reverse(item));
+        match self.ring_bucket(item.at()) {
+            Some(bucket) => self.link(bucket, item),
+            None => self.far.push(Reverse(item)),
         }
+    }
+
+    /// The bucket on the ring for instant `at` (the ring's first for one
+    /// behind it), or `None` past the ring's reach.
+    fn ring_bucket(&self, at: u64) -> Option<u64> {
+        let bucket = (at / self.width).max(self.base);
+        (bucket - self.base <= self.mask).then_some(bucket)
     }
 
     /// The earliest instant of any item, if there is one.
@@ -117,15 +120,14 @@ impl<T: Timed> Wheel<T> {
         }
         // The bucket `now` falls in may still hold later items.
         self.base = self.base.max(last);
-        while let Some(Reverse(item)) = self.far.peek() {
-            let bucket = (item.at() / self.width).max(self.base);
-            if bucket - self.base > self.mask {
-                break;
-            }
+        while let Some(bucket) = self
+            .far
+            .peek()
+            .and_then(|Reverse(item)| self.ring_bucket(item.at()))
+        {
             let Reverse(item) = self.far.pop().expect("peeked");
             self.link(bucket, item);
         }
-        self.len -= out.len() - start;
         out[start..].sort_unstable();
     }
 

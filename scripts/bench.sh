@@ -35,7 +35,8 @@
 #
 # Needs oha (`cargo install oha`) and hey (`apt-get install hey`) for the
 # peers scenario, and oha for the rate scenario's ceiling and its 80 % run;
-# a missing peer's runs are skipped and said so.
+# a missing peer's runs are skipped and said so. The lateness scenario
+# reads the client's status lines with python3.
 #
 # CPU is user + system time from /proc/PID/stat (10 ms ticks), taken over
 # the steady middle of each run; requests are counted from the CSV rows of
@@ -171,9 +172,30 @@ start_loader() {
 
 # start_client NAME FLAGS...: starts this project's client against URL;
 # sets LOADER.
+# Its status lines (the protocol storm's runner reads) go to NAME.client.status.
 start_client() {
   local name=$1; shift
-  start_loader "$name" "$BIN/client" --url "$URL" --seed 1 --report-interval 1s --csv "$WORK/$name.client.csv" "$@"
+  start_loader "$name" "$BIN/client" --url "$URL" --seed 1 --report-interval 1s \
+    --csv "$WORK/$name.client.csv" --status-fd 3 "$@" 3> "$WORK/$name.client.status"
+}
+
+# client_totals NAME FIELD...: figures of client NAME's run as a whole,
+# from its last status line (the client's totals), space-separated, each
+# FIELD a path such as start_lateness.p99_ms; "-" for one it lacks.
+client_totals() {
+  python3 - "$WORK/$1.client.status" "${@:2}" <<'PY'
+import json, sys
+totals = {}
+with open(sys.argv[1]) as lines:
+    for line in lines:
+        totals = json.loads(line).get("client_totals", totals)
+def field(path):
+    value = totals
+    for key in path.split("."):
+        value = value.get(key) if isinstance(value, dict) else None
+    return "-" if value is None else str(value)
+print(" ".join(field(path) for path in sys.argv[2:]))
+PY
 }
 
 # steady WARMUP SECONDS: waits WARMUP seconds, then measures SECONDS;
@@ -427,16 +449,16 @@ bench_memory() {
 }
 
 # 11,000 users at 1 s think: 10,000 req/s; how late attempts start, from
-# the client's summary, and both programs' CPU per request.
+# the client's totals, and both programs' CPU per request.
 bench_lateness() {
   start_server lateness --limit 1000000
   start_client lateness --clients 11000 --lambda 1 --duration 30s --ramp-up 5s
   steady 10 15
   wait "$LOADER" || true; stop_server
-  local requests line
+  local requests p50 p99 max
   requests=$(counted "$WORK/lateness.client.csv" ok_per_s "$T0" "$T1")
-  line=$(grep 'start lateness' "$WORK/lateness.client.log" || echo "start lateness: none")
-  figure "start lateness at 10,000 req/s" "${line#*: }" "" "-" "-"
+  read -r p50 p99 max < <(client_totals lateness start_lateness.{p50_ms,p99_ms,max_ms})
+  figure "start lateness at 10,000 req/s" "p50: ${p50}ms, p99: ${p99}ms, max: ${max}ms" "" "-" "-"
   figure "  client, server CPU per request" "$(us_per "$LOADER_CPU" "$requests"), $(us_per "$SERVER_CPU" "$requests")" "us" "-" "-"
 }
 

@@ -7,6 +7,7 @@ use std::io::BufReader;
 use std::process::{Command, Output, Stdio};
 
 use common::{CLIENT, Guard, SERVER, ServerChild, line_with, signal, temp_dir};
+use retry_storm::report::status::Status;
 
 fn interrupt(child: &std::process::Child) {
     signal(child.id(), "INT");
@@ -265,5 +266,53 @@ fn a_shard_waiting_for_its_start_says_so_and_stops_on_sigint_with_nothing_run() 
     // The CSV (and its folder) exist, with the header only.
     let text = std::fs::read_to_string(&csv).unwrap();
     assert_eq!(text.lines().count(), 1, "{text}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_status_descriptor_ends_with_the_runs_totals_as_data() {
+    let dir = temp_dir("status-totals");
+    let status = dir.join("status.jsonl");
+    let mut server = ServerChild::start(&[], &["--listen", "127.0.0.1:0", "--base-delay", "5ms"]);
+    // The shell opens descriptor 3 on the file, as a supervisor would
+    // hand down a pipe.
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(r#"exec "$0" "$@" --status-fd 3 3>"$STATUS""#)
+        .arg(CLIENT)
+        .args(["--url", &server.url, "--clients", "20", "--lambda", "50ms"])
+        .args(["--report-interval", "200ms", "--duration", "1s"])
+        .args(["--seed", "5", "--threads", "1"])
+        .env("STATUS", &status)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let text = std::fs::read_to_string(&status).unwrap();
+    let lines: Vec<Status> = text
+        .lines()
+        .map(|l| Status::parse(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect();
+    let (last, rows) = lines.split_last().expect("status lines");
+    let Status::ClientTotals(totals) = last else {
+        panic!("the last line is not the totals: {last:?}");
+    };
+    assert!(rows.len() >= 3, "{text}");
+    assert!(
+        rows.iter().all(|s| matches!(s, Status::ClientRow(_))),
+        "{text}"
+    );
+    assert!((0.9..10.0).contains(&totals.elapsed_s), "{totals:?}");
+    assert!(totals.tally.ok > 0, "{totals:?}");
+    let late = totals.start_lateness;
+    assert!(
+        late.p50_ms.is_some() && late.p99_ms <= late.max_ms,
+        "{late:?}"
+    );
+    // The same run's totals as the summary prints them.
+    let summary = String::from_utf8_lossy(&out.stdout);
+    let said = format!("(OK {}, errors {}", totals.tally.ok, totals.tally.errors);
+    assert!(summary.contains(&said), "{said} not in {summary}");
+    signal(server.pid(), "INT");
+    line_with(&mut server.out, "server stopped");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -184,6 +184,53 @@ fn a_dumped_scenario_runs_the_same_experiment_as_its_command_line() {
 }
 
 #[test]
+fn a_run_whose_client_started_its_attempts_late_is_flagged() {
+    let _serial = one_at_a_time();
+    let out = fresh_path("storm-behind");
+    std::fs::create_dir_all(&out).unwrap();
+    // Quick, ten times compressed, so the bound is 1 ms of real time at
+    // p99: a client whose timer steps are 10 ms starts its attempts 0-10 ms
+    // late (p99 about 9.9 ms) as a client short of CPU would, where the
+    // default 500 µs steps keep 100 users (100 attempts a second) within
+    // 0.7 ms.
+    let file = out.join("behind.toml");
+    std::fs::write(
+        &file,
+        "seed = 3\n[protocol]\nwarmup = \"40s\"\npause = \"10s\"\nobserve = \"30s\"\n\
+         report_interval = \"5s\"\ntail = \"0s\"\n\
+         [[case]]\nname = \"on-time\"\nclient = \"--clients 100\"\n\
+         [[case]]\nname = \"late\"\nclient = \"--clients 100 --timer-resolution 10ms\"\n",
+    )
+    .unwrap();
+    let results = out.join("results");
+    let output = storm(
+        &["run", file.to_str().unwrap(), "--quick", "--quiet"],
+        &results,
+    );
+    assert!(output.status.success(), "{output:?}");
+    let summary = summary_json(&results);
+    let runs = summary["runs"].as_array().unwrap();
+    let behind = |case: &str| {
+        let run = runs.iter().find(|r| r["case"] == case).unwrap();
+        run.get("client_behind").cloned()
+    };
+    assert_eq!(behind("on-time"), None, "{summary}");
+    let late = behind("late").expect("the late client is flagged");
+    let p99 = late["p99_ms"].as_f64().unwrap();
+    assert!((1.0..=12.0).contains(&p99), "{late}");
+    let said = String::from_utf8_lossy(&output.stdout);
+    let md = std::fs::read_to_string(results.join("summary.md")).unwrap();
+    for text in [&*said, &md] {
+        assert!(
+            text.contains("fell behind its users' schedule in late (start lateness p99"),
+            "{text}"
+        );
+        assert!(!text.contains("on-time (start"), "{text}");
+    }
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+#[test]
 fn a_bad_scenario_is_refused_with_its_mistake_and_nothing_is_written() {
     let _serial = one_at_a_time();
     let dir = fresh_path("bad-scenario");

@@ -22,9 +22,11 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::unix::pipe;
 use tokio::process::{Child, Command};
 use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
 
 use super::storm::STATUS_FD;
 use crate::report::rows::{ClientRow, ServerRow};
+use crate::report::status::ClientTotals;
 use crate::report::status::Status;
 use crate::view::RunWatch;
 
@@ -35,6 +37,8 @@ pub(super) struct Live {
     pub client: Option<ClientRow>,
     /// The server's latest report row.
     pub server: Option<ServerRow>,
+    /// The client's totals, once it has finished.
+    pub totals: Option<ClientTotals>,
     /// The live view's watch of this run, if any: every row goes there too.
     pub watch: Option<RunWatch>,
 }
@@ -44,6 +48,9 @@ pub(super) struct Supervised {
     pub child: Child,
     /// Says where the server listens, once (servers only).
     pub listening: Option<oneshot::Receiver<String>>,
+    /// The reader of its status lines, which ends once the child has
+    /// ended and every line it wrote has been read.
+    pub status: JoinHandle<()>,
 }
 
 /// Starts `program role args...` with its stdout and stderr in files, and
@@ -96,10 +103,11 @@ pub(super) fn spawn(
     drop(writer);
     let status = pipe::Receiver::from_owned_fd(OwnedFd::from(reader))?;
     let (tell, listening) = oneshot::channel();
-    tokio::spawn(follow(status, live, tell));
+    let status = tokio::spawn(follow(status, live, tell));
     Ok(Supervised {
         child,
         listening: (role == "server").then_some(listening),
+        status,
     })
 }
 
@@ -126,6 +134,7 @@ async fn follow(
                 match status {
                     Status::ServerRow(row) => live.server = Some(row),
                     Status::ClientRow(row) => live.client = Some(row),
+                    Status::ClientTotals(totals) => live.totals = Some(totals),
                     Status::Listening { .. } => {}
                 }
             }

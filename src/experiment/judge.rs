@@ -35,6 +35,7 @@ pub(super) fn write(
             strategy: client.policy_name(),
             figures: figures(&run.client, &run.server, &run.timeline),
             timeline: run.timeline,
+            client_behind: run.client_behind,
             client_csv: format!("{name}.client.csv"),
             server_csv: format!("{name}.server.csv"),
         });

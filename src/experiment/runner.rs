@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use tokio::process::Child;
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::children::{self, Live};
@@ -36,6 +37,8 @@ struct Run<'a> {
     name: String,
     server: Child,
     client: Option<Child>,
+    /// The reader of the client's status lines.
+    client_status: Option<JoinHandle<()>>,
     url: String,
     live: Arc<Mutex<Live>>,
     timeline: Option<Timeline>,
@@ -80,6 +83,12 @@ pub(super) async fn run(
         .await;
         stop_all(&mut children).await;
         result?;
+        for run in &mut children {
+            // The client's last line, its totals, read before its run is.
+            if let Some(status) = run.client_status.take() {
+                let _ = tokio::time::timeout(Duration::from_secs(5), status).await;
+            }
+        }
         for run in &children {
             runs.push(read_back(storm, run)?);
         }
@@ -133,6 +142,7 @@ async fn start_server<'a>(
         name,
         server: spawned.child,
         client: None,
+        client_status: None,
         url,
         live,
         timeline: None,
@@ -151,6 +161,7 @@ fn start_client(storm: &Storm, run: &mut Run) -> Result<(), StormError> {
     )
     .map_err(io_err(format!("start the client for {}", run.name)))?;
     run.client = Some(spawned.child);
+    run.client_status = Some(spawned.status);
     Ok(())
 }
 
@@ -407,9 +418,17 @@ fn read_csv<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> Result<Ve
 }
 
 /// A finished run's rows, read back from its CSV files: every row the
-/// children wrote, the last ones included.
+/// children wrote, the last ones included; and whether its client fell
+/// behind, from its last status line.
 fn read_back(storm: &Storm, run: &Run) -> Result<CaseRun, StormError> {
+    let live = run.live.lock().expect("live lock poisoned");
+    let client_behind = live
+        .totals
+        .as_ref()
+        .filter(|t| t.fell_behind(storm.time_scale))
+        .map(|t| t.start_lateness);
     Ok(CaseRun {
+        client_behind,
         case: run.case.clone(),
         rep: run.rep,
         timeline: run.timeline.expect("read runs are finished"),

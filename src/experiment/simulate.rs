@@ -50,6 +50,7 @@ pub(super) fn run(
                 timeline: storm.timeline(0),
                 client: outcome.client.rows,
                 server: outcome.server_rows,
+                client_behind: None,
             });
         }
     }

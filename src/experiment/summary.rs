@@ -5,7 +5,10 @@ use serde::Serialize;
 
 use super::scenario::Case;
 use crate::report::aggregate::CaseFigures;
+use crate::report::histogram::Percentiles;
 use crate::report::rows::{ClientRow, ServerRow};
+#[cfg(doc)]
+use crate::report::status::ClientTotals;
 use crate::report::verdict::{Figures, Timeline};
 
 /// A finished run: repetition `rep` of a case, its rows and when its
@@ -22,6 +25,9 @@ pub(super) struct CaseRun {
     pub client: Vec<ClientRow>,
     /// The server's report rows.
     pub server: Vec<ServerRow>,
+    /// The client's start lateness, if it fell behind its users' schedule
+    /// ([`ClientTotals::fell_behind`]).
+    pub client_behind: Option<Percentiles>,
 }
 
 /// The result of one run.
@@ -40,6 +46,11 @@ pub struct RunReport {
     pub figures: Figures,
     /// When its phases happened.
     pub timeline: Timeline,
+    /// How late the client started its attempts, there only if it fell
+    /// behind its users' schedule (a real run's client short of CPU): its
+    /// load on the server was then lighter and later than the model's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_behind: Option<Percentiles>,
     /// Client CSV file name, in the results folder.
     pub client_csv: String,
     /// Server CSV file name, in the results folder.

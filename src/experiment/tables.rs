@@ -7,14 +7,46 @@ use crate::report::verdict::STREAK;
 
 impl StormReport {
     /// The table for the terminal: every run's verdict, or with several
-    /// runs every case's.
+    /// runs every case's; then the runs whose client fell behind, if any.
     pub fn table(&self) -> String {
-        if self.protocol.runs > 1 {
+        let table = if self.protocol.runs > 1 {
             cases(self)
         } else {
             runs(self)
+        };
+        match behind(self) {
+            Some(note) => format!("{table}\n{note}"),
+            None => table,
         }
     }
+}
+
+/// A warning naming every run whose client fell behind its users'
+/// schedule, with how late it started its attempts; none if none did.
+pub fn behind(report: &StormReport) -> Option<String> {
+    let late: Vec<String> = report
+        .runs
+        .iter()
+        .filter_map(|r| {
+            let p = r.client_behind?;
+            Some(format!(
+                "{} (start lateness p99 {} ms, max {} ms)",
+                run_name(report, &r.case, r.run),
+                opt(p.p99_ms, 1),
+                opt(p.max_ms, 1)
+            ))
+        })
+        .collect();
+    (!late.is_empty()).then(|| {
+        format!(
+            "Warning: the client fell behind its users' schedule in {}: it started its attempts \
+             later than they were due, so the server saw a lighter, later load than the model's, \
+             and these runs' figures are the machine's as much as the policy's. Give the \
+             clients more CPU: fewer runs side by side (--parallel, --in-turn), or full time \
+             (no --quick).\n",
+            late.join(", ")
+        )
+    })
 }
 
 fn opt(v: Option<f64>, digits: usize) -> String {
@@ -160,7 +192,7 @@ pub fn markdown(engine: &str, report: &StormReport) -> String {
          of the first interval whose OK/s reached that share of the baseline. Best OK/s: \
          the best interval after the resume. Concurrency at end: at the server's last \
          report. Wasted (server s): the server's time on the wasted requests, each counted \
-         from its admission. \"-\": never.\n",
+         from its admission. \"-\": never.\n{}",
         p.warmup_s,
         p.pause_s,
         p.observe_s,
@@ -175,5 +207,6 @@ pub fn markdown(engine: &str, report: &StormReport) -> String {
         },
         runs(report),
         after_resume(report),
+        behind(report).map_or(String::new(), |note| format!("\n{note}")),
     )
 }

@@ -388,15 +388,13 @@ pub async fn run_with(
     lanes.stop();
     let now = Instant::now();
     reporter.report(&common.recorder, now - last, unix_ms(), now - start);
-    Ok(ClientSummary {
-        elapsed: now - start,
-        totals: reporter.totals,
-        rows: reporter.rows,
-        seed: config.seed,
-        strategy: config.policy_name(),
-        clients: config.users().count() as u32,
-        moves: common.balance.moves(),
-    })
+    Ok(reporter.close(
+        now - start,
+        config.seed,
+        config.policy_name(),
+        config.users().count() as u32,
+        common.balance.moves(),
+    ))
 }
 
 /// Starts lanes `1..`, one for each of `arrivals` (the first lane's

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
 
 use super::histogram::{latency_histogram, latency_us, lateness_us, record_all};
 use super::metrics::ClientMetrics;
@@ -27,7 +28,7 @@ pub const ATTEMPT_BUCKETS: [(u32, &str); 7] = [
 ];
 
 /// Counts of what the client saw during one interval (or a whole run).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tally {
     /// Attempts that succeeded.
     pub ok: u64,

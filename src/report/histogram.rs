@@ -5,7 +5,7 @@ use std::fmt;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Largest latency a histogram records exactly (one hour); longer ones are
 /// recorded as this.
@@ -64,7 +64,7 @@ pub fn record_latency(h: &mut Histogram<u64>, d: Duration) {
 }
 
 /// Latency percentiles in milliseconds, `None` when nothing was recorded.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct Percentiles {
     /// Median.
     pub p50_ms: Option<f64>,

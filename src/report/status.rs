@@ -8,11 +8,14 @@
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::{FromRawFd, RawFd};
+use std::time::Duration;
 
 use nix::fcntl::{FcntlArg, FdFlag, fcntl};
 use nix::sys::stat::{SFlag, fstat};
 use serde::{Deserialize, Serialize};
 
+use super::counts::Tally;
+use super::histogram::Percentiles;
 use super::rows::{ClientRow, ServerRow};
 
 /// One status line.
@@ -28,6 +31,8 @@ pub enum Status {
     ServerRow(ServerRow),
     /// A client report row, as written to its CSV file.
     ClientRow(ClientRow),
+    /// A client's totals over its whole run: its last line.
+    ClientTotals(ClientTotals),
 }
 
 impl Status {
@@ -39,6 +44,51 @@ impl Status {
     /// Reads a line written by [`Status::to_line`].
     pub fn parse(line: &str) -> Result<Status, serde_json::Error> {
         serde_json::from_str(line)
+    }
+}
+
+/// A whole client run's totals as data: the last line of the status
+/// protocol ([`Status::ClientTotals`]), for a supervisor that judges the
+/// run as a whole rather than row by row (storm's runner: did the client
+/// keep up?), or a script that needs a figure the summary prints. Made
+/// by [`super::summary::ClientSummary::totals_line`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClientTotals {
+    /// How long the load ran, seconds.
+    pub elapsed_s: f64,
+    /// The counts over the whole run.
+    pub tally: Tally,
+    /// Latency of successful attempts, from their intended start.
+    pub attempt_latency: Percentiles,
+    /// Latency of successful requests, from their first attempt's
+    /// intended start.
+    pub request_latency: Percentiles,
+    /// How late attempts started against their intended instants.
+    pub start_lateness: Percentiles,
+}
+
+/// How late, at the 99th percentile and in the model's time, a client may
+/// start its attempts before its run is flagged as one whose client fell
+/// behind: a tenth of the server's default base latency (100 ms). Such a
+/// run put a lighter and later load on the server than its users asked.
+pub const BEHIND_P99: Duration = Duration::from_millis(10);
+
+/// The least start lateness (99th percentile, real time) that flags a
+/// client as behind, however compressed its time: below it, lateness is
+/// the client's timer steps (500 µs by default), not a client that could
+/// not keep up.
+pub const BEHIND_FLOOR: Duration = Duration::from_millis(1);
+
+impl ClientTotals {
+    /// Whether the client fell behind its users' schedule in a run with
+    /// time compressed `time_scale` times: its start lateness (real time)
+    /// above [`BEHIND_P99`] in the model's time, and above
+    /// [`BEHIND_FLOOR`].
+    pub fn fell_behind(&self, time_scale: f64) -> bool {
+        let bound = (BEHIND_P99.as_secs_f64() / time_scale).max(BEHIND_FLOOR.as_secs_f64());
+        self.start_lateness
+            .p99_ms
+            .is_some_and(|ms| ms / 1000.0 > bound)
     }
 }
 
@@ -167,7 +217,6 @@ mod tests {
     use crate::report::counts::{ClientCounts, ServerCounts};
     use crate::report::rows::ServerState;
     use std::io::Read;
-    use std::time::Duration;
 
     #[test]
     fn lines_round_trip_and_say_what_they_are() {
@@ -199,12 +248,61 @@ mod tests {
             5_000,
             Duration::from_secs(5),
         ));
-        for status in [listening, server, client] {
+        let totals = Status::ClientTotals(ClientTotals {
+            elapsed_s: 60.0,
+            tally: Tally {
+                ok: 5,
+                timeouts: 1,
+                started: 6,
+                attempts_per_request: [5, 1, 0, 0, 0, 0, 0],
+                ..Default::default()
+            },
+            attempt_latency: Default::default(),
+            request_latency: Default::default(),
+            start_lateness: Percentiles {
+                p50_ms: Some(0.25),
+                p99_ms: Some(0.5),
+                max_ms: Some(7.0),
+            },
+        });
+        for status in [listening, server, client, totals] {
             let line = status.to_line();
             assert!(!line.contains('\n'), "{line}");
             assert_eq!(Status::parse(&line).unwrap(), status);
         }
         assert!(Status::parse("OK: 98.00 req/sec").is_err());
+    }
+
+    fn late(p99_ms: Option<f64>) -> ClientTotals {
+        ClientTotals {
+            elapsed_s: 60.0,
+            tally: Tally::default(),
+            attempt_latency: Percentiles::default(),
+            request_latency: Percentiles::default(),
+            start_lateness: Percentiles {
+                p50_ms: p99_ms.map(|ms| ms / 2.0),
+                p99_ms,
+                max_ms: p99_ms.map(|ms| ms * 2.0),
+            },
+        }
+    }
+
+    #[test]
+    fn a_client_fell_behind_past_a_tenth_of_the_base_latency_and_never_within_a_millisecond() {
+        // Full time: the bound is BEHIND_P99 itself, 10 ms.
+        assert!(!late(Some(9.9)).fell_behind(1.0));
+        assert!(late(Some(10.1)).fell_behind(1.0));
+        // Ten times compressed: 10 ms of the model's time is 1 ms, the floor.
+        assert!(!late(Some(0.9)).fell_behind(10.0));
+        assert!(late(Some(1.1)).fell_behind(10.0));
+        // A hundred times: 0.1 ms, but the floor holds at 1 ms.
+        assert!(!late(Some(0.9)).fell_behind(100.0));
+        assert!(late(Some(1.1)).fell_behind(100.0));
+        // Four times: 2.5 ms.
+        assert!(!late(Some(2.4)).fell_behind(4.0));
+        assert!(late(Some(2.6)).fell_behind(4.0));
+        // Nothing started, nothing late.
+        assert!(!late(None).fell_behind(1.0));
     }
 
     #[test]

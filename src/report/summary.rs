@@ -13,7 +13,7 @@ use super::histogram::{Percentiles, latency_histogram, record_all};
 use super::hlog::HlogWriter;
 use super::output::{CsvError, CsvSink, client_csv, say, write_row};
 use super::rows::ClientRow;
-use super::status::{Status, StatusSink};
+use super::status::{ClientTotals, Status, StatusSink};
 use crate::model::client::ClientConfig;
 
 /// What a whole client run saw.
@@ -114,6 +114,19 @@ impl fmt::Display for ClientSummary {
             "  request latency (first attempt to OK): {}",
             Percentiles::of(&self.totals.request_latency)
         )
+    }
+}
+
+impl ClientSummary {
+    /// The run's totals as the status protocol carries them.
+    pub fn totals_line(&self) -> ClientTotals {
+        ClientTotals {
+            elapsed_s: self.elapsed.as_secs_f64(),
+            tally: self.totals.tally,
+            attempt_latency: Percentiles::of(&self.totals.attempt_latency),
+            request_latency: Percentiles::of(&self.totals.request_latency),
+            start_lateness: Percentiles::of(&self.totals.lateness),
+        }
     }
 }
 
@@ -287,10 +300,83 @@ impl Reporter {
     }
 }
 
+impl Reporter {
+    /// The run's summary once its last interval is reported: `elapsed`
+    /// since its start, the run's `seed`, `strategy` and `clients`, and
+    /// the `moves` between lanes. Its totals go out as the last status
+    /// line.
+    pub fn close(
+        mut self,
+        elapsed: Duration,
+        seed: u64,
+        strategy: &'static str,
+        clients: u32,
+        moves: u64,
+    ) -> ClientSummary {
+        let summary = ClientSummary {
+            elapsed,
+            totals: self.totals,
+            rows: self.rows,
+            seed,
+            strategy,
+            clients,
+            moves,
+        };
+        if self.status.is_some() {
+            let line = Status::ClientTotals(summary.totals_line());
+            StatusSink::send_to(&mut self.status, &line);
+        }
+        summary
+    }
+}
+
 /// Makes `h` hold exactly `values`: cleared first, unless already empty.
 fn refill(h: &mut Histogram<u64>, values: &[u64]) {
     if !h.is_empty() {
         h.reset();
     }
     record_all(h, values);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    #[test]
+    fn closing_a_reporter_sends_the_summarys_totals_last() {
+        let (tx, rx) = mpsc::channel();
+        let status = StatusSink::tapped(None, move |s: &Status| tx.send(s.clone()).unwrap());
+        let mut reporter = Reporter {
+            csv: None,
+            hlog: None,
+            hedging: false,
+            status: Some(status),
+            quiet: true,
+            sliver: Duration::from_millis(50),
+            interval: Interval::default(),
+            hlog_histograms: None,
+            totals: ClientCounts::default(),
+            rows: Vec::new(),
+        };
+        reporter.totals.tally.ok = 7;
+        reporter.totals.tally.started = 7;
+        for us in [0, 100, 300, 2_000] {
+            reporter.totals.lateness.record(us).unwrap();
+        }
+        let summary = reporter.close(Duration::from_secs(3), 9, "fixed", 20, 0);
+        let lines: Vec<Status> = rx.try_iter().collect();
+        let [Status::ClientTotals(totals)] = &lines[..] else {
+            panic!("one totals line: {lines:?}");
+        };
+        assert_eq!(totals, &summary.totals_line());
+        assert_eq!(totals.elapsed_s, 3.0);
+        assert_eq!(totals.tally.ok, 7);
+        // Four values: the median is the second, 100 µs; p99 and max the
+        // last, 2 ms (within the histogram's three digits).
+        assert_eq!(totals.start_lateness.p50_ms, Some(0.1));
+        let p99 = totals.start_lateness.p99_ms.unwrap();
+        assert!((2.0..2.002).contains(&p99), "{p99}");
+        assert_eq!(summary.seed, 9);
+    }
 }

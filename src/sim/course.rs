@@ -268,15 +268,9 @@ impl Course {
         }
         let client = &self.config.client;
         SimOutcome {
-            client: ClientSummary {
-                elapsed: end,
-                totals: self.reporter.totals,
-                rows: self.reporter.rows,
-                seed: client.seed,
-                strategy: client.policy_name(),
-                clients: client.clients,
-                moves: 0,
-            },
+            client: self
+                .reporter
+                .close(end, client.seed, client.policy_name(), client.clients, 0),
             server: engine.host.summary(),
             server_rows: self.server_rows,
             events,

@@ -165,7 +165,7 @@ impl Board {
                 match status {
                     Status::ClientRow(row) => state.client.push(row),
                     Status::ServerRow(row) => state.server.push(row),
-                    Status::Listening { .. } => {}
+                    Status::Listening { .. } | Status::ClientTotals(_) => {}
                 }
             }
             Feed::Batch {

@@ -10,6 +10,7 @@ use super::super::judge;
 use super::super::storm::{Flags, Storm};
 use super::super::summary::{CaseRun, StormReport};
 use super::manifest::Manifest;
+use crate::report::histogram::Percentiles;
 use crate::report::output::read_rows;
 use crate::report::verdict::Timeline;
 
@@ -19,6 +20,8 @@ struct RunFiles {
     case: String,
     run: u32,
     timeline: Timeline,
+    #[serde(default)]
+    client_behind: Option<Percentiles>,
     client_csv: String,
     server_csv: String,
 }
@@ -72,6 +75,7 @@ pub fn merge_runs(
                 timeline: r.timeline,
                 client: read_rows(&out.join(&r.client_csv)).map_err(io_err("read"))?,
                 server: read_rows(&out.join(&r.server_csv)).map_err(io_err("read"))?,
+                client_behind: r.client_behind,
             });
         }
         if let Ok(text) = std::fs::read_to_string(dir.join("commands.txt")) {

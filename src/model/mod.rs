@@ -1,6 +1,6 @@
 //! The model, pure: the server's latency and its completion scheduler, the
 //! users' think times and request cycle, what their attempts produce, the
-//! planner, time compression, and the server's and client's configuration
+//! planner, time compression and whole units of time, and the server's and client's configuration
 //! types. No clock, no I/O and no runtime: both engines drive this code.
 
 pub mod arrivals;
@@ -13,4 +13,5 @@ pub mod server;
 pub mod service;
 pub mod shard;
 pub(crate) mod timescale;
+pub(crate) mod units;
 pub mod user;

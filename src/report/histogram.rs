@@ -7,6 +7,8 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+use crate::model::units::micros;
+
 /// Largest latency a histogram records exactly (one hour); longer ones are
 /// recorded as this.
 const MAX_LATENCY_US: u64 = 3_600_000_000;
@@ -37,15 +39,13 @@ pub fn add_recorded(into: &mut Histogram<u64>, from: &Histogram<u64>) {
 /// A lateness in microseconds as a histogram records it: like a latency,
 /// but on time (zero) counts too.
 pub(crate) fn lateness_us(d: Duration) -> u64 {
-    let us = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
-    us.min(MAX_LATENCY_US)
+    micros(d).min(MAX_LATENCY_US)
 }
 
 /// A latency in microseconds as a histogram records it, saturating at its
 /// range.
 pub(crate) fn latency_us(d: Duration) -> u64 {
-    let us = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
-    us.clamp(1, MAX_LATENCY_US)
+    micros(d).clamp(1, MAX_LATENCY_US)
 }
 
 /// Records latencies already in microseconds (as [`latency_us`] and

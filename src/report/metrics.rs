@@ -29,6 +29,7 @@ use prometheus_client::registry::{Registry, Unit};
 use crate::model::outcome::{AttemptRecord, Outcome, RequestRecord};
 use crate::model::server::{ServerConfig, Shape};
 use crate::model::service::{Exit, Fate, Gauges, Refusal};
+use crate::model::units::nanos;
 
 /// Upper bounds of the latency histograms' buckets, in seconds: 1 ms to 10
 /// minutes (the default cap on the modelled delay) in steps of 1, 2, 5,
@@ -493,7 +494,7 @@ impl ServerMetrics {
     /// integral as it was since the last call.
     pub fn state(&self, now: Duration, concurrency: u64, delay: Duration, gauges: Gauges) {
         let int = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-        let now_ns = u64::try_from(now.as_nanos()).unwrap_or(u64::MAX);
+        let now_ns = nanos(now);
         let since = now_ns.saturating_sub(self.changed_at.swap(now_ns, Ordering::Relaxed));
         let held = self.concurrency.get() as f64 * since as f64 / 1e9;
         if held > 0.0 {

@@ -25,6 +25,8 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
+use crate::model::units::nanos;
+
 /// One queued event: when, then what (ties are broken by `what`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Key {
@@ -38,7 +40,7 @@ impl Key {
     /// The key of `what` at `at`, saturating far beyond any run.
     pub fn new(at: Duration, what: u64) -> Self {
         Key {
-            at: u64::try_from(at.as_nanos()).unwrap_or(u64::MAX),
+            at: nanos(at),
             what,
         }
     }

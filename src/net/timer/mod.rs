@@ -48,6 +48,7 @@ use tokio::io::unix::AsyncFd;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
+use crate::model::units::nanos;
 use wheel::{Timed, Wheel};
 
 /// One timerfd in tokio's reactor: set for an instant, awaited by its
@@ -388,11 +389,6 @@ impl Drop for Sleep {
             slot.lock().expect("timer lock poisoned").take();
         }
     }
-}
-
-/// A duration in whole nanoseconds (584 years at most).
-fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 impl Shared {

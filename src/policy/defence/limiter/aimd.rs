@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use super::sample::Sample;
+use crate::model::units::nanos;
 
 /// The library's defaults.
 const INITIAL: u64 = 20;
@@ -23,7 +24,7 @@ impl Aimd {
     pub(super) fn new(timeout: Duration) -> Self {
         Aimd {
             limit: INITIAL,
-            timeout_ns: u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX),
+            timeout_ns: nanos(timeout),
         }
     }
 

@@ -21,6 +21,7 @@ use rand::SeedableRng;
 use rand::rngs::Xoshiro256PlusPlus;
 
 use crate::model::timescale::compress;
+use crate::model::units::nanos;
 use aimd::Aimd;
 use gradient2::Gradient2;
 use sample::Sample;
@@ -165,7 +166,7 @@ impl Limiter {
 
     fn sample(&mut self, rtt: Duration, inflight: u64, dropped: bool) {
         let sample = Sample {
-            rtt_ns: u64::try_from(rtt.as_nanos()).unwrap_or(u64::MAX),
+            rtt_ns: nanos(rtt),
             inflight,
             dropped,
         };

@@ -8,8 +8,10 @@
 
 use std::fmt;
 use std::future::Future;
+use std::future::poll_fn;
 use std::pin::{Pin, pin};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use rand::rngs::Xoshiro256PlusPlus;
@@ -177,8 +179,7 @@ impl Home {
     }
 }
 
-/// How an attempt on the network ended, and when (read in its own task,
-/// before the hop back to its user).
+/// How an attempt on the network ended, and when (read as it lands).
 type Landed = (Outcome, Hints, Duration);
 
 /// One attempt on the network.
@@ -188,21 +189,41 @@ async fn attempt(shared: Arc<Shared>, deadline: Duration) -> Landed {
     (outcome, hints, common.now())
 }
 
+/// An attempt in flight, polled by its user's own task: what the user
+/// sent, and the exchange that lands it. Dropping it drops its
+/// connection, which closes the socket.
+struct Flight {
+    sent: Sent,
+    landing: Pin<Box<dyn Future<Output = Landed> + Send>>,
+}
+
+/// The first of `flights` to land, taken out of them with what its user
+/// sent. Every flight is polled each time the user's task is woken: a user
+/// has one in flight, a few when it hedges.
+fn land(flights: &mut Vec<Flight>, cx: &mut Context<'_>) -> Poll<(Sent, Landed)> {
+    for i in 0..flights.len() {
+        if let Poll::Ready(landed) = flights[i].landing.as_mut().poll(cx) {
+            return Poll::Ready((flights.swap_remove(i).sent, landed));
+        }
+    }
+    Poll::Pending
+}
+
 /// One simulated user, forever: think, attempt until OK or given up, think
-/// again. Its attempts run as tasks of their own, one at a time unless it
-/// hedges; a hedge that loses is aborted, which drops its connection. It
-/// moves to another lane when its own has too much to do
-/// ([`Balance::leave`]), between attempts.
+/// again. Its attempts are polled in its own task (a task of their own
+/// would cost a spawn, and a wake-up of this one when each lands), one
+/// at a time unless it hedges; a hedge that loses is dropped, which closes
+/// its connection. It moves to another lane when its own has too much to
+/// do ([`Balance::leave`]), between attempts.
 async fn user(shared: Arc<Shared>, mut user: Mover) {
     let common = shared.common.clone();
     let rules = &common.rules;
-    let mut flights: JoinSet<Landed> = JoinSet::new();
-    let mut in_flight: Vec<(tokio::task::Id, Sent)> = Vec::new();
+    let mut flights: Vec<Flight> = Vec::new();
     // The sleep until the next attempt, kept while its instant holds: a
     // dropped sleep stays in the timer's wheel until its deadline.
     let mut sleep: Option<(Duration, Pin<Box<Sleep>>)> = None;
     loop {
-        if in_flight.is_empty()
+        if flights.is_empty()
             && !user.is_waiting()
             && let Some(to) = common.balance.leave(shared.lane)
         {
@@ -216,16 +237,7 @@ async fn user(shared: Arc<Shared>, mut user: Mover) {
         }
         tokio::select! {
             biased;
-            Some(landed) = flights.join_next_with_id() => {
-                let (id, (outcome, hints, now)) = match landed {
-                    Ok(done) => done,
-                    // A task that died: an error the user can go on from.
-                    Err(e) => (e.id(), (Outcome::Error, Hints::default(), common.now())),
-                };
-                let Some(at) = in_flight.iter().position(|(i, _)| *i == id) else {
-                    continue;
-                };
-                let (_, sent) = in_flight.swap_remove(at);
+            (sent, (outcome, hints, now)) = poll_fn(|cx| land(&mut flights, cx)), if !flights.is_empty() => {
                 let mut throttle = common.throttle();
                 let finished =
                     user.finish(rules, throttle.as_deref_mut(), sent, outcome, hints, now);
@@ -235,13 +247,11 @@ async fn user(shared: Arc<Shared>, mut user: Mover) {
                 }
                 if finished.request.is_some() {
                     // The others lost: cancelled, their connections closed.
-                    flights.abort_all();
                     let now = common.now();
-                    for (_, sent) in in_flight.drain(..) {
-                        let record = sent.cancel(throttle.as_deref_mut(), now);
+                    for flight in flights.drain(..) {
+                        let record = flight.sent.cancel(throttle.as_deref_mut(), now);
                         common.recorder.attempt_finished(record);
                     }
-                    flights = JoinSet::new();
                 }
             }
             () = common.waiters.notified(), if user.is_waiting() => {
@@ -258,8 +268,10 @@ async fn user(shared: Arc<Shared>, mut user: Mover) {
                     Attempt::Held => {}
                     Attempt::Send { deadline, sent } => {
                         common.recorder.attempt_started();
-                        let handle = flights.spawn(attempt(shared.clone(), deadline));
-                        in_flight.push((handle.id(), sent));
+                        flights.push(Flight {
+                            sent,
+                            landing: Box::pin(attempt(shared.clone(), deadline)),
+                        });
                     }
                 }
             }

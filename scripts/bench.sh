@@ -36,7 +36,7 @@
 # Needs oha (`cargo install oha`) and hey (`apt-get install hey`) for the
 # peers scenario, and oha for the rate scenario's ceiling and its 80 % run;
 # a missing peer's runs are skipped and said so. The lateness scenario
-# reads the client's status lines with python3.
+# reads the client's status lines with jq.
 #
 # CPU is user + system time from /proc/PID/stat (10 ms ticks), taken over
 # the steady middle of each run; requests are counted from the CSV rows of
@@ -179,23 +179,13 @@ start_client() {
     --csv "$WORK/$name.client.csv" --status-fd 3 "$@" 3> "$WORK/$name.client.status"
 }
 
-# client_totals NAME FIELD...: figures of client NAME's run as a whole,
-# from its last status line (the client's totals), space-separated, each
-# FIELD a path such as start_lateness.p99_ms; "-" for one it lacks.
-client_totals() {
-  python3 - "$WORK/$1.client.status" "${@:2}" <<'PY'
-import json, sys
-totals = {}
-with open(sys.argv[1]) as lines:
-    for line in lines:
-        totals = json.loads(line).get("client_totals", totals)
-def field(path):
-    value = totals
-    for key in path.split("."):
-        value = value.get(key) if isinstance(value, dict) else None
-    return "-" if value is None else str(value)
-print(" ".join(field(path) for path in sys.argv[2:]))
-PY
+# client_lateness NAME: how late client NAME started its attempts over its
+# whole run, "P50 P99 MAX" in milliseconds, from its last status line (its
+# totals); "- - -" if it gave none.
+client_lateness() {
+  jq -rs 'map(.client_totals // empty) | last // error("no totals")
+          | .start_lateness | "\(.p50_ms) \(.p99_ms) \(.max_ms)"' \
+    "$WORK/$1.client.status" 2> /dev/null || echo "- - -"
 }
 
 # steady WARMUP SECONDS: waits WARMUP seconds, then measures SECONDS;
@@ -457,7 +447,7 @@ bench_lateness() {
   wait "$LOADER" || true; stop_server
   local requests p50 p99 max
   requests=$(counted "$WORK/lateness.client.csv" ok_per_s "$T0" "$T1")
-  read -r p50 p99 max < <(client_totals lateness start_lateness.{p50_ms,p99_ms,max_ms})
+  read -r p50 p99 max < <(client_lateness lateness)
   figure "start lateness at 10,000 req/s" "p50: ${p50}ms, p99: ${p99}ms, max: ${max}ms" "" "-" "-"
   figure "  client, server CPU per request" "$(us_per "$LOADER_CPU" "$requests"), $(us_per "$SERVER_CPU" "$requests")" "us" "-" "-"
 }

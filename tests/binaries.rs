@@ -303,11 +303,10 @@ fn the_status_descriptor_ends_with_the_runs_totals_as_data() {
     );
     assert!((0.9..10.0).contains(&totals.elapsed_s), "{totals:?}");
     assert!(totals.tally.ok > 0, "{totals:?}");
+    // Every attempt started, none as late as the run was long.
     let late = totals.start_lateness;
-    assert!(
-        late.p50_ms.is_some() && late.p99_ms <= late.max_ms,
-        "{late:?}"
-    );
+    assert!(late.max_ms.is_some_and(|ms| ms < 1000.0), "{late:?}");
+    assert_eq!(totals.timer_step_ms, 0.5, "the default step");
     // The same run's totals as the summary prints them.
     let summary = String::from_utf8_lossy(&out.stdout);
     let said = format!("(OK {}, errors {}", totals.tally.ok, totals.tally.errors);

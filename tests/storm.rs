@@ -4,10 +4,9 @@
 
 mod common;
 
-use common::{fresh_path, one_at_a_time, summary_json};
+use common::{cmdline, fresh_path, one_at_a_time, summary_json, wait_for_children};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 use retry_storm::report::rows::{ClientRow, ServerRow};
 
@@ -217,27 +216,6 @@ fn thirty_virtual_runs_give_each_strategy_a_probability() {
 }
 
 /// Processes whose parent is `pid`, with their state letter.
-fn children(pid: u32) -> Vec<(u32, char)> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        // pid (comm) state ppid ...
-        let Some(after) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
-            continue;
-        };
-        let mut fields = after.split_whitespace();
-        let state = fields.next().and_then(|s| s.chars().next()).unwrap_or('?');
-        let ppid: u32 = fields.next().and_then(|s| s.parse().ok()).unwrap_or(0);
-        if ppid == pid {
-            let child: u32 = entry.file_name().to_string_lossy().parse().unwrap_or(0);
-            found.push((child, state));
-        }
-    }
-    found
-}
-
 fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .map(|s| !s.contains(") Z "))
@@ -268,23 +246,6 @@ fn quick_storm(out: &Path) -> Guard {
     )
 }
 
-/// Waits (bounded) until the children of `pid` satisfy `ready`.
-fn wait_for_children(
-    pid: u32,
-    what: &str,
-    ready: impl Fn(&[(u32, char)]) -> bool,
-) -> Vec<(u32, char)> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let kids = children(pid);
-        if ready(&kids) {
-            return kids;
-        }
-        assert!(Instant::now() < deadline, "{what} never happened: {kids:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn ctrl_c_during_the_pause_leaves_nothing_behind() {
     let _serial = one_at_a_time();
@@ -310,12 +271,6 @@ fn ctrl_c_during_the_pause_leaves_nothing_behind() {
     let rows: Vec<ClientRow> = rows(&out.join("fixed.client.csv"));
     assert!(!rows.is_empty());
     std::fs::remove_dir_all(&out).unwrap();
-}
-
-fn cmdline(pid: u32) -> String {
-    std::fs::read(format!("/proc/{pid}/cmdline"))
-        .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
-        .unwrap_or_default()
 }
 
 #[test]

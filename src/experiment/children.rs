@@ -26,8 +26,7 @@ use tokio::task::JoinHandle;
 
 use super::storm::STATUS_FD;
 use crate::report::rows::{ClientRow, ServerRow};
-use crate::report::status::ClientTotals;
-use crate::report::status::Status;
+use crate::report::status::{ClientTotals, Status};
 use crate::view::RunWatch;
 
 /// The latest of what a case's children reported.

@@ -1,7 +1,8 @@
 //! The real engine: for each case, a real server and a real client as child
 //! processes; the servers stopped with SIGSTOP after the warm-up and resumed
 //! with SIGCONT after the pause; the clients' CSV files read back at the
-//! end. Live progress comes from the children's status lines.
+//! end. Live progress comes from the children's status lines, and whether
+//! a client kept up from its last one, its totals.
 
 use std::fs::File;
 use std::future::Future;
@@ -83,14 +84,24 @@ pub(super) async fn run(
         .await;
         stop_all(&mut children).await;
         result?;
+        // The clients' last lines, their totals, read before their runs.
+        let deadline = Instant::now() + Duration::from_secs(5);
         for run in &mut children {
-            // The client's last line, its totals, read before its run is.
             if let Some(status) = run.client_status.take() {
-                let _ = tokio::time::timeout(Duration::from_secs(5), status).await;
+                let _ = tokio::time::timeout_at(deadline, status).await;
             }
         }
         for run in &children {
-            runs.push(read_back(storm, run)?);
+            let read = read_back(storm, run)?;
+            if read.client_behind.is_none() && !has_totals(run) {
+                bar.suspend(|| {
+                    eprintln!(
+                        "warning: the client for {} gave no totals; whether it kept up is not known",
+                        run.name
+                    )
+                });
+            }
+            runs.push(read);
         }
         bar.inc(batch.len() as u64);
     }
@@ -413,6 +424,15 @@ async fn drive<'a>(
     Ok(())
 }
 
+/// Whether the run's client gave its totals.
+fn has_totals(run: &Run) -> bool {
+    run.live
+        .lock()
+        .expect("live lock poisoned")
+        .totals
+        .is_some()
+}
+
 fn read_csv<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> Result<Vec<T>, StormError> {
     read_rows(path).map_err(io_err("read"))
 }
@@ -421,12 +441,13 @@ fn read_csv<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> Result<Ve
 /// children wrote, the last ones included; and whether its client fell
 /// behind, from its last status line.
 fn read_back(storm: &Storm, run: &Run) -> Result<CaseRun, StormError> {
-    let live = run.live.lock().expect("live lock poisoned");
-    let client_behind = live
-        .totals
-        .as_ref()
-        .filter(|t| t.fell_behind(storm.time_scale))
-        .map(|t| t.start_lateness);
+    let client_behind = {
+        let live = run.live.lock().expect("live lock poisoned");
+        live.totals
+            .as_ref()
+            .filter(|t| t.fell_behind(storm.time_scale))
+            .map(|t| t.start_lateness)
+    };
     Ok(CaseRun {
         client_behind,
         case: run.case.clone(),

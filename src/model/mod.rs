@@ -1,7 +1,8 @@
 //! The model, pure: the server's latency and its completion scheduler, the
 //! users' think times and request cycle, what their attempts produce, the
-//! planner, time compression and whole units of time, and the server's and client's configuration
-//! types. No clock, no I/O and no runtime: both engines drive this code.
+//! planner, time compression and whole units of time, and the server's and
+//! client's configuration types. No clock, no I/O and no runtime: both
+//! engines drive this code.
 
 pub mod arrivals;
 pub mod burst;

@@ -9,6 +9,7 @@
 use std::fmt;
 use std::future::Future;
 use std::future::poll_fn;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::{Pin, pin};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
@@ -199,12 +200,22 @@ struct Flight {
 
 /// The first of `flights` to land, taken out of them with what its user
 /// sent. Every flight is polled each time the user's task is woken: a user
-/// has one in flight, a few when it hedges.
-fn land(flights: &mut Vec<Flight>, cx: &mut Context<'_>) -> Poll<(Sent, Landed)> {
+/// has one in flight, a few when it hedges. An attempt that panics lands
+/// as an error at `now()`, which its user goes on from, as it would from a
+/// task of its own that died.
+fn land(
+    flights: &mut Vec<Flight>,
+    cx: &mut Context<'_>,
+    now: impl Fn() -> Duration,
+) -> Poll<(Sent, Landed)> {
     for i in 0..flights.len() {
-        if let Poll::Ready(landed) = flights[i].landing.as_mut().poll(cx) {
-            return Poll::Ready((flights.swap_remove(i).sent, landed));
-        }
+        let landing = &mut flights[i].landing;
+        let landed = match catch_unwind(AssertUnwindSafe(|| landing.as_mut().poll(cx))) {
+            Ok(Poll::Pending) => continue,
+            Ok(Poll::Ready(landed)) => landed,
+            Err(_) => (Outcome::Error, Hints::default(), now()),
+        };
+        return Poll::Ready((flights.swap_remove(i).sent, landed));
     }
     Poll::Pending
 }
@@ -237,7 +248,7 @@ async fn user(shared: Arc<Shared>, mut user: Mover) {
         }
         tokio::select! {
             biased;
-            (sent, (outcome, hints, now)) = poll_fn(|cx| land(&mut flights, cx)), if !flights.is_empty() => {
+            (sent, (outcome, hints, now)) = poll_fn(|cx| land(&mut flights, cx, || common.now())), if !flights.is_empty() => {
                 let mut throttle = common.throttle();
                 let finished =
                     user.finish(rules, throttle.as_deref_mut(), sent, outcome, hints, now);
@@ -402,8 +413,6 @@ pub async fn run_with(
     reporter.report(&common.recorder, now - last, unix_ms(), now - start);
     Ok(reporter.close(
         now - start,
-        config.seed,
-        config.policy_name(),
         config.users().count() as u32,
         common.balance.moves(),
     ))

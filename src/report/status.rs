@@ -51,7 +51,7 @@ impl Status {
 /// protocol ([`Status::ClientTotals`]), for a supervisor that judges the
 /// run as a whole rather than row by row (storm's runner: did the client
 /// keep up?), or a script that needs a figure the summary prints. Made
-/// by [`super::summary::ClientSummary::totals_line`].
+/// by [`super::summary::ClientSummary::totals`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClientTotals {
     /// How long the load ran, seconds.
@@ -65,6 +65,9 @@ pub struct ClientTotals {
     pub request_latency: Percentiles,
     /// How late attempts started against their intended instants.
     pub start_lateness: Percentiles,
+    /// The step of the timer that started them, milliseconds (zero:
+    /// exact): up to a step late is the timer's design.
+    pub timer_step_ms: f64,
 }
 
 /// How late, at the 99th percentile and in the model's time, a client may
@@ -73,22 +76,23 @@ pub struct ClientTotals {
 /// run put a lighter and later load on the server than its users asked.
 pub const BEHIND_P99: Duration = Duration::from_millis(10);
 
-/// The least start lateness (99th percentile, real time) that flags a
-/// client as behind, however compressed its time: below it, lateness is
-/// the client's timer steps (500 µs by default), not a client that could
-/// not keep up.
-pub const BEHIND_FLOOR: Duration = Duration::from_millis(1);
+/// How much later than one step of its timer a client may start its
+/// attempts (99th percentile, real time), however compressed its time,
+/// before it counts as behind: up to a step late is the timer's design
+/// (500 µs steps by default), and a millisecond more the wake-ups of a
+/// busy host, not a client that could not keep up.
+pub const BEHIND_MARGIN: Duration = Duration::from_millis(1);
 
 impl ClientTotals {
     /// Whether the client fell behind its users' schedule in a run with
-    /// time compressed `time_scale` times: its start lateness (real time)
-    /// above [`BEHIND_P99`] in the model's time, and above
-    /// [`BEHIND_FLOOR`].
+    /// time compressed `time_scale` times: its start lateness (99th
+    /// percentile, real time) above [`BEHIND_P99`] of the model's time and
+    /// above its timer's step plus [`BEHIND_MARGIN`].
     pub fn fell_behind(&self, time_scale: f64) -> bool {
-        let bound = (BEHIND_P99.as_secs_f64() / time_scale).max(BEHIND_FLOOR.as_secs_f64());
-        self.start_lateness
-            .p99_ms
-            .is_some_and(|ms| ms / 1000.0 > bound)
+        let model = BEHIND_P99.as_secs_f64() * 1000.0 / time_scale;
+        let timer = self.timer_step_ms + BEHIND_MARGIN.as_secs_f64() * 1000.0;
+        let bound_ms = model.max(timer);
+        self.start_lateness.p99_ms.is_some_and(|ms| ms > bound_ms)
     }
 }
 
@@ -264,6 +268,7 @@ mod tests {
                 p99_ms: Some(0.5),
                 max_ms: Some(7.0),
             },
+            timer_step_ms: 0.5,
         });
         for status in [listening, server, client, totals] {
             let line = status.to_line();
@@ -273,7 +278,7 @@ mod tests {
         assert!(Status::parse("OK: 98.00 req/sec").is_err());
     }
 
-    fn late(p99_ms: Option<f64>) -> ClientTotals {
+    fn late(p99_ms: Option<f64>, timer_step_ms: f64) -> ClientTotals {
         ClientTotals {
             elapsed_s: 60.0,
             tally: Tally::default(),
@@ -284,25 +289,35 @@ mod tests {
                 p99_ms,
                 max_ms: p99_ms.map(|ms| ms * 2.0),
             },
+            timer_step_ms,
         }
     }
 
     #[test]
-    fn a_client_fell_behind_past_a_tenth_of_the_base_latency_and_never_within_a_millisecond() {
-        // Full time: the bound is BEHIND_P99 itself, 10 ms.
-        assert!(!late(Some(9.9)).fell_behind(1.0));
-        assert!(late(Some(10.1)).fell_behind(1.0));
-        // Ten times compressed: 10 ms of the model's time is 1 ms, the floor.
-        assert!(!late(Some(0.9)).fell_behind(10.0));
-        assert!(late(Some(1.1)).fell_behind(10.0));
-        // A hundred times: 0.1 ms, but the floor holds at 1 ms.
-        assert!(!late(Some(0.9)).fell_behind(100.0));
-        assert!(late(Some(1.1)).fell_behind(100.0));
-        // Four times: 2.5 ms.
-        assert!(!late(Some(2.4)).fell_behind(4.0));
-        assert!(late(Some(2.6)).fell_behind(4.0));
+    fn a_client_is_behind_past_a_tenth_of_the_base_latency_and_its_timer_step_and_a_millisecond() {
+        let behind = |p99: f64, step: f64, k: f64| late(Some(p99), step).fell_behind(k);
+        // Full time, 500 µs steps: max(10 ms, 1.5 ms) = 10 ms.
+        assert!(!behind(9.9, 0.5, 1.0));
+        assert!(behind(10.1, 0.5, 1.0));
+        // Four times compressed: max(2.5 ms, 1.5 ms) = 2.5 ms.
+        assert!(!behind(2.4, 0.5, 4.0));
+        assert!(behind(2.6, 0.5, 4.0));
+        // Ten times: 10 ms of the model's time is 1 ms, under the step
+        // and its margin, 1.5 ms.
+        assert!(!behind(1.4, 0.5, 10.0));
+        assert!(behind(1.6, 0.5, 10.0));
+        // A hundred times: still 1.5 ms.
+        assert!(!behind(1.4, 0.5, 100.0));
+        assert!(behind(1.6, 0.5, 100.0));
+        // Coarse steps are the timer's, not a client behind: 10 ms steps
+        // ten times compressed, max(1 ms, 11 ms) = 11 ms.
+        assert!(!behind(10.5, 10.0, 10.0));
+        assert!(behind(11.5, 10.0, 10.0));
+        // An exact timer, ten times compressed: max(1 ms, 1 ms).
+        assert!(!behind(0.9, 0.0, 10.0));
+        assert!(behind(1.1, 0.0, 10.0));
         // Nothing started, nothing late.
-        assert!(!late(None).fell_behind(1.0));
+        assert!(!late(None, 0.5).fell_behind(1.0));
     }
 
     #[test]

@@ -118,14 +118,16 @@ impl fmt::Display for ClientSummary {
 }
 
 impl ClientSummary {
-    /// The run's totals as the status protocol carries them.
-    pub fn totals_line(&self) -> ClientTotals {
+    /// The run's totals as the status protocol carries them, its attempts
+    /// started by a timer of `timer_step`.
+    pub fn to_totals(&self, timer_step: Duration) -> ClientTotals {
         ClientTotals {
             elapsed_s: self.elapsed.as_secs_f64(),
             tally: self.totals.tally,
             attempt_latency: Percentiles::of(&self.totals.attempt_latency),
             request_latency: Percentiles::of(&self.totals.request_latency),
             start_lateness: Percentiles::of(&self.totals.lateness),
+            timer_step_ms: timer_step.as_secs_f64() * 1000.0,
         }
     }
 }
@@ -195,6 +197,10 @@ pub(crate) struct Reporter {
     pub totals: ClientCounts,
     /// Every row reported, in order.
     pub rows: Vec<ClientRow>,
+    /// The run's seed, strategy and timer step, for its summary.
+    seed: u64,
+    strategy: &'static str,
+    timer_step: Duration,
 }
 
 impl Reporter {
@@ -222,6 +228,9 @@ impl Reporter {
             hlog_histograms: None,
             totals: ClientCounts::default(),
             rows: Vec::new(),
+            seed: config.seed,
+            strategy: config.policy_name(),
+            timer_step: config.timer_resolution,
         })
     }
 
@@ -243,6 +252,9 @@ impl Reporter {
             hlog_histograms: None,
             totals: self.totals.clone(),
             rows: self.rows.clone(),
+            seed: self.seed,
+            strategy: self.strategy,
+            timer_step: self.timer_step,
         })
     }
 
@@ -302,28 +314,20 @@ impl Reporter {
 
 impl Reporter {
     /// The run's summary once its last interval is reported: `elapsed`
-    /// since its start, the run's `seed`, `strategy` and `clients`, and
-    /// the `moves` between lanes. Its totals go out as the last status
-    /// line.
-    pub fn close(
-        mut self,
-        elapsed: Duration,
-        seed: u64,
-        strategy: &'static str,
-        clients: u32,
-        moves: u64,
-    ) -> ClientSummary {
+    /// since its start, its `clients` and the `moves` between lanes. Its
+    /// totals go out as the last status line.
+    pub fn close(mut self, elapsed: Duration, clients: u32, moves: u64) -> ClientSummary {
         let summary = ClientSummary {
             elapsed,
             totals: self.totals,
             rows: self.rows,
-            seed,
-            strategy,
+            seed: self.seed,
+            strategy: self.strategy,
             clients,
             moves,
         };
         if self.status.is_some() {
-            let line = Status::ClientTotals(summary.totals_line());
+            let line = Status::ClientTotals(summary.to_totals(self.timer_step));
             StatusSink::send_to(&mut self.status, &line);
         }
         summary
@@ -344,7 +348,7 @@ mod tests {
     use std::sync::mpsc;
 
     #[test]
-    fn closing_a_reporter_sends_the_summarys_totals_last() {
+    fn closing_a_reporter_sends_the_summarys_totals() {
         let (tx, rx) = mpsc::channel();
         let status = StatusSink::tapped(None, move |s: &Status| tx.send(s.clone()).unwrap());
         let mut reporter = Reporter {
@@ -358,18 +362,22 @@ mod tests {
             hlog_histograms: None,
             totals: ClientCounts::default(),
             rows: Vec::new(),
+            seed: 9,
+            strategy: "fixed",
+            timer_step: Duration::from_micros(500),
         };
         reporter.totals.tally.ok = 7;
         reporter.totals.tally.started = 7;
         for us in [0, 100, 300, 2_000] {
             reporter.totals.lateness.record(us).unwrap();
         }
-        let summary = reporter.close(Duration::from_secs(3), 9, "fixed", 20, 0);
+        let summary = reporter.close(Duration::from_secs(3), 20, 0);
         let lines: Vec<Status> = rx.try_iter().collect();
         let [Status::ClientTotals(totals)] = &lines[..] else {
             panic!("one totals line: {lines:?}");
         };
-        assert_eq!(totals, &summary.totals_line());
+        assert_eq!(totals, &summary.to_totals(Duration::from_micros(500)));
+        assert_eq!(totals.timer_step_ms, 0.5);
         assert_eq!(totals.elapsed_s, 3.0);
         assert_eq!(totals.tally.ok, 7);
         // Four values: the median is the second, 100 µs; p99 and max the

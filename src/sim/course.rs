@@ -266,11 +266,8 @@ impl Course {
             write_row(&mut self.server_csv, &row);
             self.server_rows.push(row);
         }
-        let client = &self.config.client;
         SimOutcome {
-            client: self
-                .reporter
-                .close(end, client.seed, client.policy_name(), client.clients, 0),
+            client: self.reporter.close(end, self.config.client.clients, 0),
             server: engine.host.summary(),
             server_rows: self.server_rows,
             events,

@@ -10,6 +10,7 @@ pub mod virtual_time;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
 
 pub const SERVER: &str = env!("CARGO_BIN_EXE_server");
 pub const CLIENT: &str = env!("CARGO_BIN_EXE_client");
@@ -136,4 +137,50 @@ pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
 pub fn summary_json(out: &std::path::Path) -> serde_json::Value {
     let text = std::fs::read_to_string(out.join("summary.json")).unwrap();
     serde_json::from_str(&text).unwrap()
+}
+
+/// The children of `pid`, each with its state (`R`, `S`, `T`, `Z`...).
+pub fn children(pid: u32) -> Vec<(u32, char)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid ...
+        let Some(after) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
+            continue;
+        };
+        let mut fields = after.split_whitespace();
+        let state = fields.next().and_then(|s| s.chars().next()).unwrap_or('?');
+        let ppid: u32 = fields.next().and_then(|s| s.parse().ok()).unwrap_or(0);
+        if ppid == pid {
+            let child: u32 = entry.file_name().to_string_lossy().parse().unwrap_or(0);
+            found.push((child, state));
+        }
+    }
+    found
+}
+
+/// Waits (bounded) until the children of `pid` satisfy `ready`.
+pub fn wait_for_children(
+    pid: u32,
+    what: &str,
+    ready: impl Fn(&[(u32, char)]) -> bool,
+) -> Vec<(u32, char)> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let kids = children(pid);
+        if ready(&kids) {
+            return kids;
+        }
+        assert!(Instant::now() < deadline, "{what} never happened: {kids:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The command line of `pid`, its words joined by spaces.
+pub fn cmdline(pid: u32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+        .unwrap_or_default()
 }

@@ -20,7 +20,6 @@ struct RunFiles {
     case: String,
     run: u32,
     timeline: Timeline,
-    #[serde(default)]
     client_behind: Option<Percentiles>,
     client_csv: String,
     server_csv: String,

@@ -7,8 +7,7 @@
 //! timed-out attempt or a hedge that lost closes its connection.
 
 use std::fmt;
-use std::future::Future;
-use std::future::poll_fn;
+use std::future::{Future, poll_fn};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::{Pin, pin};
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -24,6 +24,7 @@ use super::summary::CaseRun;
 use crate::model::timescale::compress;
 use crate::report::output::{read_rows, say};
 use crate::report::rows::unix_ms;
+use crate::report::status::ClientTotals;
 use crate::report::verdict::Timeline;
 use crate::view::{Feed, Phase, Plan, Progress};
 
@@ -92,8 +93,8 @@ pub(super) async fn run(
             }
         }
         for run in &children {
-            let read = read_back(storm, run)?;
-            if read.client_behind.is_none() && !has_totals(run) {
+            let totals = run.live.lock().expect("live lock poisoned").totals.take();
+            if totals.is_none() {
                 bar.suspend(|| {
                     eprintln!(
                         "warning: the client for {} gave no totals; whether it kept up is not known",
@@ -101,7 +102,7 @@ pub(super) async fn run(
                     )
                 });
             }
-            runs.push(read);
+            runs.push(read_back(storm, run, totals.as_ref())?);
         }
         bar.inc(batch.len() as u64);
     }
@@ -424,30 +425,21 @@ async fn drive<'a>(
     Ok(())
 }
 
-/// Whether the run's client gave its totals.
-fn has_totals(run: &Run) -> bool {
-    run.live
-        .lock()
-        .expect("live lock poisoned")
-        .totals
-        .is_some()
-}
-
 fn read_csv<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> Result<Vec<T>, StormError> {
     read_rows(path).map_err(io_err("read"))
 }
 
 /// A finished run's rows, read back from its CSV files: every row the
 /// children wrote, the last ones included; and whether its client fell
-/// behind, from its last status line.
-fn read_back(storm: &Storm, run: &Run) -> Result<CaseRun, StormError> {
-    let client_behind = {
-        let live = run.live.lock().expect("live lock poisoned");
-        live.totals
-            .as_ref()
-            .filter(|t| t.fell_behind(storm.time_scale))
-            .map(|t| t.start_lateness)
-    };
+/// behind, from its `totals` (its last status line).
+fn read_back(
+    storm: &Storm,
+    run: &Run,
+    totals: Option<&ClientTotals>,
+) -> Result<CaseRun, StormError> {
+    let client_behind = totals
+        .filter(|t| t.fell_behind(storm.time_scale))
+        .map(|t| t.start_lateness);
     Ok(CaseRun {
         client_behind,
         case: run.case.clone(),

@@ -51,7 +51,7 @@ impl Status {
 /// protocol ([`Status::ClientTotals`]), for a supervisor that judges the
 /// run as a whole rather than row by row (storm's runner: did the client
 /// keep up?), or a script that needs a figure the summary prints. Made
-/// by [`super::summary::ClientSummary::totals`].
+/// by [`super::summary::ClientSummary::to_totals`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClientTotals {
     /// How long the load ran, seconds.

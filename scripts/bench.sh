@@ -184,7 +184,7 @@ start_client() {
 # totals); "- - -" if it gave none.
 client_lateness() {
   jq -rs 'map(.client_totals // empty) | last // error("no totals")
-          | .start_lateness | "\(.p50_ms) \(.p99_ms) \(.max_ms)"' \
+          | .start_lateness | "\(.p50_ms // "-") \(.p99_ms // "-") \(.max_ms // "-")"' \
     "$WORK/$1.client.status" 2> /dev/null || echo "- - -"
 }
 

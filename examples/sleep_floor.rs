@@ -1,6 +1,6 @@
 //! `sleep_floor`: the server with a plain 100 ms sleep in place of the
 //! latency model, to measure what the model costs per request
-//! (`scripts/bench.sh cpu`).
+//! (`scripts/bench.sh peers`).
 //!
 //! It listens, accepts and serves HTTP/1.1 as `server` does (same
 //! listener, accept loop, lanes, allocator, descriptor reserve and hyper
@@ -9,6 +9,12 @@
 //! server's base latency (`server --limit 1000000` keeps it at 100 ms),
 //! the CPU the server takes beyond this program's is the model's: the
 //! admission, the completion timer and the hop to the model's task.
+//!
+//! With a delay longer than the run (`--delay 1h`) it never answers, as
+//! the server does not in a retry storm: `scripts/bench.sh storm` runs it
+//! beside the server and `storm_floor` so that what the server costs
+//! there splits into hyper's connection and the model's hold of each
+//! request.
 //!
 //! `cargo run --release --example sleep_floor -- --listen 127.0.0.1:0`
 

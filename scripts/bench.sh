@@ -16,8 +16,10 @@
 #             timer steps, and the client on 1 ms steps (oha's) against
 #             the server; 20 s measured each, N rounds
 #   storm     the fixed-retry storm against the server and, side by side
-#             at the same time, against examples/storm_floor, N rounds;
-#             60 s measured from 10 s after the resume
+#             at the same time, against examples/storm_floor and against
+#             examples/sleep_floor holding each request for an hour (hyper
+#             without the model), N rounds; 60 s measured from 10 s after
+#             the resume
 #   rate      the host's ceiling first (oha, closed loop with 6,000
 #             connections, against the same server: whether any client
 #             could sustain 50,000 req/s here), then the highest sustained
@@ -110,10 +112,15 @@ rounds_check() {
 spread() { printf '%s\n' "$@" | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%s-%s", lo, hi }'; }
 # target NAME POOLED OP LIMIT RATIO...: a target's line, the ratio pooled
 # over every round and, after it, each round's own ratio's range; the
-# verdict is the rounds' (rounds_check).
+# verdict is the rounds' (rounds_check). With LIMIT "-" the line is a
+# figure without a target.
 target() {
   local name=$1 pooled=$2 op=$3 limit=$4; shift 4
-  figure "$name" "$pooled" "x" "$op $limit" "$(rounds_check "$op" "$limit" "$@")"
+  if [[ $limit == - ]]; then
+    figure "$name" "$pooled" "x" "-" "-"
+  else
+    figure "$name" "$pooled" "x" "$op $limit" "$(rounds_check "$op" "$limit" "$@")"
+  fi
   if (( $# > 1 )); then figure "     each round" "$(spread "$@")" "x" "" ""; fi
 }
 
@@ -297,50 +304,71 @@ bench_peers() {
   RATIOS+=("$(figure "    the same, server on 1 ms steps as the floor" "$(ratio "$coarse" "$floor")" "x" "-" "-")")
 }
 
-# ---- storm: the server's CPU in the fixed-retry storm against storm_floor
+# ---- storm: the server's CPU in the fixed-retry storm against the floors
 
 # The storm's measured window after the resume, in seconds. The server
 # takes only 1-2 % of a core there (about 15 ms a second), and this host
 # has spells of tens of seconds in which every process on it, the clients
 # too, is charged twice as much for the same work: runs made one after
 # the other caught them unevenly (the ratio of two such runs spread from
-# 1.07 to 1.82). So the server's storm and the floor's run side by side,
+# 1.07 to 1.82). So the server's storm and the floors' run side by side,
 # each with its own client, paused and measured over the same instants:
-# a spell then falls on both. Together they take a few percent of a core.
+# a spell then falls on all. Together they take a few percent of a core.
 STORM_WINDOW=60
 
-# storm_round ROUND: the storm (1,000 fixed-retry users, the server
+# How long sleep_floor holds each request in the storm: longer than the
+# run, so that, like the server there, it never answers and holds every
+# attempt until its client goes. What it costs beyond storm_floor is
+# hyper's connection; what the server costs beyond it is the model's hold.
+STORM_HOLD=1h
+
+# storm_round ROUND: the storm (1,000 fixed-retry users, the program
 # stopped for 20 s after 10 s) against the server and, at the same time,
-# against storm_floor; appends "what ticks round" to storm.txt for each,
+# each with its own client, against sleep_floor (hyper, no model) and
+# storm_floor (neither); appends "what ticks round" to storm.txt for each,
 # over the STORM_WINDOW seconds from 10 s after the resume.
 storm_round() {
   local round=$1 duration="$((10 + 20 + 10 + STORM_WINDOW + 20))s"
+  local programs=() loads=() what
   start_server "server-$round"
-  local server=$SERVER
+  programs+=("$SERVER")
   start_client "server-$round" --clients 1000 --strategy fixed --duration "$duration"
-  local server_load=$LOADER
+  loads+=("$LOADER")
+  start_program "$SLEEP_FLOOR" "hyper-$round" --delay "$STORM_HOLD"
+  programs+=("$SERVER")
+  start_client "hyper-$round" --clients 1000 --strategy fixed --duration "$duration"
+  loads+=("$LOADER")
   start_program "$STORM_FLOOR" "floor-$round"
-  local floor=$SERVER
+  programs+=("$SERVER")
   start_client "floor-$round" --clients 1000 --strategy fixed --duration "$duration"
-  local floor_load=$LOADER
+  loads+=("$LOADER")
   sleep 10
-  kill -STOP "$server" "$floor"; sleep 20; kill -CONT "$server" "$floor"
+  kill -STOP "${programs[@]}"; sleep 20; kill -CONT "${programs[@]}"
   sleep 10
-  local s0 f0 s1 f1
-  s0=$(cpu_ticks "$server"); f0=$(cpu_ticks "$floor")
+  local before=() pid i
+  for pid in "${programs[@]}"; do before+=("$(cpu_ticks "$pid")"); done
   sleep "$STORM_WINDOW"
-  s1=$(cpu_ticks "$server"); f1=$(cpu_ticks "$floor")
-  kill -INT "$server_load" "$floor_load" 2>/dev/null || true
-  wait "$server_load" || true; wait "$floor_load" || true
-  kill -INT "$server" "$floor"; wait "$server" || true; wait "$floor" || true
-  storm_cpu server "$((s1 - s0))" "$round"
-  storm_cpu floor "$((f1 - f0))" "$round"
+  local names=(server hyper floor) ticks=()
+  for i in "${!programs[@]}"; do ticks+=("$(( $(cpu_ticks "${programs[$i]}") - before[i] ))"); done
+  kill -INT "${loads[@]}" 2>/dev/null || true
+  for pid in "${loads[@]}"; do wait "$pid" || true; done
+  kill -INT "${programs[@]}"
+  for pid in "${programs[@]}"; do wait "$pid" || true; done
+  for i in "${!names[@]}"; do storm_cpu "${names[$i]}" "${ticks[$i]}" "$round"; done
 }
 
 # storm_cpu WHAT TICKS ROUND: records and prints WHAT's CPU over the window.
 storm_cpu() {
   echo "$1 $2 $3" >> "$WORK/storm.txt"
   figure "  $1-$3: CPU after the resume" "$(awk -v t="$2" -v k="$TICK" -v w="$STORM_WINDOW" 'BEGIN { printf "%.1f", t / k / w * 100 }')" "% core" "-" "-"
+}
+
+# storm_ratios A B: A's CPU over B's in storm.txt, pooled over every
+# round, then each round's own, one a line.
+storm_ratios() {
+  awk -v a="$1" -v b="$2" '$1 == a { s[$3] = $2; sa += $2 } $1 == b { f[$3] = $2; sb += $2 }
+    END { printf "%.2f\n", (sb > 0 ? sa / sb : 0); for (r in s) if ((r in f) && f[r] > 0) printf "%.2f\n", s[r] / f[r] }' \
+    "$WORK/storm.txt"
 }
 
 bench_storm() {
@@ -351,13 +379,15 @@ bench_storm() {
     stuck=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "concurrency") c = i; next } $c > m { m = $c } END { print m + 0 }' "$WORK/server-$round.server.csv")
     figure "  server-$round: requests stuck after the resume" "$stuck" "" "-" "-"
   done
-  local server floor
-  server=$(awk '$1 == "server" { s += $2 } END { print s + 0 }' "$WORK/storm.txt")
-  floor=$(awk '$1 == "floor" { s += $2 } END { print s + 0 }' "$WORK/storm.txt")
-  local rounds
-  mapfile -t rounds < <(awk '$1 == "server" { s[$3] = $2 } $1 == "floor" { f[$3] = $2 }
-    END { for (r in s) if ((r in f) && f[r] > 0) printf "%.2f\n", s[r] / f[r] }' "$WORK/storm.txt")
-  RATIOS+=("$(target "3. storm: server / storm_floor, CPU" "$(ratio "$server" "$floor")" "<=" 1.3 "${rounds[@]}")")
+  local ratios
+  mapfile -t ratios < <(storm_ratios server floor)
+  RATIOS+=("$(target "3. storm: server / storm_floor, CPU" "${ratios[0]}" "<=" 1.3 "${ratios[@]:1}")")
+  # Where the server's cost beyond the floor goes: hyper's connection,
+  # then the model's hold of each request against a plain sleep's.
+  mapfile -t ratios < <(storm_ratios hyper floor)
+  RATIOS+=("$(target "     hyper's connection: sleep_floor / storm_floor" "${ratios[0]}" "" "-" "${ratios[@]:1}")")
+  mapfile -t ratios < <(storm_ratios server hyper)
+  RATIOS+=("$(target "     the model's hold: server / sleep_floor" "${ratios[0]}" "" "-" "${ratios[@]:1}")")
 }
 
 # ---- rate: the highest sustained rate on this machine

@@ -307,7 +307,7 @@ bench_peers() {
 # ---- storm: the server's CPU in the fixed-retry storm against the floors
 
 # The storm's measured window after the resume, in seconds. The server
-# takes only 1-2 % of a core there (about 15 ms a second), and this host
+# takes only 2-3 % of a core there (about 25 ms a second), and this host
 # has spells of tens of seconds in which every process on it, the clients
 # too, is charged twice as much for the same work: runs made one after
 # the other caught them unevenly (the ratio of two such runs spread from
@@ -329,7 +329,7 @@ STORM_HOLD=1h
 # over the STORM_WINDOW seconds from 10 s after the resume.
 storm_round() {
   local round=$1 duration="$((10 + 20 + 10 + STORM_WINDOW + 20))s"
-  local programs=() loads=() what
+  local programs=() loads=()
   start_server "server-$round"
   programs+=("$SERVER")
   start_client "server-$round" --clients 1000 --strategy fixed --duration "$duration"

@@ -329,26 +329,24 @@ STORM_HOLD=1h
 # over the STORM_WINDOW seconds from 10 s after the resume.
 storm_round() {
   local round=$1 duration="$((10 + 20 + 10 + STORM_WINDOW + 20))s"
-  local programs=() loads=()
-  start_server "server-$round"
-  programs+=("$SERVER")
-  start_client "server-$round" --clients 1000 --strategy fixed --duration "$duration"
-  loads+=("$LOADER")
-  start_program "$SLEEP_FLOOR" "hyper-$round" --delay "$STORM_HOLD"
-  programs+=("$SERVER")
-  start_client "hyper-$round" --clients 1000 --strategy fixed --duration "$duration"
-  loads+=("$LOADER")
-  start_program "$STORM_FLOOR" "floor-$round"
-  programs+=("$SERVER")
-  start_client "floor-$round" --clients 1000 --strategy fixed --duration "$duration"
-  loads+=("$LOADER")
+  local names=(server hyper floor) programs=() loads=() what
+  for what in "${names[@]}"; do
+    case $what in
+      server) start_server "server-$round" ;;
+      hyper) start_program "$SLEEP_FLOOR" "hyper-$round" --delay "$STORM_HOLD" ;;
+      floor) start_program "$STORM_FLOOR" "floor-$round" ;;
+    esac
+    programs+=("$SERVER")
+    start_client "$what-$round" --clients 1000 --strategy fixed --duration "$duration"
+    loads+=("$LOADER")
+  done
   sleep 10
   kill -STOP "${programs[@]}"; sleep 20; kill -CONT "${programs[@]}"
   sleep 10
   local before=() pid i
   for pid in "${programs[@]}"; do before+=("$(cpu_ticks "$pid")"); done
   sleep "$STORM_WINDOW"
-  local names=(server hyper floor) ticks=()
+  local ticks=()
   for i in "${!programs[@]}"; do ticks+=("$(( $(cpu_ticks "${programs[$i]}") - before[i] ))"); done
   kill -INT "${loads[@]}" 2>/dev/null || true
   for pid in "${loads[@]}"; do wait "$pid" || true; done

@@ -31,11 +31,20 @@ use crate::report::status::StatusSink;
 use crate::view::Setup;
 
 mod exit;
+mod interrupt;
 mod live;
 mod merge;
 mod metrics;
 
 use exit::failure;
+
+/// Sets `stop` at SIGINT or SIGTERM from now on; exits 1 if it cannot.
+fn stop_on_signal(stop: &experiment::Stop) -> Result<(), ExitCode> {
+    interrupt::stop_on_signal(stop).map_err(|e| {
+        eprintln!("error: cannot handle SIGINT and SIGTERM: {e}");
+        ExitCode::FAILURE
+    })
+}
 
 /// Prints what `--generate` asks for: the man page of `page` (named
 /// `name`) or the completions of the whole program.
@@ -349,11 +358,19 @@ async fn run_storm(mut storm: Storm, command: Vec<String>, tui: bool) -> ExitCod
         },
         storm.out.display()
     );
+    // Signals are handled from before the first line, whatever this
+    // process inherited: the real engine waits on them in its runtime;
+    // virtual time keeps this thread busy, so it polls a flag between runs.
+    let handlers = match storm.engine {
+        Engine::Real => Some(signals::requested()),
+        Engine::Sim => {
+            if let Err(code) = stop_on_signal(&storm.stop) {
+                return code;
+            }
+            None
+        }
+    };
     say(&title);
-    // Virtual time keeps this thread busy and the runtime's signal driver
-    // still: a handler would hold Ctrl-C until the end. There SIGINT ends
-    // the program at once, as it does a sweep.
-    let handlers = (storm.engine == Engine::Real).then(signals::requested);
     let shutdown = async move {
         match handlers {
             Some(requested) => requested.await,
@@ -392,8 +409,12 @@ fn failed(e: StormError, storm: &Storm) -> ExitCode {
             ExitCode::from(2)
         }
         StormError::Interrupted => {
+            let what = match storm.engine {
+                Engine::Real => "every server resumed and stopped",
+                Engine::Sim => "the runs made so far written, no summary",
+            };
             eprintln!(
-                "interrupted: every server resumed and stopped; partial results in {}",
+                "interrupted: {what}; partial results in {}",
                 storm.out.display()
             );
             ExitCode::from(130)
@@ -420,6 +441,9 @@ fn sweep(args: SweepArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Err(code) = stop_on_signal(&config.storm.stop) {
+        return code;
+    }
     let quiet = args.output.quiet;
     let argv = merge::command_line(args.file.as_deref());
     let command = argv.join(" ");

@@ -6,7 +6,7 @@ mod common;
 use std::io::BufReader;
 use std::process::{Command, Output, Stdio};
 
-use common::{CLIENT, Guard, SERVER, ServerChild, line_with, signal, temp_dir};
+use common::{CLIENT, Guard, SERVER, ServerChild, command, line_with, signal, temp_dir};
 use retry_storm::report::status::Status;
 
 fn interrupt(child: &std::process::Child) {
@@ -177,7 +177,7 @@ fn sigint_prints_the_summary_flushes_the_csv_and_exits_0() {
     let url = server.url.clone();
 
     let mut client = Guard(
-        Command::new(CLIENT)
+        command(CLIENT)
             .args(["--url", &url, "--clients", "20", "--lambda", "50ms"])
             .args([
                 "--report-interval",
@@ -240,7 +240,7 @@ fn a_shard_waiting_for_its_start_says_so_and_stops_on_sigint_with_nothing_run() 
         .to_string();
     // No server: nothing may be sent before the start.
     let mut client = Guard(
-        Command::new(CLIENT)
+        command(CLIENT)
             .args(["--url", "http://127.0.0.1:9/api", "--clients", "10"])
             .args(["--seed", "4", "--start-at", &start, "--csv"])
             .arg(&csv)

@@ -1,16 +1,17 @@
 //! The conventions of command-line tools that docs/exit-codes.md
-//! promises: `--version` on every program and subcommand, and Ctrl-C
-//! ending long work in virtual time at once.
+//! promises: `--version` on every program and subcommand, and every
+//! long-running program stopping in order on SIGINT, whatever disposition
+//! it inherited (a terminal's default, or the ignored one that `cargo test
+//! &` in a script or nohup hands down).
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::os::unix::process::ExitStatusExt;
-use std::process::{Command, Stdio};
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::{CLIENT, Guard, SERVER, fresh_path, signal};
+use common::{CLIENT, Inherited, SERVER, fresh_path, signal};
 
 const STORM: &str = env!("CARGO_BIN_EXE_storm");
 
@@ -39,44 +40,116 @@ fn every_program_and_subcommand_says_its_version() {
     }
 }
 
+/// How a program ended after SIGINT: its status, the rest of its stdout
+/// and its stderr.
+struct Ended {
+    status: ExitStatus,
+    stdout: String,
+    stderr: String,
+}
+
+/// Starts `program` with `args`, SIGINT and SIGTERM inherited as `how`;
+/// once its first line (which must start with `first`) is out, sends
+/// SIGINT and waits at most 30 s for it to end.
+fn interrupted(program: &str, args: &[&str], how: Inherited, first: &str) -> Ended {
+    let mut cmd = Command::new(program);
+    how.apply(&mut cmd);
+    let mut child = cmd
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert!(line.starts_with(first), "{program} {args:?}: {line}");
+    signal(child.id(), "INT");
+    let pid = child.id();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut stdout = String::new();
+        let _ = out.read_to_string(&mut stdout);
+        let output = child.wait_with_output().unwrap();
+        let _ = tx.send(Ended {
+            status: output.status,
+            stdout,
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        });
+    });
+    rx.recv_timeout(Duration::from_secs(30))
+        .unwrap_or_else(|_| {
+            signal(pid, "KILL");
+            panic!("{program} {args:?} ({how:?}) still ran 30 s after SIGINT")
+        })
+}
+
 #[test]
-fn ctrl_c_ends_a_long_storm_in_virtual_time_at_once() {
-    let out = fresh_path("conventions-sim-sigint");
-    // Hours of runs: only the signal can end it within the test.
-    let mut child = Command::new(STORM)
-        .args([
+fn server_and_client_stop_in_order_on_sigint_whatever_they_inherited() {
+    for how in Inherited::BOTH {
+        let server = interrupted(SERVER, &["--listen", "127.0.0.1:0"], how, "listening on");
+        assert_eq!(server.status.code(), Some(0), "{how:?}: {}", server.stderr);
+        assert!(server.stdout.contains("server stopped"), "{how:?}");
+        // Nothing listens on the discard port: errors, then the summary.
+        let client = interrupted(
+            CLIENT,
+            &["--url", "http://127.0.0.1:9/api", "--clients", "5"],
+            how,
+            "5 clients ->",
+        );
+        assert_eq!(client.status.code(), Some(0), "{how:?}: {}", client.stderr);
+        assert!(client.stdout.contains("summary:"), "{how:?}");
+    }
+}
+
+#[test]
+fn ctrl_c_stops_a_long_storm_in_virtual_time_between_runs_whatever_it_inherited() {
+    for how in Inherited::BOTH {
+        let out = fresh_path(&format!("conventions-sim-sigint-{how:?}"));
+        let path = out.to_str().unwrap();
+        // Hours of runs: only the signal can end it within the test.
+        let args = [
             "--engine",
             "sim",
             "--strategies",
             "fixed",
             "--runs",
             "100000",
-        ])
-        .arg("--out")
-        .arg(&out)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    assert!(first.starts_with("storm: fixed"), "{first}");
-    signal(child.id(), "INT");
-    let (tx, rx) = mpsc::channel();
-    let pid = child.id();
-    let guard = Guard(child);
-    std::thread::spawn(move || {
-        let mut guard = guard;
-        let _ = tx.send(guard.0.wait());
-    });
-    let status = rx
-        .recv_timeout(Duration::from_secs(30))
-        .unwrap_or_else(|_| {
-            signal(pid, "KILL");
-            panic!("storm {pid} still ran 30 s after SIGINT")
-        })
-        .unwrap();
-    assert_eq!(status.signal(), Some(2), "ended by SIGINT: {status}");
+        ];
+        let ended = interrupted(
+            STORM,
+            &[&args[..], &["--out", path]].concat(),
+            how,
+            "storm: fixed",
+        );
+        assert_eq!(ended.status.code(), Some(130), "{how:?}: {}", ended.stderr);
+        assert!(
+            ended
+                .stderr
+                .contains("interrupted: the runs made so far written"),
+            "{how:?}: {}",
+            ended.stderr
+        );
+        // In order: the scenario and the runs it finished, no summary.
+        assert!(out.join("scenario.toml").exists(), "{how:?}");
+        assert!(!out.join("summary.md").exists(), "{how:?}");
+        std::fs::remove_dir_all(&out).unwrap();
+    }
+}
+
+#[test]
+fn ctrl_c_stops_a_long_sweep_whatever_it_inherited() {
+    for how in Inherited::BOTH {
+        let out = fresh_path(&format!("conventions-sweep-sigint-{how:?}"));
+        let path = out.to_str().unwrap();
+        let args = ["sweep", "--seeds", "100000", "--out", path];
+        let ended = interrupted(STORM, &args, how, "sweep: ");
+        assert_eq!(ended.status.code(), Some(130), "{how:?}: {}", ended.stderr);
+        assert!(
+            ended.stderr.contains("interrupted: nothing written"),
+            "{how:?}: {}",
+            ended.stderr
+        );
+        assert!(!out.exists(), "{how:?}: a sweep writes only once done");
+    }
 }

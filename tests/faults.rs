@@ -11,7 +11,7 @@ use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{CLIENT, Guard, ServerChild, cpu_ticks, line_with, signal, temp_dir};
+use common::{CLIENT, Guard, ServerChild, command, cpu_ticks, line_with, signal, temp_dir};
 use retry_storm::report::rows::ClientRow;
 
 fn rows(path: &std::path::Path) -> Vec<ClientRow> {
@@ -141,7 +141,7 @@ fn a_server_down_at_start_then_dead_then_back_is_survived() {
     let addr = format!("127.0.0.1:{port}");
     let url = format!("http://{addr}/api");
     let mut client = Guard(
-        Command::new(CLIENT)
+        command(CLIENT)
             .args(["--url", &url, "--clients", "20", "--lambda", "20ms"])
             .args([
                 "--strategy",
@@ -216,7 +216,7 @@ fn ten_stops_and_resumes_keep_every_rate_true_and_nothing_hangs() {
         ],
     );
     let mut client = Guard(
-        Command::new(CLIENT)
+        command(CLIENT)
             .args(["--url", &server.url, "--clients", "50", "--lambda", "20ms"])
             .args(["--timeout", "150ms", "--report-interval", "100ms"])
             .args(["--duration", "60s", "--seed", "4"])
@@ -226,6 +226,9 @@ fn ten_stops_and_resumes_keep_every_rate_true_and_nothing_hangs() {
             .spawn()
             .unwrap(),
     );
+    // The client handles signals from its first line on.
+    let mut out = std::io::BufReader::new(client.0.stdout.take().unwrap());
+    line_with(&mut out, "clients ->");
     for _ in 0..10 {
         // Longer than the client's timeout, so that the stops are felt.
         signal(server.pid(), "STOP");
@@ -234,7 +237,6 @@ fn ten_stops_and_resumes_keep_every_rate_true_and_nothing_hangs() {
         std::thread::sleep(Duration::from_millis(120));
     }
     signal(client.0.id(), "INT");
-    let mut out = std::io::BufReader::new(client.0.stdout.take().unwrap());
     let summary = line_with(&mut out, "  attempts: ");
     assert_eq!(client.0.wait().unwrap().code(), Some(0));
     // Every row's rates times its measured length add up to the totals.
@@ -269,7 +271,7 @@ fn ten_stops_and_resumes_keep_every_rate_true_and_nothing_hangs() {
 fn sigterm_stops_the_client_in_order_and_a_second_signal_ends_at_once() {
     let server = ServerChild::start(&[], &["--listen", "127.0.0.1:0", "--base-delay", "5ms"]);
     let mut client = Guard(
-        Command::new(CLIENT)
+        command(CLIENT)
             .args(["--url", &server.url, "--clients", "10", "--lambda", "20ms"])
             .args(["--report-interval", "100ms", "--duration", "60s"])
             .stdout(Stdio::piped())

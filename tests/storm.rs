@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{cmdline, fresh_path, one_at_a_time, summary_json, wait_for_children};
+use common::{cmdline, command, fresh_path, one_at_a_time, summary_json, wait_for_children};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
@@ -235,7 +235,7 @@ impl Drop for Guard {
 /// Starts a quick two-strategy storm writing into `out`.
 fn quick_storm(out: &Path) -> Guard {
     Guard(
-        Command::new(STORM)
+        command(STORM)
             .args(["--quick", "--quiet", "--strategies", "fixed,exponential"])
             .arg("--out")
             .arg(out)

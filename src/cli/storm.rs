@@ -17,8 +17,8 @@ use super::server::ServerArgs;
 use super::sweep::SweepArgs;
 use super::values::{duration, resolve_shard, shard};
 use super::view::ViewArgs;
-use crate::experiment::Storm;
 use crate::experiment::scenario::{Engine, Scenario, ScenarioError};
+use crate::experiment::{Stop, Storm};
 use crate::model::shard::{Shard, ShardSource};
 use crate::policy::StrategyKind;
 
@@ -173,6 +173,7 @@ impl ExecArgs {
             // The environment is read by the program, not here: a merge
             // rebuilds a shard's storm from its flags.
             shard: self.shard.unwrap_or_default(),
+            stop: Stop::new(),
             scenario,
         }
     }

@@ -8,9 +8,9 @@ use clap::Args;
 use super::generate::GenerateArgs;
 use super::protocol::{OutputArgs, ProtocolArgs, default_out};
 use super::values::{duration, positive_duration, resolve_shard, seconds_or_duration, shard};
-use crate::experiment::Storm;
 use crate::experiment::scenario::{Engine, Scenario, ScenarioError};
 use crate::experiment::sweep::SweepConfig;
+use crate::experiment::{Stop, Storm};
 use crate::model::shard::{Shard, ShardSource};
 use crate::policy::StrategyKind;
 
@@ -149,6 +149,7 @@ impl SweepArgs {
             verbose: self.verbose,
             program: PathBuf::new(),
             shard: Shard::WHOLE,
+            stop: Stop::new(),
         };
         Ok(SweepConfig {
             storm,

@@ -17,6 +17,7 @@ mod runner;
 pub mod scenario;
 pub mod shard;
 mod simulate;
+mod stop;
 mod storm;
 pub mod summary;
 pub mod sweep;
@@ -28,6 +29,7 @@ use std::io::Write;
 use std::pin::pin;
 
 pub use error::StormError;
+pub use stop::Stop;
 pub use storm::{Flags, Storm};
 
 use error::io_err;

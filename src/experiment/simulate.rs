@@ -13,7 +13,8 @@ use crate::view::Progress;
 
 /// Runs every case of `storm` in virtual time, each `storm.runs()` times
 /// (seeds from the scenario's on), case by case; a bar of the runs done
-/// on a terminal's stderr.
+/// on a terminal's stderr. Stops before the next run once `storm.stop`
+/// is set.
 pub(super) fn run(
     storm: &Storm,
     flags: &dyn Flags,
@@ -27,6 +28,10 @@ pub(super) fn run(
     let bar = Progress::new(total as u64, "runs", storm.progress, false);
     for (place, case) in storm.scenario.cases.iter().enumerate() {
         for rep in made(place) {
+            // What ran so far is on disk: each run writes its own files.
+            if storm.stop.requested() {
+                return Err(StormError::Interrupted);
+            }
             bar.message(&case.name);
             let name = storm.run_name(case, rep);
             let config = storm.sim_config(case, rep, flags)?;

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::error::StormError;
 use super::scenario::{Case, Engine, Protocol, Scenario, format_duration};
+use super::stop::Stop;
 use crate::model::client::ClientConfig;
 use crate::model::server::{DEFAULT_BACKLOG, ServerConfig};
 use crate::model::shard::Shard;
@@ -51,6 +52,9 @@ pub struct Storm {
     pub program: PathBuf,
     /// The share of the runs this process makes.
     pub shard: Shard,
+    /// Set when the user asks the virtual engine to stop (the real engine
+    /// is given a future instead); polled between runs.
+    pub stop: Stop,
 }
 
 /// The status descriptor every child of a real run writes to.

@@ -15,6 +15,53 @@ use std::time::{Duration, Instant};
 pub const SERVER: &str = env!("CARGO_BIN_EXE_server");
 pub const CLIENT: &str = env!("CARGO_BIN_EXE_client");
 
+/// How a child finds SIGINT and SIGTERM when it starts. A test that
+/// signals a child sets this itself: a child inherits the test process's
+/// dispositions, and `cargo test &` in a script (or under nohup) starts
+/// everything with both ignored, where a terminal leaves them at default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Inherited {
+    /// The default action, as a program started from a terminal has them.
+    Default,
+    /// Ignored, as `program &` in a non-interactive shell leaves them.
+    Ignored,
+}
+
+impl Inherited {
+    /// Both ways a program may be started.
+    pub const BOTH: [Inherited; 2] = [Inherited::Default, Inherited::Ignored];
+
+    /// Makes `cmd`'s child start with SIGINT and SIGTERM this way,
+    /// whatever this test process has.
+    pub fn apply(self, cmd: &mut Command) -> &mut Command {
+        use nix::sys::signal::{SigHandler, Signal, signal};
+        use std::os::unix::process::CommandExt;
+        let handler = match self {
+            Inherited::Default => SigHandler::SigDfl,
+            Inherited::Ignored => SigHandler::SigIgn,
+        };
+        // SAFETY: between fork and exec only sigaction runs, which is
+        // async-signal-safe; no handler function is installed.
+        unsafe {
+            cmd.pre_exec(move || {
+                for sig in [Signal::SIGINT, Signal::SIGTERM] {
+                    signal(sig, handler).map_err(std::io::Error::from)?;
+                }
+                Ok(())
+            });
+        }
+        cmd
+    }
+}
+
+/// A command for `program` that starts it with SIGINT and SIGTERM at
+/// their default actions, as from a terminal, however the tests were run.
+pub fn command(program: &str) -> Command {
+    let mut cmd = Command::new(program);
+    Inherited::Default.apply(&mut cmd);
+    cmd
+}
+
 /// Kills the child if the test ends early.
 pub struct Guard(pub Child);
 
@@ -61,11 +108,11 @@ impl ServerChild {
     pub fn start(prefix: &[&str], args: &[&str]) -> ServerChild {
         let mut cmd = match prefix.split_first() {
             Some((program, rest)) => {
-                let mut c = Command::new(program);
+                let mut c = command(program);
                 c.args(rest).arg(SERVER);
                 c
             }
-            None => Command::new(SERVER),
+            None => command(SERVER),
         };
         let mut child = cmd
             .args(args)

@@ -189,8 +189,11 @@ impl<'a> Line<'a> {
     }
 
     /// The run `config` of `seed`, from the seed's warm-up (made first if
-    /// need be, its events counted then).
+    /// need be, its events counted then); none once a stop is asked for.
     fn made(&mut self, seed: u64, config: &SimConfig) -> Result<SimOutcome, StormError> {
+        if self.config.storm.stop.requested() {
+            return Err(StormError::Interrupted);
+        }
         let failed = |e: crate::sim::SimError| StormError::Child(e.to_string());
         let warm = match self.warm.entry(seed) {
             Entry::Occupied(warm) => warm.into_mut(),

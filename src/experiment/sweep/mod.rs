@@ -37,7 +37,9 @@ pub use output::write;
 
 /// Runs the sweep on `config.threads` threads, calling `progress` as each
 /// setting is done, with its edge (or, with one pause only, its point); a
-/// bar of the settings done on a terminal's stderr.
+/// bar of the settings done on a terminal's stderr. Once
+/// `config.storm.stop` is set, every thread stops before its next run and
+/// the sweep ends [`StormError::Interrupted`], having written nothing.
 pub fn run(
     config: &SweepConfig,
     flags: &dyn Flags,
@@ -65,7 +67,7 @@ pub fn run(
     std::thread::scope(|scope| {
         for _ in 0..config.threads.clamp(1, settings.len().max(1)) {
             scope.spawn(|| {
-                loop {
+                while !config.storm.stop.requested() {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(&(_, setting)) = settings.get(i) else {
                         break;
@@ -87,6 +89,9 @@ pub fn run(
     });
     let mut report = SweepReport::default();
     let results = results.into_inner().expect("results lock poisoned");
+    if config.storm.stop.requested() {
+        return Err(StormError::Interrupted);
+    }
     for (done, &(setting, _)) in results.into_iter().zip(&settings) {
         let done = done.expect("every setting was run")?;
         report.lines.push(LineRows {

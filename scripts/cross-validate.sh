@@ -51,7 +51,8 @@ command -v jq >/dev/null || { echo "jq is required (apt-get install jq)" >&2; ex
 mkdir -p "$out"
 
 cargo build --release --quiet --bin storm
-storm=(./target/release/storm run "$SCENARIO" --quiet)
+# The script makes DIR/sim and DIR/real again: an earlier run's go.
+storm=(./target/release/storm run "$SCENARIO" --quiet --replace)
 
 echo "== sim: $out/sim"
 "${storm[@]}" --engine sim --out "$out/sim" > "$out/sim.log" 2>&1 \

@@ -10,8 +10,8 @@
 #                                    results/policies/
 #   scripts/policies.sh --quick      every time divided by 10 (~1.5 min);
 #                                    writes only to a temporary folder
-#   scripts/policies.sh --out DIR    results in DIR instead (files of the same
-#                                    name are replaced; nothing is deleted)
+#   scripts/policies.sh --out DIR    results in DIR instead (an earlier run's
+#                                    results there are replaced: --replace)
 #
 # Prints the verdict of each case from the storm's summary.json. Nothing is
 # tuned to flatter a policy. All traffic goes to 127.0.0.1; every run stops
@@ -38,7 +38,7 @@ if [[ -z "$out" && ${#quick[@]} -eq 0 ]]; then out=results/policies; fi
 
 cargo build --release --quiet --bin storm
 ./target/release/storm run scenarios/policies.toml --engine real --parallel 3 \
-  "${quick[@]}" --quiet --out "$out" > /dev/null \
+  "${quick[@]}" --quiet --replace --out "$out" > /dev/null \
   || { echo "the storm failed; see $out" >&2; exit 2; }
 jq -r '.runs[] | [.case, (if .recovered then "recovered \(.recovery_s) s after resume" else "did not recover" end)] | join(": ")' \
   "$out/summary.json"

@@ -7,8 +7,9 @@
 #   scripts/storm-check.sh               every time divided by 10 (~1 min)
 #   scripts/storm-check.sh --full        the real thing: ~2 min per case
 #   scripts/storm-check.sh --out DIR     results in DIR (default: a
-#                                        temporary folder); checks.txt
-#                                        beside them
+#                                        temporary folder; an earlier
+#                                        run's results there are replaced);
+#                                        checks.txt beside them
 #
 # What must hold (seconds from resume, at full scale):
 #   fixed             concurrency climbs into the thousands after resume and
@@ -40,7 +41,7 @@ command -v jq >/dev/null || { echo "jq is required (apt-get install jq)" >&2; ex
 
 cargo build --release --quiet --bin storm
 ./target/release/storm run scenarios/storm-check.toml --engine real --in-turn \
-  "${quick[@]}" --quiet --out "$out" > /dev/null \
+  "${quick[@]}" --quiet --replace --out "$out" > /dev/null \
   || { echo "the storm failed; see $out" >&2; exit 2; }
 
 summary="$out/summary.json"

@@ -245,5 +245,41 @@ async fn two_client_shards_do_the_work_of_one_client_and_merge_exactly() {
         assert!((row.ok_per_s - sum).abs() < 0.011, "row {k}: {row:?}");
         assert_eq!(row.in_flight, a.rows[k].in_flight + b.rows[k].in_flight);
     }
+
+    // Folders that do not make one whole run are refused, naming why.
+    let refused = |dirs: &[PathBuf], mention: &str| {
+        let out = dir.join("refused");
+        let err = clients::merge(&MergeRequest {
+            dirs,
+            out: &out,
+            server_csv: None,
+            protocol: None,
+            png: false,
+        })
+        .expect_err(mention)
+        .to_string();
+        assert!(err.contains(mention), "{mention:?} not in {err}");
+    };
+    let (s0, s1) = (dir.join("shard-0"), dir.join("shard-1"));
+    refused(&[s0.clone(), s0.join(".")], "are the same folder");
+    refused(std::slice::from_ref(&s0), "missing 1/2");
+    // A copy of a shard is the same shard twice.
+    let copy = dir.join("copy");
+    std::fs::create_dir_all(&copy).unwrap();
+    for file in ["client.csv", "client.hlog"] {
+        std::fs::copy(s1.join(file), copy.join(file)).unwrap();
+    }
+    refused(
+        &[s0.clone(), s1.clone(), copy.clone()],
+        "shard 1/2 is given twice",
+    );
+    // Another run: the whole population in one process, no common start.
+    refused(&[s0.clone(), dir.join("one")], "not shards of one run");
+    refused(&[merged.clone(), s0.clone()], "number of shards differs");
+    // A shard whose CSV lost its last rows.
+    let text = std::fs::read_to_string(copy.join("client.csv")).unwrap();
+    let kept: Vec<&str> = text.lines().take(text.lines().count() / 2).collect();
+    std::fs::write(copy.join("client.csv"), kept.join("\n") + "\n").unwrap();
+    refused(&[s0.clone(), copy.clone()], "cut short");
     std::fs::remove_dir_all(&dir).unwrap();
 }

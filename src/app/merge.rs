@@ -10,7 +10,7 @@ use super::exit::failure;
 use crate::cli::{MergeArgs, ProgramFlags, StormCli, StormCommand};
 use crate::experiment::shard::{self, Manifest, ShardKind};
 use crate::experiment::sweep::{self, SweepConfig, SweepReport};
-use crate::experiment::{Storm, StormError, clients};
+use crate::experiment::{Storm, StormError, clients, folder};
 use crate::model::shard::Shard;
 use crate::report::output::say;
 
@@ -71,6 +71,9 @@ pub(super) fn write_storm_manifest(storm: &Storm, command: Vec<String>) -> Resul
 /// `storm merge DIR...`.
 pub(super) fn merge(args: MergeArgs) -> ExitCode {
     let out = args.out.clone().expect("clap requires --out");
+    if let Err(e) = folder::claim(&out, &args.dirs, args.existing(), "--out") {
+        return failure(e);
+    }
     let sharded = args.dirs.iter().any(|d| d.join(shard::MANIFEST).exists());
     let done = if sharded {
         merge_shards(&args.dirs, &out, args.png)

@@ -7,6 +7,7 @@ use clap::Args;
 
 use super::generate::GenerateArgs;
 use super::values::duration;
+use crate::experiment::folder::Existing;
 
 /// The flags of `storm merge DIR...` (its help is [`super::StormCommand::Merge`]'s).
 #[derive(Debug, Args)]
@@ -33,7 +34,18 @@ pub struct MergeArgs {
     /// Draw PNG plots instead of SVG.
     #[arg(long)]
     pub png: bool,
+    /// Let --out name a folder that holds an earlier merge's results, and
+    /// remove them first [default: refuse a folder that holds any file].
+    #[arg(long)]
+    pub replace: bool,
     /// Print a man page or shell completions instead of merging.
     #[command(flatten)]
     pub generate: GenerateArgs,
+}
+
+impl MergeArgs {
+    /// What to do with an output folder that already holds files.
+    pub fn existing(&self) -> Existing {
+        super::protocol::existing(self.replace)
+    }
 }

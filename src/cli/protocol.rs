@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::values::positive_duration;
+use crate::experiment::folder::Existing;
 use crate::experiment::scenario::{Case, Protocol, Scenario, ScenarioError, split_flags};
 use crate::policy::StrategyKind;
 
@@ -112,6 +113,26 @@ pub struct OutputArgs {
     /// No live progress on stdout.
     #[arg(long)]
     pub quiet: bool,
+    /// Let --out name a folder that holds an earlier run's results, and
+    /// remove them first [default: refuse a folder that holds any file].
+    #[arg(long)]
+    pub replace: bool,
+}
+
+impl OutputArgs {
+    /// What to do with a results folder that already holds files.
+    pub fn existing(&self) -> Existing {
+        existing(self.replace)
+    }
+}
+
+/// What `--replace` says of a results folder that already holds files.
+pub(super) fn existing(replace: bool) -> Existing {
+    if replace {
+        Existing::Replace
+    } else {
+        Existing::Refuse
+    }
 }
 
 /// A folder name from the current time: `2026-11-22T01-02-03Z`.

@@ -165,6 +165,7 @@ impl ExecArgs {
                 .out
                 .clone()
                 .unwrap_or_else(|| default_out(suffix)),
+            existing: self.output.existing(),
             png: self.output.png,
             progress: !self.output.quiet,
             watch: None,

@@ -143,6 +143,7 @@ impl SweepArgs {
                 .out
                 .clone()
                 .unwrap_or_else(|| default_out(Some(&suffix))),
+            existing: self.output.existing(),
             png: self.output.png,
             progress: !self.output.quiet,
             watch: None,

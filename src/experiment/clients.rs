@@ -19,9 +19,10 @@ use serde::Serialize;
 
 use super::error::{StormError, io_err};
 use super::storm::confirmation_after;
+use crate::model::shard::Shard;
 use crate::plot::{self, RunChart};
 use crate::report::histogram::{Percentiles, add_recorded, latency_histogram};
-use crate::report::hlog::{Hlog, HlogWriter};
+use crate::report::hlog::{Hlog, HlogWriter, LogRun};
 use crate::report::output::{CsvRow, CsvSink, read_rows};
 use crate::report::rows::{ClientRow, ServerRow};
 use crate::report::verdict::{Figures, Timeline, figures};
@@ -98,6 +99,8 @@ pub struct MergedSummary {
 
 /// One shard's files of one run.
 struct Part {
+    csv: PathBuf,
+    hlog: PathBuf,
     rows: Vec<ClientRow>,
     log: Hlog,
 }
@@ -106,7 +109,17 @@ struct Part {
 /// files, folder by folder.
 fn runs(dirs: &[PathBuf]) -> Result<BTreeMap<String, Vec<(PathBuf, PathBuf)>>, StormError> {
     let mut runs: BTreeMap<String, Vec<(PathBuf, PathBuf)>> = BTreeMap::new();
+    let mut seen = Vec::new();
     for dir in dirs {
+        let real = std::fs::canonicalize(dir).map_err(io_err(format!("read {}", dir.display())))?;
+        if let Some(first) = seen.iter().position(|s| *s == real) {
+            return Err(StormError::Flags(format!(
+                "{} and {} are the same folder: each shard is given once",
+                dirs[first].display(),
+                dir.display()
+            )));
+        }
+        seen.push(real);
         let entries = std::fs::read_dir(dir).map_err(io_err(format!("read {}", dir.display())))?;
         for entry in entries.flatten() {
             let csv = entry.path();
@@ -137,6 +150,118 @@ fn runs(dirs: &[PathBuf]) -> Result<BTreeMap<String, Vec<(PathBuf, PathBuf)>>, S
         }
     }
     Ok(runs)
+}
+
+/// Checks that `parts` are the shards of one run, all of them, each once,
+/// whole; returns the run they name (none for logs that name none, which
+/// are checked by their start and report interval only). Refuses
+/// otherwise, naming what differs.
+fn whole(name: &str, parts: &[Part]) -> Result<Option<LogRun>, StormError> {
+    let refuse = |why: String| Err(StormError::Flags(format!("{name}: {why}")));
+    let first = &parts[0];
+    let named: Vec<&LogRun> = parts.iter().filter_map(|p| p.log.run.as_ref()).collect();
+    let run = match (named.first(), named.len() == parts.len()) {
+        (None, _) => None,
+        (Some(_), false) => {
+            let bare = parts.iter().find(|p| p.log.run.is_none()).expect("one");
+            return refuse(format!(
+                "{} names no run and {} does: logs of different versions or runs",
+                bare.hlog.display(),
+                first.hlog.display()
+            ));
+        }
+        (Some(&run), true) => Some(run.clone()),
+    };
+    if let Some(run) = &run {
+        for (part, other) in parts.iter().zip(&named).skip(1) {
+            let differs = [
+                ("seed", run.seed != other.seed),
+                ("clients", run.clients != other.clients),
+                ("retry policy", run.policy != other.policy),
+                (
+                    "report interval",
+                    run.report_interval_ms != other.report_interval_ms,
+                ),
+                ("start (--start-at)", run.start_at_ms != other.start_at_ms),
+                ("number of shards", run.shard.count != other.shard.count),
+            ];
+            if let Some((what, _)) = differs.iter().find(|(_, d)| *d) {
+                return refuse(format!(
+                    "{} and {} are not shards of one run: their {what} differs \
+                     ({} against {})",
+                    first.hlog.display(),
+                    part.hlog.display(),
+                    describe_run(run),
+                    describe_run(other)
+                ));
+            }
+        }
+        let mut indices: Vec<u32> = named.iter().map(|r| r.shard.index).collect();
+        indices.sort_unstable();
+        if let Some(twice) = indices.windows(2).find(|w| w[0] == w[1]) {
+            return refuse(format!(
+                "shard {}/{} is given twice",
+                twice[0], run.shard.count
+            ));
+        }
+        if indices.len() != run.shard.count as usize {
+            let missing: Vec<String> = (0..run.shard.count)
+                .filter(|i| !indices.contains(i))
+                .map(|i| format!("{i}/{}", run.shard.count))
+                .collect();
+            return refuse(format!(
+                "not every shard is given: missing {}",
+                missing.join(", ")
+            ));
+        }
+    }
+    // Logs that name no run are checked by what they carry.
+    let step = |p: &Part| p.log.intervals.first().map(|i| i.length);
+    for part in &parts[1..] {
+        if let (Some(a), Some(b)) = (step(first), step(part))
+            && a.abs_diff(b) > Duration::from_millis(1)
+        {
+            return refuse(format!(
+                "{} and {} report every {} s and {} s: not shards of one run",
+                first.hlog.display(),
+                part.hlog.display(),
+                a.as_secs_f64(),
+                b.as_secs_f64()
+            ));
+        }
+        let apart = first.log.base.abs_diff(part.log.base);
+        if step(first).is_some_and(|s| apart * 2 >= s) {
+            return refuse(format!(
+                "{} and {} started {:.3} s apart, half a report interval or more: shards \
+                 of one run start together (--start-at)",
+                first.hlog.display(),
+                part.hlog.display(),
+                apart.as_secs_f64()
+            ));
+        }
+        if part.rows.len() != first.rows.len() {
+            return refuse(format!(
+                "{} has {} rows and {} has {}: a shard's files are cut short, or the \
+                 shards ran for different lengths",
+                first.csv.display(),
+                first.rows.len(),
+                part.csv.display(),
+                part.rows.len()
+            ));
+        }
+    }
+    Ok(run)
+}
+
+/// A run as a merge's message names it.
+fn describe_run(run: &LogRun) -> String {
+    let start = run
+        .start_at_ms
+        .map_or("no --start-at".to_string(), |ms| format!("start {ms} ms"));
+    format!(
+        "shard {}/{}, seed {}, {} clients, {}, every {} ms, {start}",
+        run.shard.index, run.shard.count, run.seed, run.clients, run.policy, run.report_interval_ms
+    )
 }
 
 /// One merged interval: its start since the common start, its length,
@@ -208,11 +333,14 @@ pub fn merge(request: &MergeRequest) -> Result<Vec<String>, StormError> {
         let mut parts = Vec::new();
         for (csv, hlog) in &files {
             parts.push(Part {
-                rows: read_rows(csv).map_err(io_err("read"))?,
-                log: Hlog::read(hlog).map_err(io_err("read"))?,
+                csv: csv.clone(),
+                hlog: hlog.clone(),
+                rows: read_rows(csv).map_err(io_err(format!("read {}", csv.display())))?,
+                log: Hlog::read(hlog).map_err(io_err(format!("read {}", hlog.display())))?,
             });
         }
-        let summary = merge_run(request, &name, &parts, server.as_deref())?;
+        let run = whole(&name, &parts)?;
+        let summary = merge_run(request, &name, &parts, run, server.as_deref())?;
         said.push(describe(&summary));
     }
     Ok(said)
@@ -222,6 +350,7 @@ fn merge_run(
     request: &MergeRequest,
     name: &str,
     parts: &[Part],
+    run: Option<LogRun>,
     server: Option<&[ServerRow]>,
 ) -> Result<MergedSummary, StormError> {
     let (base, intervals) = line_up(parts)?;
@@ -246,6 +375,14 @@ fn merge_run(
     let hlog_path = out.join(format!("{name}.hlog"));
     let mut log = HlogWriter::create(&hlog_path)
         .map_err(io_err(format!("create {}", hlog_path.display())))?;
+    // The merged log names the whole run, so that it is merged with no
+    // other shard.
+    if let Some(run) = run {
+        log = log.with_run(LogRun {
+            shard: Shard::WHOLE,
+            ..run
+        });
+    }
     let (mut attempts, mut requests) = (latency_histogram(), latency_histogram());
     for i in &intervals {
         log.interval(base, i.start, i.length, &i.attempts, &i.requests)
@@ -308,4 +445,90 @@ fn describe(s: &MergedSummary) -> String {
         "{}: {} shard(s), {} row(s); {} OK attempts, {}{verdict}",
         s.name, s.shards, s.rows, s.attempt_latency.count, s.attempt_latency.percentiles
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::hlog::LoggedInterval;
+
+    /// A shard's files as read back: `rows` rows of a run started at
+    /// `base_ms`, reporting every `step_ms`, naming `run` (or none).
+    fn part(name: &str, base_ms: u64, step_ms: u64, rows: usize, run: Option<LogRun>) -> Part {
+        let step = Duration::from_millis(step_ms);
+        Part {
+            csv: PathBuf::from(format!("{name}/run.csv")),
+            hlog: PathBuf::from(format!("{name}/run.hlog")),
+            rows: (1..=rows)
+                .map(|k| ClientRow {
+                    elapsed_s: (step * k as u32).as_secs_f64(),
+                    ..ClientRow::merged(&[], &latency_histogram())
+                })
+                .collect(),
+            log: Hlog {
+                base: Duration::from_millis(base_ms),
+                run,
+                intervals: (0..rows as u32)
+                    .map(|k| LoggedInterval {
+                        start: step * k,
+                        length: step,
+                        attempts: latency_histogram(),
+                        requests: latency_histogram(),
+                    })
+                    .collect(),
+            },
+        }
+    }
+
+    fn refusal(parts: &[Part]) -> String {
+        whole("run", parts).expect_err("refused").to_string()
+    }
+
+    #[test]
+    fn logs_that_name_no_run_must_start_together_and_report_alike() {
+        // Started 2.4 s apart at 5 s intervals: under half an interval.
+        let together = [
+            part("a", 10_000, 5_000, 4, None),
+            part("b", 12_400, 5_000, 4, None),
+        ];
+        assert_eq!(whole("run", &together).unwrap(), None);
+        let apart = [
+            part("a", 10_000, 5_000, 4, None),
+            part("b", 12_500, 5_000, 4, None),
+        ];
+        assert!(refusal(&apart).contains("started 2.500 s apart"));
+        let steps = [
+            part("a", 10_000, 5_000, 4, None),
+            part("b", 10_000, 1_000, 4, None),
+        ];
+        assert!(refusal(&steps).contains("report every 5 s and 1 s"));
+        let cut = [
+            part("a", 10_000, 5_000, 4, None),
+            part("b", 10_000, 5_000, 3, None),
+        ];
+        assert!(refusal(&cut).contains("a/run.csv has 4 rows and b/run.csv has 3"));
+    }
+
+    #[test]
+    fn named_shards_must_be_one_run_each_once_and_all() {
+        let run = |index, seed| LogRun {
+            shard: Shard { index, count: 3 },
+            seed,
+            clients: 900,
+            policy: "fixed".to_string(),
+            report_interval_ms: 5_000,
+            start_at_ms: Some(10_000),
+        };
+        let shards = |runs: [LogRun; 3]| runs.map(|r| part("s", 10_000, 5_000, 4, Some(r)));
+        let all = shards([run(2, 4), run(0, 4), run(1, 4)]);
+        assert_eq!(whole("run", &all).unwrap(), Some(run(2, 4)));
+        assert!(refusal(&shards([run(0, 4), run(1, 5), run(2, 4)])).contains("seed differs"));
+        assert!(refusal(&shards([run(0, 4), run(1, 4), run(1, 4)])).contains("1/3 is given twice"));
+        assert!(refusal(&all[..2]).contains("missing 1/3"));
+        let mixed = [
+            part("a", 10_000, 5_000, 4, Some(run(0, 4))),
+            part("b", 10_000, 5_000, 4, None),
+        ];
+        assert!(refusal(&mixed).contains("b/run.hlog names no run"));
+    }
 }

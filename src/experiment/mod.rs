@@ -12,6 +12,7 @@
 mod children;
 pub mod clients;
 mod error;
+pub mod folder;
 mod judge;
 mod runner;
 pub mod scenario;
@@ -45,6 +46,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> Result<StormReport, StormError> {
     storm.validate(flags)?;
+    folder::claim(&storm.out, &[], storm.existing, "--out")?;
     std::fs::create_dir_all(&storm.out)
         .map_err(io_err(format!("create {}", storm.out.display())))?;
     std::fs::write(

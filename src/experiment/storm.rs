@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::error::StormError;
+use super::folder::Existing;
 use super::scenario::{Case, Engine, Protocol, Scenario, format_duration};
 use super::stop::Stop;
 use crate::model::client::ClientConfig;
@@ -40,6 +41,8 @@ pub struct Storm {
     pub parallel: usize,
     /// Results folder.
     pub out: PathBuf,
+    /// What to do if `out` already holds files.
+    pub existing: Existing,
     /// Plots as PNG instead of SVG.
     pub png: bool,
     /// Show live progress on stdout.

@@ -24,10 +24,36 @@ use hdrhistogram::serialization::interval_log::{
 use hdrhistogram::serialization::{Deserializer, Serializer, V2Serializer};
 use hdrhistogram::{Counter, Histogram};
 
+use serde::{Deserialize, Serialize};
+
 use super::histogram::{add_recorded, latency_histogram};
+use crate::model::shard::Shard;
 
 /// The tag of the request-latency histograms.
 pub const REQUEST_TAG: &str = "request";
+
+/// The header comment that names a log's run: `#[Run: {JSON}]`.
+const RUN_COMMENT: &str = "#[Run: ";
+
+/// The run a client's log belongs to and its share of it, written in the
+/// log's header (a comment, which readers of the format skip), so that a
+/// merge can tell whether shards make one whole run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogRun {
+    /// Which share of the users this log's client ran.
+    pub shard: Shard,
+    /// The whole population's seed.
+    pub seed: u64,
+    /// The whole population's users.
+    pub clients: u32,
+    /// The client's retry policy, by name.
+    pub policy: String,
+    /// The report interval, in milliseconds.
+    pub report_interval_ms: u64,
+    /// The common start the shards were given (`--start-at`), in
+    /// milliseconds since the Unix epoch.
+    pub start_at_ms: Option<u64>,
+}
 
 /// Writes a client's interval log.
 pub struct HlogWriter {
@@ -37,6 +63,8 @@ pub struct HlogWriter {
     /// The header is written with the first interval, when the run's
     /// start on the wall clock is known.
     started: bool,
+    /// The run named in the header, if any.
+    run: Option<LogRun>,
 }
 
 impl std::fmt::Debug for HlogWriter {
@@ -62,7 +90,14 @@ impl HlogWriter {
             out: BufWriter::new(File::create(path)?),
             serializer: Deflate::default(),
             started: false,
+            run: None,
         })
+    }
+
+    /// Names the log's run in its header.
+    pub fn with_run(mut self, run: LogRun) -> HlogWriter {
+        self.run = Some(run);
+        self
     }
 
     /// Where the log goes.
@@ -95,6 +130,10 @@ impl HlogWriter {
                 .with_start_time(at)
                 .with_base_time(at)
                 .begin_log_with(&mut self.out, &mut self.serializer)?;
+            if let Some(run) = &self.run {
+                let json = serde_json::to_string(run).map_err(io_error)?;
+                writeln!(self.out, "{RUN_COMMENT}{json}]")?;
+            }
             // The legend line Java's writer puts before the intervals.
             writeln!(
                 self.out,
@@ -212,6 +251,9 @@ pub struct LoggedInterval {
 pub struct Hlog {
     /// The run's start, since the Unix epoch (the log's `BaseTime`).
     pub base: Duration,
+    /// The run named in its header, if any (logs written before runs
+    /// were named have none).
+    pub run: Option<LogRun>,
     /// Its intervals, in order.
     pub intervals: Vec<LoggedInterval>,
 }
@@ -221,6 +263,16 @@ impl Hlog {
     /// histogram per tag and interval; other tags are skipped).
     pub fn read(path: &Path) -> io::Result<Hlog> {
         let text = std::fs::read(path)?;
+        let run = text
+            .split(|&b| b == b'\n')
+            .take_while(|line| line.starts_with(b"#"))
+            .find_map(|line| line.strip_prefix(RUN_COMMENT.as_bytes()))
+            .map(|json| {
+                let json = json.strip_suffix(b"]").unwrap_or(json);
+                serde_json::from_slice::<LogRun>(json)
+                    .map_err(|e| io_error(format!("{}: its run: {e}", path.display())))
+            })
+            .transpose()?;
         let mut base = None;
         let mut intervals: Vec<LoggedInterval> = Vec::new();
         let mut deserializer = Deserializer::new();
@@ -265,6 +317,7 @@ impl Hlog {
         }
         Ok(Hlog {
             base: base.unwrap_or_default(),
+            run,
             intervals,
         })
     }
@@ -336,6 +389,7 @@ mod tests {
         let tagged = text.lines().filter(|l| l.starts_with("Tag=request,"));
         assert_eq!(tagged.count(), 2);
         let back = Hlog::read(&path).unwrap();
+        assert_eq!(back.run, None, "no run named");
         assert_eq!(back.base, start);
         assert_eq!(back.intervals.len(), 2);
         let second = &back.intervals[1];
@@ -345,6 +399,39 @@ mod tests {
         assert_eq!(back.intervals[0].requests, r1);
         assert!(second.attempts.is_empty());
         assert_eq!(second.requests.max(), r2.max());
+        std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+    }
+
+    #[test]
+    fn a_logs_run_is_in_its_header_and_reads_back() {
+        let path = std::env::temp_dir()
+            .join(format!("hlog-run-{}", std::process::id()))
+            .join("run.hlog");
+        let run = LogRun {
+            shard: Shard { index: 1, count: 3 },
+            seed: 7,
+            clients: 900,
+            policy: "fixed 100ms".to_string(),
+            report_interval_ms: 5000,
+            start_at_ms: Some(1_795_000_000_000),
+        };
+        let mut log = HlogWriter::create(&path).unwrap().with_run(run.clone());
+        let h = histogram(&[100]);
+        let start = Duration::from_secs(1_795_000_000);
+        log.interval(start, Duration::ZERO, Duration::from_secs(5), &h, &h)
+            .unwrap();
+        drop(log);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let header: Vec<&str> = text.lines().take_while(|l| l.starts_with('#')).collect();
+        assert!(
+            header
+                .iter()
+                .any(|l| l.starts_with("#[Run: {\"shard\":{\"index\":1")),
+            "{text}"
+        );
+        let back = Hlog::read(&path).unwrap();
+        assert_eq!(back.run, Some(run));
+        assert_eq!(back.intervals.len(), 1, "the comment is not an interval");
         std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
     }
 }

@@ -10,7 +10,7 @@ use hdrhistogram::Histogram;
 
 use super::counts::{ATTEMPT_BUCKETS, ClientCounts, ClientRecorder, Interval};
 use super::histogram::{Percentiles, latency_histogram, record_all};
-use super::hlog::HlogWriter;
+use super::hlog::{HlogWriter, LogRun};
 use super::output::{CsvError, CsvSink, client_csv, say, write_row};
 use super::rows::ClientRow;
 use super::status::{ClientTotals, Status, StatusSink};
@@ -207,10 +207,22 @@ impl Reporter {
     /// A reporter for a run of `config`, creating its CSV file; status
     /// lines go to `status`, if given.
     pub fn new(config: &ClientConfig, status: Option<StatusSink>) -> Result<Self, CsvError> {
+        let run = LogRun {
+            shard: config.shard,
+            seed: config.seed,
+            clients: config.clients,
+            policy: config.policy_name().to_string(),
+            report_interval_ms: config.report_interval.as_millis() as u64,
+            start_at_ms: config.start_at.map(|t| {
+                t.duration_since(std::time::UNIX_EPOCH)
+                    .unwrap_or_default()
+                    .as_millis() as u64
+            }),
+        };
         let hlog = config
             .hlog
             .as_deref()
-            .map(HlogWriter::create)
+            .map(|path| HlogWriter::create(path).map(|log| log.with_run(run)))
             .transpose()
             .map_err(|source| CsvError {
                 flag: "--hlog",

@@ -46,6 +46,7 @@ pub fn run(
     progress: impl Fn(&dyn Display) + Sync,
 ) -> Result<SweepReport, StormError> {
     config.validate(flags)?;
+    super::folder::claim(&config.storm.out, &[], config.storm.existing, "--out")?;
     let wall = Instant::now();
     // This shard's settings, each with its place among all of them.
     let settings: Vec<(usize, Setting)> = config

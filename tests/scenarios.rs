@@ -239,17 +239,23 @@ fn a_run_whose_client_could_not_keep_up_is_flagged() {
         let run = runs.iter().find(|r| r["case"] == case).unwrap();
         run.get("client_behind").cloned()
     };
-    assert_eq!(behind("on-time"), None, "{summary}");
     let late = behind("late").expect("the stopped client is flagged");
     let p99 = late["p99_ms"].as_f64().unwrap();
     assert!((1.5..=250.0).contains(&p99), "{late}");
+    // The twin's p99 is its timer's step on a quiet host, and so not
+    // flagged; on a host loaded by other tests it may pass the 1.5 ms
+    // bound and be flagged too (rightly): either way, it is far less late
+    // than the client that was stopped.
+    if let Some(on_time) = behind("on-time") {
+        let twin = on_time["p99_ms"].as_f64().unwrap();
+        assert!(twin * 5.0 < p99, "twin {on_time}, stopped {late}");
+    }
     let md = std::fs::read_to_string(results.join("summary.md")).unwrap();
     for text in [&said, &md] {
         assert!(
             text.contains("fell behind its users' schedule in late (start lateness p99"),
             "{text}"
         );
-        assert!(!text.contains("on-time (start"), "{text}");
     }
     std::fs::remove_dir_all(&out).unwrap();
 }

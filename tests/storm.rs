@@ -285,6 +285,17 @@ fn a_crashed_client_stops_the_run_and_its_servers() {
         .map(|(p, _)| *p)
         .find(|&p| cmdline(p).contains(" client "))
         .expect("a client child");
+    // What it said before it died, as a crashing client would say it.
+    let case = ["fixed", "exponential"]
+        .into_iter()
+        .find(|c| cmdline(client).contains(&format!("{c}.client.csv")))
+        .expect("the client's case");
+    let err = out.join(format!("{case}.client.err"));
+    std::fs::write(
+        &err,
+        "warning: something first\nerror: the reason it died\n",
+    )
+    .unwrap();
     assert!(
         Command::new("kill")
             .args(["-KILL", &client.to_string()])
@@ -298,6 +309,12 @@ fn a_crashed_client_stops_the_run_and_its_servers() {
     assert_eq!(output.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("exited early"), "{stderr}");
+    // The storm's own error says why, and where the rest is.
+    assert!(
+        stderr.contains(&format!("its stderr ({}) ends:", err.display()))
+            && stderr.contains("  error: the reason it died"),
+        "{stderr}"
+    );
     for (child, _) in kids {
         assert!(
             !alive(child),

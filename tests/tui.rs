@@ -267,7 +267,8 @@ fn repeated_runs_show_a_progress_bar_on_a_terminal_unless_quiet() {
     let out_flag = out.to_str().unwrap();
     for quiet in [false, true] {
         let mut args = vec!["--engine", "sim", "--strategies", "fixed", "--runs", "12"];
-        args.extend(["--out", out_flag]);
+        // The second run takes the first's folder.
+        args.extend(["--replace", "--out", out_flag]);
         if quiet {
             args.push("--quiet");
         }

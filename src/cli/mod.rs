@@ -57,6 +57,36 @@ const NOT_A_RUN: &str = "runs no server or client (a case's flags run one)";
 /// terminal.
 const NO_VIEW: &str = "--tui is for a program run by hand; a storm's children have no terminal (storm --tui shows the storm)";
 
+/// What a case's flags may not ask for: what the storm decides for every
+/// run, or what runs side by side cannot share.
+fn storm_owned(
+    shard: bool,
+    start_at: bool,
+    metrics: Option<std::net::SocketAddr>,
+) -> Result<(), String> {
+    if shard {
+        return Err(
+            "--shard is the storm's to give (storm --shard shares out whole runs); \
+                    a case runs its whole population"
+                .to_string(),
+        );
+    }
+    if start_at {
+        return Err(
+            "--start-at is the storm's to decide: it starts each run's children \
+                    together itself"
+                .to_string(),
+        );
+    }
+    match metrics {
+        Some(addr) if addr.port() != 0 => Err(format!(
+            "--metrics-listen {addr}: a fixed port cannot serve runs side by side or one \
+             after another; give port 0 (each run's address is on its start line)"
+        )),
+        _ => Ok(()),
+    }
+}
+
 impl Flags for ProgramFlags {
     fn server(&self, argv: &[String]) -> Result<ServerConfig, String> {
         let argv = std::iter::once("server").chain(argv.iter().map(String::as_str));
@@ -67,6 +97,7 @@ impl Flags for ProgramFlags {
         if args.view.tui {
             return Err(NO_VIEW.to_string());
         }
+        storm_owned(false, false, args.report.metrics_listen)?;
         args.config().map_err(|e| first_line(&e))
     }
 
@@ -82,6 +113,12 @@ impl Flags for ProgramFlags {
         if cli.run.view.tui {
             return Err(NO_VIEW.to_string());
         }
+        let run = &cli.run;
+        storm_owned(
+            run.shard.is_some(),
+            run.start_at.is_some(),
+            run.report.metrics_listen,
+        )?;
         cli.run.config().map_err(|e| first_line(&e))
     }
 }
@@ -153,5 +190,28 @@ mod tests {
         assert!(err.contains("storm --tui"), "{err}");
         let err = flags.server(&argv("--tui")).unwrap_err();
         assert!(err.contains("storm --tui"), "{err}");
+    }
+
+    #[test]
+    fn a_cases_flags_may_not_take_what_the_storm_decides() {
+        let flags = ProgramFlags;
+        let argv = |s: &str| s.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+        let seeded = "--seed 1 --clients 10";
+        let err = flags
+            .client(&argv(&format!("{seeded} --shard 0/2")))
+            .unwrap_err();
+        assert!(err.contains("--shard is the storm's"), "{err}");
+        let err = flags
+            .client(&argv(&format!("{seeded} --start-at 1795000000")))
+            .unwrap_err();
+        assert!(err.contains("--start-at is the storm's"), "{err}");
+        let fixed = argv("--metrics-listen 127.0.0.1:9464");
+        let err = flags.client(&fixed).unwrap_err();
+        assert!(err.contains("a fixed port"), "{err}");
+        let err = flags.server(&fixed).unwrap_err();
+        assert!(err.contains("a fixed port"), "{err}");
+        // Port 0: each run its own.
+        let any = argv("--metrics-listen 127.0.0.1:0");
+        assert!(flags.client(&any).is_ok() && flags.server(&any).is_ok());
     }
 }

@@ -17,7 +17,7 @@ use super::server::ServerArgs;
 use super::sweep::SweepArgs;
 use super::values::{duration, resolve_shard, shard};
 use super::view::ViewArgs;
-use crate::experiment::scenario::{Engine, Scenario, ScenarioError};
+use crate::experiment::scenario::{Engine, MAX_RUNS, Scenario, ScenarioError};
 use crate::experiment::{Stop, Storm};
 use crate::model::shard::{Shard, ShardSource};
 use crate::policy::StrategyKind;
@@ -110,7 +110,7 @@ pub struct ExecArgs {
     /// virtual time, repetitions on the real network; each case's figures
     /// are then given over its runs, as a probability with its 95 %
     /// interval [default: the scenario's runs, else 1].
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_RUNS)))]
     pub runs: Option<u32>,
     /// Make only shard I of N of the runs (I counts from 0): run k, counted
     /// case by case and repetition by repetition from 0, when k is I

@@ -5,10 +5,12 @@ use std::time::Duration;
 
 use hyper::Uri;
 
-/// Parses a duration written like `100ms`, `2s`, `1m 30s` or `5m`.
+use crate::model::units::parse_duration;
+
+/// Parses a duration written like `100ms`, `2s`, `1m 30s` or `5m`, at most
+/// a year ([`parse_duration`]).
 pub fn duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s.trim())
-        .map_err(|_| format!("'{s}' is not a duration; write it like 100ms, 2s or 5m"))
+    parse_duration(s)
 }
 
 /// Parses a duration that must be greater than zero.
@@ -125,15 +127,50 @@ pub fn shard(s: &str) -> Result<crate::model::shard::Shard, String> {
 /// A wall-clock instant: RFC 3339 (`2026-11-24T10:00:00Z`, fractions of
 /// a second allowed) or seconds since the Unix epoch (`1795000000.25`).
 pub fn wall_clock(s: &str) -> Result<std::time::SystemTime, String> {
-    if let Ok(secs) = s.parse::<f64>() {
+    let at = if let Ok(secs) = s.parse::<f64>() {
         if !(secs.is_finite() && secs >= 0.0) {
             return Err(format!("'{s}' is not a time after the Unix epoch"));
         }
-        return std::time::UNIX_EPOCH
-            .checked_add(Duration::from_secs_f64(secs))
-            .ok_or_else(|| format!("'{s}' is too far in the future"));
+        Duration::try_from_secs_f64(secs)
+            .ok()
+            .and_then(|d| std::time::UNIX_EPOCH.checked_add(d))
+            .ok_or_else(|| format!("'{s}' is too far in the future"))?
+    } else {
+        humantime::parse_rfc3339_weak(s).map_err(|e| {
+            format!(
+                "'{s}' is neither an RFC 3339 time (2026-11-24T10:00:00Z) nor Unix seconds: {e}"
+            )
+        })?
+    };
+    // RFC 3339 writes four-digit years: the start line names the instant.
+    if at >= std::time::UNIX_EPOCH + Duration::from_secs(LAST_SECOND + 1) {
+        return Err(format!(
+            "'{s}' is after 9999-12-31T23:59:59Z, the last instant taken"
+        ));
     }
-    humantime::parse_rfc3339_weak(s).map_err(|e| {
-        format!("'{s}' is neither an RFC 3339 time (2026-11-24T10:00:00Z) nor Unix seconds: {e}")
-    })
+    Ok(at)
+}
+
+/// 9999-12-31T23:59:59Z in seconds since the Unix epoch.
+const LAST_SECOND: u64 = 253_402_300_799;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wall_clock_instant_is_refused_past_what_rfc_3339_writes_never_panicking() {
+        let at = |secs: u64| std::time::UNIX_EPOCH + Duration::from_secs(secs);
+        assert_eq!(wall_clock("1795000000"), Ok(at(1_795_000_000)));
+        assert_eq!(wall_clock("253402300799"), Ok(at(LAST_SECOND)));
+        assert_eq!(wall_clock("9999-12-31T23:59:59Z"), Ok(at(LAST_SECOND)));
+        for text in ["253402300800", "99999999999999999999", "1e300"] {
+            let e = wall_clock(text).unwrap_err();
+            assert!(
+                e.contains("9999-12-31") || e.contains("too far"),
+                "{text}: {e}"
+            );
+        }
+        assert!(wall_clock("-1").is_err());
+    }
 }

@@ -7,6 +7,7 @@
 use std::fs::File;
 use std::future::Future;
 use std::io::{self, IsTerminal, Write};
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -37,6 +38,8 @@ struct Run<'a> {
     rep: u32,
     /// The run's name: its case's, with several runs its repetition's.
     name: String,
+    /// The results folder, where its children's files are.
+    out: PathBuf,
     server: Child,
     client: Option<Child>,
     /// The reader of the client's status lines.
@@ -115,6 +118,25 @@ fn output(storm: &Storm, case: &Case, rep: u32, suffix: &str) -> Result<File, St
     File::create(&path).map_err(io_err(format!("create {}", path.display())))
 }
 
+/// The last lines a child wrote on stderr (`role`: `server` or
+/// `client`), for the storm's own error: why it failed, and where the
+/// rest is.
+fn stderr_tail(out: &Path, name: &str, role: &str) -> String {
+    const LINES: usize = 5;
+    let path = out.join(format!("{name}.{role}.err"));
+    let text = std::fs::read_to_string(&path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let tail = &lines[lines.len().saturating_sub(LINES)..];
+    if tail.is_empty() {
+        return format!("; it wrote nothing on stderr ({})", path.display());
+    }
+    format!(
+        "; its stderr ({}) ends:\n  {}",
+        path.display(),
+        tail.join("\n  ")
+    )
+}
+
 /// Starts a server (the run at `place` in its batch) and waits for its
 /// status line saying where it listens.
 async fn start_server<'a>(
@@ -144,14 +166,15 @@ async fn start_server<'a>(
         .and_then(Result::ok)
         .ok_or_else(|| {
             StormError::Child(format!(
-                "the server for {name} did not start; see {}",
-                storm.file(case, rep, "server.err").display()
+                "the server for {name} did not start{}",
+                stderr_tail(&storm.out, &name, "server")
             ))
         })?;
     Ok(Run {
         case,
         rep,
         name,
+        out: storm.out.clone(),
         server: spawned.child,
         client: None,
         client_status: None,
@@ -264,12 +287,16 @@ async fn phase(
                         && !(last && status.success())
                     {
                         return Err(StormError::Child(format!(
-                            "the client for {} exited early ({status})", run.name
+                            "the client for {} exited early ({status}){}",
+                            run.name,
+                            stderr_tail(&run.out, &run.name, "client")
                         )));
                     }
                     if let Ok(Some(status)) = run.server.try_wait() {
                         return Err(StormError::Child(format!(
-                            "the server for {} exited early ({status})", run.name
+                            "the server for {} exited early ({status}){}",
+                            run.name,
+                            stderr_tail(&run.out, &run.name, "server")
                         )));
                     }
                 }

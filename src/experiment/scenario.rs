@@ -35,6 +35,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::units::parse_duration;
+
 /// Which engine runs an experiment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -185,20 +187,92 @@ fn duration(key: &str, value: Option<&str>, default: Duration) -> Result<Duratio
     let Some(text) = value else {
         return Ok(default);
     };
-    match humantime::parse_duration(text.trim()) {
+    match parse_duration(text) {
         Ok(d) if d.is_zero() && key != "pause" && key != "tail" => Err(ScenarioError(format!(
             "protocol.{key}: must be longer than 0"
         ))),
         Ok(d) => Ok(d),
-        Err(_) => Err(ScenarioError(format!(
-            "protocol.{key}: '{text}' is not a duration; write it like 500ms, 20s or 1m"
-        ))),
+        Err(e) => Err(ScenarioError(format!("protocol.{key}: {e}"))),
     }
 }
 
-/// A name a case may not take: the chart of every case's goodput is
-/// `goodput.svg`, beside each case's `NAME.svg`.
-const RESERVED: &str = "goodput";
+/// The longest phase of the protocol: a day. A virtual run of such phases
+/// takes seconds to a minute, a real one the day.
+pub const MAX_PHASE: Duration = Duration::from_secs(86_400);
+
+/// The most repetitions of a case, from the flag (`--runs`) or the file.
+pub const MAX_RUNS: u32 = 100_000;
+
+/// The most report intervals in one run: each is a row of every file.
+pub const MAX_INTERVALS: u64 = 100_000;
+
+impl Protocol {
+    /// Checks that runs of this protocol end in reasonable time and can
+    /// give a verdict, whether it came from flags or a file: each phase
+    /// at most [`MAX_PHASE`], at most [`MAX_INTERVALS`] report intervals,
+    /// a warm-up of at least two intervals (the baseline leaves the first
+    /// out), and an observation window of at least one.
+    pub fn check(&self) -> Result<(), ScenarioError> {
+        let phases = [
+            ("warmup", self.warmup),
+            ("pause", self.pause),
+            ("observe", self.observe),
+            ("report_interval", self.report_interval),
+            ("tail", self.tail),
+        ];
+        for (key, d) in phases {
+            if d > MAX_PHASE {
+                return Err(ScenarioError(format!(
+                    "{key} (--{}, protocol.{key}): {} is longer than a day, the longest \
+                     phase taken",
+                    key.replace('_', "-"),
+                    format_duration(d)
+                )));
+            }
+        }
+        let r = self.report_interval;
+        let run = self.warmup + self.pause + self.observe + self.tail + r * 2;
+        if run.as_nanos() / r.as_nanos().max(1) > u128::from(MAX_INTERVALS) {
+            return Err(ScenarioError(format!(
+                "report_interval (--report-interval): {} makes over {MAX_INTERVALS} \
+                 intervals of a {} run; report less often",
+                format_duration(r),
+                format_duration(run)
+            )));
+        }
+        if self.warmup < r * 2 {
+            return Err(ScenarioError(format!(
+                "warmup (--warmup): {} is shorter than two report intervals ({}): the \
+                 baseline, the warm-up's mean OK/s without its first interval, would \
+                 have no interval",
+                format_duration(self.warmup),
+                format_duration(r * 2)
+            )));
+        }
+        if self.observe < r {
+            return Err(ScenarioError(format!(
+                "observe (--observe): {} is shorter than a report interval ({}): no \
+                 recovery could be seen within it",
+                format_duration(self.observe),
+                format_duration(r)
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Names a case may not take: the stems of the results folder's own
+/// files (`goodput.svg`, the chart of every case's goodput, and
+/// `recovery.svg` beside each case's `NAME.svg`; the summaries, the
+/// scenario, the commands, a shard's manifest, a sweep's tables and maps).
+const RESERVED: [&str; 9] = [
+    "goodput", "recovery", "summary", "scenario", "commands", "shard", "critical", "phase",
+    "heatmap",
+];
+
+/// The longest case name: with its run's number and a file's suffix it
+/// must still name a file (255 bytes on most file systems).
+const MAX_NAME: usize = 100;
 
 /// Whether a case name can name its files: letters, digits, `.`, `_`,
 /// `+` and `-`, not starting with a dot.
@@ -260,12 +334,20 @@ impl Scenario {
         Scenario::from_toml(&text).map_err(|e| ScenarioError(format!("{}: {e}", path.display())))
     }
 
-    /// Checks what the file's syntax cannot: at least one case, and names
-    /// that are distinct and can name files.
+    /// Checks what the file's syntax cannot, and what flags may have set
+    /// since: the runs and the protocol within their bounds, at least one
+    /// case, and names that are distinct and can name files.
     pub fn check(&self) -> Result<(), ScenarioError> {
-        if self.runs == Some(0) {
-            return Err(ScenarioError("runs: must be at least 1".into()));
+        match self.runs {
+            Some(0) => return Err(ScenarioError("runs: must be at least 1".into())),
+            Some(n) if n > MAX_RUNS => {
+                return Err(ScenarioError(format!(
+                    "runs (--runs): {n} is more than {MAX_RUNS}, the most taken"
+                )));
+            }
+            _ => {}
         }
+        self.protocol.check()?;
         if self.cases.is_empty() {
             return Err(ScenarioError(
                 "no cases: add at least one [[case]] with a name and client flags".into(),
@@ -279,9 +361,19 @@ impl Scenario {
                     case.name
                 )));
             }
-            if case.name == RESERVED {
+            if case.name.len() > MAX_NAME {
                 return Err(ScenarioError(format!(
-                    "case name '{RESERVED}' is taken by the chart of every case's goodput"
+                    "case name '{}...': {} characters, more than the {MAX_NAME} a name may have \
+                     (it names the case's files)",
+                    &case.name[..20],
+                    case.name.len()
+                )));
+            }
+            if RESERVED.contains(&case.name.as_str()) {
+                return Err(ScenarioError(format!(
+                    "case name '{}' is taken by a file of the results folder ({})",
+                    case.name,
+                    RESERVED.join(", ")
                 )));
             }
             if self.cases[..i].iter().any(|c| c.name == case.name) {
@@ -399,7 +491,43 @@ server = "--shed-above 200"
             ),
             (
                 "seed = 1\n[[case]]\nname = \"goodput\"",
-                "taken by the chart",
+                "taken by a file of the results folder",
+            ),
+            (
+                "seed = 1\n[[case]]\nname = \"recovery\"",
+                "'recovery' is taken",
+            ),
+            (
+                &format!("seed = 1\n[[case]]\nname = \"{}\"", "a".repeat(101)),
+                "101 characters, more than the 100",
+            ),
+            (
+                "seed = 1\nruns = 1000000000\n[[case]]\nname = \"a\"",
+                "1000000000 is more than 100000",
+            ),
+            (
+                "seed = 1\n[protocol]\nwarmup = \"18446744073709551615s\"\n[[case]]\nname = \"a\"",
+                "protocol.warmup: '18446744073709551615s' is longer than a year",
+            ),
+            (
+                "seed = 1\n[protocol]\npause = \"1000000h\"\n[[case]]\nname = \"a\"",
+                "longer than a year",
+            ),
+            (
+                "seed = 1\n[protocol]\npause = \"25h\"\n[[case]]\nname = \"a\"",
+                "pause (--pause, protocol.pause): 1day 1h is longer than a day",
+            ),
+            (
+                "seed = 1\n[protocol]\nwarmup = \"9s\"\n[[case]]\nname = \"a\"",
+                "shorter than two report intervals",
+            ),
+            (
+                "seed = 1\n[protocol]\nobserve = \"4s\"\n[[case]]\nname = \"a\"",
+                "shorter than a report interval",
+            ),
+            (
+                "seed = 1\n[protocol]\nreport_interval = \"1ms\"\n[[case]]\nname = \"a\"",
+                "over 100000 intervals",
             ),
             (
                 "seed = 1\n[protocol]\nwarmup = \"soon\"\n[[case]]\nname = \"a\"",

@@ -5,6 +5,23 @@
 
 use std::time::Duration;
 
+/// The longest duration any flag or scenario file takes: a year. Far
+/// beyond any experiment, and far enough below what a clock can add
+/// without overflowing that no sum of the program's durations panics.
+pub const MAX_DURATION: Duration = Duration::from_secs(365 * 86_400);
+
+/// Parses a duration written like `100ms`, `2s`, `1m 30s` or `5m`, at most
+/// [`MAX_DURATION`]; says what is wrong in words a user can act on. The
+/// one parser of durations for flags and scenario files alike.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(text.trim())
+        .map_err(|_| format!("'{text}' is not a duration; write it like 100ms, 2s or 5m"))?;
+    if d > MAX_DURATION {
+        return Err(format!("'{text}' is longer than a year, the longest taken"));
+    }
+    Ok(d)
+}
+
 /// `d` in whole nanoseconds, `u64::MAX` beyond 584 years.
 pub fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
@@ -18,6 +35,27 @@ pub fn micros(d: Duration) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_parse_up_to_a_year_and_no_further() {
+        assert_eq!(parse_duration(" 1m 30s "), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("365d"), Ok(MAX_DURATION));
+        let too_long = parse_duration("366d").unwrap_err();
+        assert!(too_long.contains("longer than a year"), "{too_long}");
+        // Past what a Duration holds, and far past it.
+        for text in [
+            "18446744073709551615s",
+            "1000000h",
+            "99999999999999999999999s",
+        ] {
+            assert!(parse_duration(text).is_err(), "{text}");
+        }
+        assert!(
+            parse_duration("soon")
+                .unwrap_err()
+                .contains("not a duration")
+        );
+    }
 
     #[test]
     fn whole_units_truncate_and_saturate() {

@@ -152,6 +152,11 @@ impl SweepConfig {
                 self.max_pause
             }
         };
+        self.storm_for(longest, self.storm.scenario.seed)
+            .scenario
+            .protocol
+            .check()
+            .map_err(|e| StormError::Flags(e.to_string()))?;
         for setting in self.settings() {
             self.storm_for(longest, self.storm.scenario.seed)
                 .sim_config(&self.case_for(&setting), 0, flags)?;

@@ -200,6 +200,16 @@ fn a_server_down_at_start_then_dead_then_back_is_survived() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A server that cannot start fails the test with what it said, not only
+/// with the end of its output.
+#[test]
+#[should_panic(expected = "address already in use")]
+fn a_server_child_that_cannot_start_names_its_cause() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    ServerChild::start(&[], &["--listen", &addr]);
+}
+
 #[test]
 fn ten_stops_and_resumes_keep_every_rate_true_and_nothing_hangs() {
     let dir = temp_dir("faults-stops");

@@ -8,8 +8,9 @@ pub mod pty;
 pub mod running;
 pub mod virtual_time;
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub const SERVER: &str = env!("CARGO_BIN_EXE_server");
@@ -84,13 +85,21 @@ pub fn signal(pid: u32, signal: &str) {
 /// Reads lines until one contains `needle`, returning it. The processes
 /// under test are bounded in time, so their output ends.
 pub fn line_with(reader: &mut BufReader<ChildStdout>, needle: &str) -> String {
+    read_until_line_with(reader, needle)
+        .unwrap_or_else(|| panic!("output ended before a line with {needle:?}"))
+}
+
+/// Reads lines until one contains `needle`, returning it, or `None` if the
+/// output ends first.
+fn read_until_line_with(reader: &mut BufReader<ChildStdout>, needle: &str) -> Option<String> {
     let mut line = String::new();
     loop {
         line.clear();
-        let n = reader.read_line(&mut line).unwrap();
-        assert!(n > 0, "output ended before a line with {needle:?}");
+        if reader.read_line(&mut line).unwrap() == 0 {
+            return None;
+        }
         if line.contains(needle) {
-            return line;
+            return Some(line);
         }
     }
 }
@@ -100,6 +109,9 @@ pub struct ServerChild {
     pub guard: Guard,
     pub out: BufReader<ChildStdout>,
     pub url: String,
+    /// What the server has written on stderr so far, read by a thread
+    /// of its own until the server closes it.
+    stderr: Arc<Mutex<Vec<u8>>>,
 }
 
 impl ServerChild {
@@ -117,19 +129,49 @@ impl ServerChild {
         let mut child = cmd
             .args(args)
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap();
         let mut out = BufReader::new(child.stdout.take().unwrap());
-        let guard = Guard(child);
-        let banner = line_with(&mut out, "listening on");
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        // Drained as it comes, so that the server never blocks on a full
+        // pipe, and kept, so that a failure can say what the server said.
+        let reader = {
+            let mut pipe = child.stderr.take().unwrap();
+            let stderr = stderr.clone();
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n @ 1..) = pipe.read(&mut buf) {
+                    stderr.lock().unwrap().extend_from_slice(&buf[..n]);
+                }
+            })
+        };
+        let mut guard = Guard(child);
+        let Some(banner) = read_until_line_with(&mut out, "listening on") else {
+            // It closed its output: it has ended, or is ending.
+            let _ = guard.0.kill();
+            let status = guard.0.wait().unwrap();
+            reader.join().unwrap();
+            let said = String::from_utf8_lossy(&stderr.lock().unwrap()).into_owned();
+            panic!("server {args:?} did not start ({status}); its stderr: {said}");
+        };
         let url = banner
             .split_whitespace()
             .find(|w| w.starts_with("http://"))
             .unwrap()
             .trim_end_matches(':')
             .to_string();
-        ServerChild { guard, out, url }
+        ServerChild {
+            guard,
+            out,
+            url,
+            stderr,
+        }
+    }
+
+    /// What the server has written on stderr so far.
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.stderr.lock().unwrap()).into_owned()
     }
 
     pub fn pid(&self) -> u32 {

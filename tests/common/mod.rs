@@ -10,6 +10,7 @@ pub mod virtual_time;
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -102,6 +103,51 @@ fn read_until_line_with(reader: &mut BufReader<ChildStdout>, needle: &str) -> Op
             return Some(line);
         }
     }
+}
+
+/// The ports [`unowned_port`] chooses from: the thousand below the
+/// system's ephemeral range (`ip_local_port_range`), or below 21000 if that
+/// range starts higher; never below 1024.
+fn unowned_port_range() -> std::ops::Range<u16> {
+    let text = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .expect("read /proc/sys/net/ipv4/ip_local_port_range");
+    let low: u16 = text
+        .split_whitespace()
+        .next()
+        .and_then(|w| w.parse().ok())
+        .unwrap_or_else(|| panic!("ip_local_port_range: {text:?}"));
+    let high = low.min(21_000);
+    let start = high.saturating_sub(1_000).max(1_024);
+    assert!(
+        start < high,
+        "no ports between 1024 and the ephemeral range {text:?}"
+    );
+    start..high
+}
+
+/// A loopback port that nothing listens on now and that the system will
+/// not hand to anyone by itself: it lies below the ephemeral range, where
+/// neither a bind to port 0 nor an outgoing connection's source port ever
+/// falls, so that it stays free between the moment it is chosen and a
+/// child's bind, and while a test's server is down on purpose. (A port
+/// from binding port 0 and dropping the listener may be taken at any
+/// moment by another bind to port 0, or as a connection's source port.)
+/// Only an explicit bind takes it: each call starts from a different
+/// place, depending on the process id and on the calls before it, and
+/// checks that the port binds, so that tests running side by side, in
+/// this process or another, take different ones.
+pub fn unowned_port() -> u16 {
+    static CALLS: AtomicUsize = AtomicUsize::new(0);
+    let range = unowned_port_range();
+    let span = usize::from(range.end - range.start);
+    let first = std::process::id() as usize * 7 + CALLS.fetch_add(1, Ordering::Relaxed) * 31;
+    for i in 0..span {
+        let port = range.start + ((first + i) % span) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in {range:?}");
 }
 
 /// A server child process and its output.

@@ -245,6 +245,39 @@ fn a_storms_runs_in_shards_merge_into_its_summaries() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A storm shard that lacks one of its run's CSV files: the merge fails
+/// naming that file in the shard, where it should have been.
+#[test]
+fn a_run_csv_missing_from_a_storm_shard_is_named_in_the_shard() {
+    let dir = temp_dir("missing");
+    let scenario = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/storm-check.toml");
+    let shards = [dir.join("a"), dir.join("b")];
+    for (shard, part) in shards.iter().zip(["0/2", "1/2"]) {
+        let mut args = vec!["run", path(&scenario), "--engine", "sim"];
+        args.extend(["--runs", "1", "--quiet", "--shard", part]);
+        args.extend(["--out", path(shard)]);
+        storm(&args, &[]);
+    }
+    let mut csvs: Vec<PathBuf> = std::fs::read_dir(&shards[1])
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".client.csv"))
+        .collect();
+    csvs.sort();
+    let lost = csvs.first().expect("shard 1/2 made a run");
+    std::fs::remove_file(lost).unwrap();
+    let merged = dir.join("merged");
+    let out = Command::new(STORM)
+        .args(["merge", "--out", path(&merged)])
+        .args(shards.iter().map(|s| path(s)))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains(path(lost)), "{stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_client_shards_do_the_work_of_one_client_and_merge_exactly() {
     let dir = temp_dir("clients");

@@ -269,14 +269,10 @@ fn users_of_a_busy_lane_move_to_an_idle_one_and_go_on() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connection_refused_counts_as_errors() {
-    let addr = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap()
-    };
     let config = ClientConfig {
         clients: 3,
         duration: Some(ms(300)),
-        ..client_config(format!("http://{addr}/api").parse().unwrap())
+        ..client_config(refused_url())
     };
     let summary = client::run(config, std::future::pending()).await.unwrap();
     assert!(
@@ -313,13 +309,12 @@ async fn csv_files_hold_the_header_and_every_row() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// A port with nothing listening: every connect is refused at once.
+/// A port with nothing listening: every connect is refused at once. Not
+/// one from binding port 0 and letting go: the servers of the tests
+/// beside this one bind port 0 and could take it, and the client's own
+/// connections could take it as their source port.
 fn refused_url() -> String {
-    let addr = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap()
-    };
-    format!("http://{addr}/api")
+    format!("http://127.0.0.1:{}/api", common::unowned_port())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

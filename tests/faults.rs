@@ -132,13 +132,11 @@ fn a_client_out_of_descriptors_counts_errors_and_carries_on() {
 fn a_server_down_at_start_then_dead_then_back_is_survived() {
     let dir = temp_dir("faults-down");
     let csv = dir.join("client.csv");
-    // A free port with nothing on it yet.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}");
+    // A free port with nothing on it yet, and that nothing else takes
+    // while the server is down (before it starts, and between its death
+    // and its return): not one from the ephemeral range, which any bind to
+    // port 0 or outgoing connection may take in the meantime.
+    let addr = format!("127.0.0.1:{}", common::unowned_port());
     let url = format!("http://{addr}/api");
     let mut client = Guard(
         command(CLIENT)
@@ -198,6 +196,16 @@ fn a_server_down_at_start_then_dead_then_back_is_survived() {
     assert_eq!(client.0.wait().unwrap().code(), Some(0));
     drop(server);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A server that cannot start fails the test with what it said, not only
+/// with the end of its output.
+#[test]
+#[should_panic(expected = "address already in use")]
+fn a_server_child_that_cannot_start_names_its_cause() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    ServerChild::start(&[], &["--listen", &addr]);
 }
 
 #[test]

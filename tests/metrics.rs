@@ -8,14 +8,14 @@ mod common;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::running::{client_config, ms};
 use retry_storm::model::client::ClientConfig;
 use retry_storm::model::latency::LatencyModel;
 use retry_storm::model::server::{OnDisconnect, ServerConfig, Shedding};
 use retry_storm::net::client;
-use retry_storm::net::metrics::MetricsEndpoint;
+use retry_storm::net::metrics::{Limits, MetricsEndpoint};
 use retry_storm::net::server::Server;
 use retry_storm::policy::RetryLimits;
 use retry_storm::report::metrics::{ClientMetrics, ServerMetrics};
@@ -428,4 +428,77 @@ fn the_programs_say_where_and_refuse_an_address_they_cannot_use() {
             && first.contains("; metrics on http://127.0.0.1:"),
         "{first}"
     );
+}
+
+/// A half-sent request head, or none, is closed once the header-read
+/// timeout has passed (made short here), without an answer; a whole
+/// request meanwhile is answered.
+#[tokio::test(flavor = "current_thread")]
+async fn a_request_head_not_sent_in_time_is_closed() {
+    let limits = Limits {
+        header_read_timeout: ms(200),
+        ..Limits::default()
+    };
+    let endpoint =
+        MetricsEndpoint::serve_with(any_port(), Arc::new(ClientMetrics::new()), limits).unwrap();
+    let addr = endpoint.local_addr();
+    let start = Instant::now();
+    let mut half = TcpStream::connect(addr).await.unwrap();
+    half.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let silent = TcpStream::connect(addr).await.unwrap();
+    scrape(&endpoint).await;
+    for (what, mut s) in [("half a head", half), ("nothing", silent)] {
+        let mut answer = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut answer)).await;
+        let waited = start.elapsed();
+        // Closed (an end of stream or a reset), after the timeout only.
+        assert!(read.is_ok(), "{what}: still open after {waited:?}");
+        assert!(waited >= ms(200), "{what}: closed after {waited:?}");
+        assert!(answer.is_empty(), "{what}: {answer:?}");
+    }
+}
+
+/// Connections beyond the bound are closed as soon as they are accepted,
+/// and once those held go, the endpoint answers again.
+#[tokio::test(flavor = "current_thread")]
+async fn connections_beyond_the_bound_are_closed_at_once() {
+    let limits = Limits {
+        header_read_timeout: Duration::from_secs(60),
+        max_connections: 3,
+    };
+    let endpoint =
+        MetricsEndpoint::serve_with(any_port(), Arc::new(ClientMetrics::new()), limits).unwrap();
+    let addr = endpoint.local_addr();
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\n").await.unwrap();
+        held.push(s);
+    }
+    // Accepted after the three (in the order of connection), it finds
+    // the bound reached, long before their timeout.
+    let mut over = TcpStream::connect(addr).await.unwrap();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), over.read_to_end(&mut answer)).await;
+    assert!(read.is_ok(), "a fourth connection is held");
+    assert!(answer.is_empty(), "{answer:?}");
+    // The three gone, a scrape is answered again (once the endpoint has
+    // seen them close: until then, closed at once like the fourth).
+    drop(held);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = Vec::new();
+        let _ = s.read_to_end(&mut answer).await;
+        if answer.starts_with(b"HTTP/1.1 200") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no answer since the three went");
+        tokio::time::sleep(ms(10)).await;
+    }
 }

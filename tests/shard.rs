@@ -124,6 +124,78 @@ fn a_sweep_in_four_shards_merges_into_the_files_of_one_process() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Case names that a spreadsheet would run as formulas are written to a
+/// sweep's CSV files as text (behind an apostrophe), and read back as
+/// the names they are: the shards merge into the files of one process,
+/// and the merged summary names the cases as the scenario does.
+#[test]
+fn case_names_like_formulas_are_text_in_a_sweeps_csv_files_and_merge_back() {
+    let dir = temp_dir("formulas");
+    let scenario = dir.join("formulas.toml");
+    std::fs::write(
+        &scenario,
+        "seed = 1\n\
+         [protocol]\nwarmup = \"20s\"\npause = \"20s\"\nobserve = \"1m\"\n\
+         report_interval = \"5s\"\n\
+         [[case]]\nname = \"+1+1\"\nclient = \"--strategy fixed\"\n\
+         [[case]]\nname = \"-2\"\nclient = \"--strategy exponential-2014\"\n",
+    )
+    .unwrap();
+    let sweep = |out: &Path, shard: Option<&str>| {
+        let mut args = vec!["sweep", path(&scenario), "--clients", "300"];
+        args.extend(["--seeds", "2", "--max-pause", "20s", "--threads", "1"]);
+        args.extend(["--quiet", "--out", path(out)]);
+        if let Some(s) = shard {
+            args.extend(["--shard", s]);
+        }
+        storm(&args, &[]);
+    };
+    let whole = dir.join("whole");
+    sweep(&whole, None);
+    for file in ["critical.csv", "phase.csv"] {
+        let text = String::from_utf8(read(whole.join(file))).unwrap();
+        let cases: Vec<&str> = text
+            .lines()
+            .skip(1)
+            .map(|row| row.split(',').next().unwrap())
+            .collect();
+        assert!(cases.contains(&"'+1+1"), "{file}: {cases:?}");
+        assert!(cases.contains(&"'-2"), "{file}: {cases:?}");
+        assert!(
+            cases.iter().all(|c| c.starts_with('\'')),
+            "{file}: {cases:?}"
+        );
+    }
+    let shards = [dir.join("a"), dir.join("b")];
+    sweep(&shards[0], Some("0/2"));
+    sweep(&shards[1], Some("1/2"));
+    let merged = dir.join("merged");
+    storm(
+        &[
+            "merge",
+            "--out",
+            path(&merged),
+            path(&shards[0]),
+            path(&shards[1]),
+        ],
+        &[],
+    );
+    for file in ["critical.csv", "phase.csv"] {
+        assert!(
+            read(whole.join(file)) == read(merged.join(file)),
+            "{file} differs from one process's"
+        );
+    }
+    let summary = String::from_utf8(read(merged.join("summary.md"))).unwrap();
+    assert!(summary.contains("| +1+1 |"), "{summary}");
+    assert!(summary.contains("| -2 |"), "{summary}");
+    assert!(
+        !summary.contains("'+1+1") && !summary.contains("'-2"),
+        "{summary}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn a_storms_runs_in_shards_merge_into_its_summaries() {
     let dir = temp_dir("runs");
@@ -170,6 +242,39 @@ fn a_storms_runs_in_shards_merge_into_its_summaries() {
     // Every run's files are there, interval logs too.
     assert!(merged.join("cancel.run3.client.hlog").exists());
     assert!(merged.join("fixed.run2.server.csv").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A storm shard that lacks one of its run's CSV files: the merge fails
+/// naming that file in the shard, where it should have been.
+#[test]
+fn a_run_csv_missing_from_a_storm_shard_is_named_in_the_shard() {
+    let dir = temp_dir("missing");
+    let scenario = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/storm-check.toml");
+    let shards = [dir.join("a"), dir.join("b")];
+    for (shard, part) in shards.iter().zip(["0/2", "1/2"]) {
+        let mut args = vec!["run", path(&scenario), "--engine", "sim"];
+        args.extend(["--runs", "1", "--quiet", "--shard", part]);
+        args.extend(["--out", path(shard)]);
+        storm(&args, &[]);
+    }
+    let mut csvs: Vec<PathBuf> = std::fs::read_dir(&shards[1])
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".client.csv"))
+        .collect();
+    csvs.sort();
+    let lost = csvs.first().expect("shard 1/2 made a run");
+    std::fs::remove_file(lost).unwrap();
+    let merged = dir.join("merged");
+    let out = Command::new(STORM)
+        .args(["merge", "--out", path(&merged)])
+        .args(shards.iter().map(|s| path(s)))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains(path(lost)), "{stderr}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -2,6 +2,8 @@
 //! (`--metrics-listen`), answering with the program's Prometheus metrics,
 //! rendered at each scrape. Apart from the modelled API, so that a scrape
 //! never waits in the latency model and a storm never counts a scrape.
+//! A connection that does not send its request head in time is closed,
+//! and so is one beyond a small bound ([`Limits`]).
 
 use std::convert::Infallible;
 use std::fmt;
@@ -18,6 +20,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode, header};
 use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
 use super::server::{accept_loop, listen};
@@ -28,6 +31,42 @@ pub const METRICS_PATH: &str = "/metrics";
 
 /// Connections a scraper may queue (a few scrapers at most).
 const BACKLOG: u32 = 64;
+
+/// How long a connection may take to send a whole request head, from its
+/// opening or (kept alive) from the previous answer, before the endpoint
+/// closes it without an answer. A scraper sends its head in one write as
+/// soon as it connects; 5 s leave room for that write to be lost twice
+/// on a real network (TCP resends after 1 s, then 2 s more), and are half
+/// of the 10 s a Prometheus scrape may take by default. A kept-alive
+/// connection idle for longer is closed too: a scrape every second keeps
+/// its connection, a scrape every 15 s (Prometheus's default) opens one
+/// each time.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Connections the endpoint holds at once; one more is closed as soon as
+/// it is accepted. A few scrapers and a curl need a handful; the bound
+/// keeps a flood of connections that send nothing from taking the
+/// descriptors the program's real work needs.
+pub const MAX_CONNECTIONS: usize = 32;
+
+/// What the endpoint grants its connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// How long a request head may take to arrive whole.
+    pub header_read_timeout: Duration,
+    /// Connections held at once.
+    pub max_connections: usize,
+}
+
+impl Default for Limits {
+    /// [`HEADER_READ_TIMEOUT`] and [`MAX_CONNECTIONS`].
+    fn default() -> Self {
+        Limits {
+            header_read_timeout: HEADER_READ_TIMEOUT,
+            max_connections: MAX_CONNECTIONS,
+        }
+    }
+}
 
 /// The metrics address could not be bound.
 #[derive(Debug)]
@@ -62,11 +101,21 @@ pub struct MetricsEndpoint {
 }
 
 impl MetricsEndpoint {
-    /// Binds `addr` and serves `metrics` there from now on. Must be called
-    /// inside a tokio runtime.
+    /// Binds `addr` and serves `metrics` there from now on, with the
+    /// default [`Limits`]. Must be called inside a tokio runtime.
     pub fn serve(
         addr: SocketAddr,
         metrics: Arc<dyn Exposition>,
+    ) -> Result<MetricsEndpoint, MetricsError> {
+        Self::serve_with(addr, metrics, Limits::default())
+    }
+
+    /// Binds `addr` and serves `metrics` there from now on, within
+    /// `limits`. Must be called inside a tokio runtime.
+    pub fn serve_with(
+        addr: SocketAddr,
+        metrics: Arc<dyn Exposition>,
+        limits: Limits,
     ) -> Result<MetricsEndpoint, MetricsError> {
         let listener = listen(addr, BACKLOG).map_err(|source| MetricsError { addr, source })?;
         let bound = listener
@@ -74,7 +123,12 @@ impl MetricsEndpoint {
             .map_err(|source| MetricsError { addr, source })?;
         let task = tokio::spawn(async move {
             let errors = AtomicU64::new(0);
+            let open = Arc::new(Semaphore::new(limits.max_connections));
             accept_loop(listener, &errors, std::future::pending(), |stream| {
+                // Beyond the bound, the connection is dropped: closed.
+                let Ok(held) = open.clone().try_acquire_owned() else {
+                    return;
+                };
                 let metrics = metrics.clone();
                 tokio::spawn(async move {
                     let service = service_fn(move |req| {
@@ -84,9 +138,10 @@ impl MetricsEndpoint {
                     // A scraper's errors end its connection, nothing more.
                     let _ = http1::Builder::new()
                         .timer(TokioTimer::new())
-                        .header_read_timeout(Duration::from_secs(30))
+                        .header_read_timeout(limits.header_read_timeout)
                         .serve_connection(TokioIo::new(stream), service)
                         .await;
+                    drop(held);
                 });
             })
             .await;

@@ -213,6 +213,48 @@ pub fn write_row<T: CsvRow>(sink: &mut Option<CsvSink<T>>, row: &T) {
     }
 }
 
+/// A text cell of a CSV file that a spreadsheet shows as text, never
+/// runs as a formula (CSV injection): a text that starts with `=`, `+`,
+/// `-`, `@`, a tab or a carriage return is written behind an apostrophe,
+/// as OWASP advises, and so is one that starts with an apostrophe, so
+/// that reading takes exactly one off and gives back the text written. For
+/// text fields only (`#[serde(with = "crate::report::output::csv_text")]`
+/// on a `String`): numbers are written as they are, a negative one stays
+/// a number.
+pub mod csv_text {
+    use std::borrow::Cow;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// What a spreadsheet takes as the start of a formula.
+    const FORMULA_START: [char; 6] = ['=', '+', '-', '@', '\t', '\r'];
+
+    /// The cell that holds `text`.
+    pub fn cell(text: &str) -> Cow<'_, str> {
+        if text.starts_with(FORMULA_START) || text.starts_with('\'') {
+            Cow::Owned(format!("'{text}"))
+        } else {
+            Cow::Borrowed(text)
+        }
+    }
+
+    /// The text a cell holds: [`cell`] undone.
+    pub fn text(cell: &str) -> &str {
+        cell.strip_prefix('\'').unwrap_or(cell)
+    }
+
+    /// Serde: writes `text` as its cell.
+    pub fn serialize<S: Serializer>(text: &str, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&cell(text))
+    }
+
+    /// Serde: reads a cell's text.
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+        let cell = String::deserialize(deserializer)?;
+        Ok(text(&cell).to_string())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -222,6 +264,55 @@ mod tests {
     use crate::report::counts::{ClientCounts, Held, ServerCounts};
     use crate::report::rows::ServerState;
     use std::time::Duration;
+
+    #[derive(Debug, PartialEq, Serialize, serde::Deserialize)]
+    struct Named {
+        #[serde(with = "csv_text")]
+        name: String,
+        value: f64,
+    }
+
+    #[test]
+    fn text_that_starts_like_a_formula_is_written_behind_an_apostrophe() {
+        let cases = [
+            ("+1+1", "'+1+1"),
+            ("=cmd|' /C calc'!A0", "'=cmd|' /C calc'!A0"),
+            ("-2", "'-2"),
+            ("@SUM(A1)", "'@SUM(A1)"),
+            ("\tx", "'\tx"),
+            ("\rx", "'\rx"),
+            ("'quoted", "''quoted"),
+            ("exponential-2014", "exponential-2014"),
+            ("", ""),
+        ];
+        for (text, cell) in cases {
+            assert_eq!(csv_text::cell(text), cell, "{text:?}");
+            assert_eq!(csv_text::text(cell), text, "{cell:?}");
+        }
+        // Through a CSV file and back: only the text field changes, a
+        // negative number stays one.
+        let rows = vec![
+            Named {
+                name: "=cmd".into(),
+                value: -1.5,
+            },
+            Named {
+                name: "'+1".into(),
+                value: 2.0,
+            },
+        ];
+        let mut w = csv::Writer::from_writer(Vec::new());
+        for row in &rows {
+            w.serialize(row).unwrap();
+        }
+        let written = String::from_utf8(w.into_inner().unwrap()).unwrap();
+        assert_eq!(written, "name,value\n'=cmd,-1.5\n''+1,2.0\n");
+        let back: Vec<Named> = csv::Reader::from_reader(written.as_bytes())
+            .deserialize()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(back, rows);
+    }
 
     /// The header constant must name the serialized fields, in order.
     fn serde_header<T: Serialize>(row: &T) -> Vec<String> {

@@ -8,8 +8,10 @@ pub mod pty;
 pub mod running;
 pub mod virtual_time;
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub const SERVER: &str = env!("CARGO_BIN_EXE_server");
@@ -84,15 +86,68 @@ pub fn signal(pid: u32, signal: &str) {
 /// Reads lines until one contains `needle`, returning it. The processes
 /// under test are bounded in time, so their output ends.
 pub fn line_with(reader: &mut BufReader<ChildStdout>, needle: &str) -> String {
+    read_until_line_with(reader, needle)
+        .unwrap_or_else(|| panic!("output ended before a line with {needle:?}"))
+}
+
+/// Reads lines until one contains `needle`, returning it, or `None` if the
+/// output ends first.
+fn read_until_line_with(reader: &mut BufReader<ChildStdout>, needle: &str) -> Option<String> {
     let mut line = String::new();
     loop {
         line.clear();
-        let n = reader.read_line(&mut line).unwrap();
-        assert!(n > 0, "output ended before a line with {needle:?}");
+        if reader.read_line(&mut line).unwrap() == 0 {
+            return None;
+        }
         if line.contains(needle) {
-            return line;
+            return Some(line);
         }
     }
+}
+
+/// The ports [`unowned_port`] chooses from: the thousand below the
+/// system's ephemeral range (`ip_local_port_range`), or below 21000 if that
+/// range starts higher; never below 1024.
+fn unowned_port_range() -> std::ops::Range<u16> {
+    let text = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .expect("read /proc/sys/net/ipv4/ip_local_port_range");
+    let low: u16 = text
+        .split_whitespace()
+        .next()
+        .and_then(|w| w.parse().ok())
+        .unwrap_or_else(|| panic!("ip_local_port_range: {text:?}"));
+    let high = low.min(21_000);
+    let start = high.saturating_sub(1_000).max(1_024);
+    assert!(
+        start < high,
+        "no ports between 1024 and the ephemeral range {text:?}"
+    );
+    start..high
+}
+
+/// A loopback port that nothing listens on now and that the system will
+/// not hand to anyone by itself: it lies below the ephemeral range, where
+/// neither a bind to port 0 nor an outgoing connection's source port ever
+/// falls, so that it stays free between the moment it is chosen and a
+/// child's bind, and while a test's server is down on purpose. (A port
+/// from binding port 0 and dropping the listener may be taken at any
+/// moment by another bind to port 0, or as a connection's source port.)
+/// Only an explicit bind takes it: each call starts from a different
+/// place, depending on the process id and on the calls before it, and
+/// checks that the port binds, so that tests running side by side, in
+/// this process or another, take different ones.
+pub fn unowned_port() -> u16 {
+    static CALLS: AtomicUsize = AtomicUsize::new(0);
+    let range = unowned_port_range();
+    let span = usize::from(range.end - range.start);
+    let first = std::process::id() as usize * 7 + CALLS.fetch_add(1, Ordering::Relaxed) * 31;
+    for i in 0..span {
+        let port = range.start + ((first + i) % span) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in {range:?}");
 }
 
 /// A server child process and its output.
@@ -100,6 +155,9 @@ pub struct ServerChild {
     pub guard: Guard,
     pub out: BufReader<ChildStdout>,
     pub url: String,
+    /// What the server has written on stderr so far, read by a thread
+    /// of its own until the server closes it.
+    stderr: Arc<Mutex<Vec<u8>>>,
 }
 
 impl ServerChild {
@@ -117,19 +175,49 @@ impl ServerChild {
         let mut child = cmd
             .args(args)
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap();
         let mut out = BufReader::new(child.stdout.take().unwrap());
-        let guard = Guard(child);
-        let banner = line_with(&mut out, "listening on");
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        // Drained as it comes, so that the server never blocks on a full
+        // pipe, and kept, so that a failure can say what the server said.
+        let reader = {
+            let mut pipe = child.stderr.take().unwrap();
+            let stderr = stderr.clone();
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n @ 1..) = pipe.read(&mut buf) {
+                    stderr.lock().unwrap().extend_from_slice(&buf[..n]);
+                }
+            })
+        };
+        let mut guard = Guard(child);
+        let Some(banner) = read_until_line_with(&mut out, "listening on") else {
+            // It closed its output: it has ended, or is ending.
+            let _ = guard.0.kill();
+            let status = guard.0.wait().unwrap();
+            reader.join().unwrap();
+            let said = String::from_utf8_lossy(&stderr.lock().unwrap()).into_owned();
+            panic!("server {args:?} did not start ({status}); its stderr: {said}");
+        };
         let url = banner
             .split_whitespace()
             .find(|w| w.starts_with("http://"))
             .unwrap()
             .trim_end_matches(':')
             .to_string();
-        ServerChild { guard, out, url }
+        ServerChild {
+            guard,
+            out,
+            url,
+            stderr,
+        }
+    }
+
+    /// What the server has written on stderr so far.
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.stderr.lock().unwrap()).into_owned()
     }
 
     pub fn pid(&self) -> u32 {

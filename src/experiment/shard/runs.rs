@@ -68,12 +68,13 @@ pub fn merge_runs(
             let rep = r.run.saturating_sub(1);
             let name = storm.run_name(case, rep);
             copy_run_files(dir, out, &name)?;
+            // Read in the shard, so that a file it lacks is named there.
             runs.push(CaseRun {
                 case: case.clone(),
                 rep,
                 timeline: r.timeline,
-                client: read_rows(&out.join(&r.client_csv)).map_err(io_err("read"))?,
-                server: read_rows(&out.join(&r.server_csv)).map_err(io_err("read"))?,
+                client: read_rows(&dir.join(&r.client_csv)).map_err(io_err("read"))?,
+                server: read_rows(&dir.join(&r.server_csv)).map_err(io_err("read"))?,
                 client_behind: r.client_behind,
             });
         }

@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 /// One pause of one setting, judged over the seeds: a row of `phase.csv`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Point {
-    /// The case's name.
+    /// The case's name (a CSV cell safe from spreadsheets).
+    #[serde(with = "crate::report::output::csv_text")]
     pub case: String,
     /// Number of clients.
     pub clients: u32,
@@ -45,7 +46,8 @@ impl Point {
 /// A setting's edge: a row of `critical.csv`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Critical {
-    /// The case's name.
+    /// The case's name (a CSV cell safe from spreadsheets).
+    #[serde(with = "crate::report::output::csv_text")]
     pub case: String,
     /// Number of clients.
     pub clients: u32,

@@ -144,12 +144,30 @@ done
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/prometheus-check.XXXXXX")
 
 # Free loopback ports for the client's metrics and for Prometheus (the
-# server takes port 0 and says which it got).
+# server takes port 0 and says which it got). They come from the thousand
+# ports below the ephemeral range: a port from binding port 0, released,
+# may be taken again by any bind to port 0 or as a connection's source
+# port before the client or Prometheus binds it; these never are.
 read -r client_port prom_port < <(python3 -c '
-import socket
-socks = [socket.socket() for _ in range(2)]
-for s in socks: s.bind(("127.0.0.1", 0))
-print(*[s.getsockname()[1] for s in socks])')
+import os, socket
+low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+high = min(low, 21000)
+start = max(high - 1000, 1024)
+found = []
+for i in range(high - start):
+    port = start + (os.getpid() * 7 + i) % (high - start)
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+        found.append(port)
+    except OSError:
+        pass
+    finally:
+        s.close()
+    if len(found) == 2:
+        break
+print(*found)')
+[[ -n ${prom_port:-} ]] || { echo "prometheus-check: no two free ports below the ephemeral range" >&2; exit 1; }
 
 # wait_for SECONDS WHAT COMMAND...: polls until the command succeeds.
 wait_for() {

@@ -10,6 +10,7 @@ use clap::{Args, ValueEnum};
 
 use super::refusal::stray;
 use super::values::{backoff_factor, duration, non_negative, positive, positive_duration, ratio};
+use crate::policy::shipped::{ShippedThrottleConfig, TpsBudget};
 use crate::policy::{
     Hedging, NotRead, RetryLimits, Strategy, StrategyError, StrategyKind, StrategyParam,
     StrategyParams, ThrottleConfig, ThrottleKind, ThrottleParam, ThrottleParams,
@@ -475,14 +476,28 @@ impl ThrottleArgs {
             quota_refund: self.quota_refund,
             min_retry_concurrency: self.min_retry_concurrency,
         };
-        ThrottleKind::build(kind, &params).map_err(|NotRead { param, kind }| {
+        let built = ThrottleKind::build(kind, &params).map_err(|NotRead { param, kind }| {
             stray(
                 throttle_flag(param),
                 "--throttle",
                 kind.map_or("none", ThrottleKind::name),
                 param.readers().map(ThrottleKind::name),
             )
-        })
+        })?;
+        // What tower would compute otherwise is refused, not modelled.
+        if let Some(ThrottleConfig::Shipped(ShippedThrottleConfig::Tower {
+            percent,
+            ttl,
+            min_per_sec,
+        })) = built
+            && let Some(why) = TpsBudget::refusal(ttl, min_per_sec, percent)
+        {
+            return Err(format!(
+                "--throttle tower-budget: {why} (--budget-ttl, --budget-min-per-sec, \
+                 --budget-percent)"
+            ));
+        }
+        Ok(built)
     }
 }
 

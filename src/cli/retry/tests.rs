@@ -146,6 +146,14 @@ fn the_shipped_throttles_read_their_flags_and_no_others() {
             "--throttle aws-quota-2026 --budget-percent 5",
             "(it applies to: budget, tower-budget, finagle-budget, envoy-budget)",
         ),
+        (
+            "--throttle tower-budget --budget-ttl 1500ms",
+            "--throttle tower-budget: tower's TpsBudget takes a ttl of 1 to 60 whole seconds",
+        ),
+        (
+            "--throttle tower-budget --budget-min-per-sec 2.5",
+            "a whole number of retries a second, not 2.5",
+        ),
     ] {
         let err = refused(args);
         assert!(err.contains(message), "{args}: {err}");

@@ -181,8 +181,12 @@ impl TpsBudget {
         TpsBudget::new(Duration::from_secs(10), 10.0, 0.2)
     }
 
-    /// `TpsBudget::new(ttl, min_per_sec, retry_percent)`.
+    /// `TpsBudget::new(ttl, min_per_sec, retry_percent)`. tower keeps the
+    /// percent as an `f32`, so its withdrawal is computed in `f32` too: at
+    /// 0.1 % a retry withdraws 999, not 1000 (`1.0 / 0.001` is
+    /// 999.99994 in `f32`).
     pub fn new(ttl: Duration, min_per_sec: f64, percent: f64) -> Self {
+        let percent = percent as f32;
         let (deposit, withdraw) = if percent == 0.0 {
             (0, 1)
         } else if percent <= 1.0 {
@@ -201,6 +205,32 @@ impl TpsBudget {
             deposit,
             withdraw,
         }
+    }
+
+    /// Why tower would compute a budget of this ttl, rate and percent
+    /// (at full scale) otherwise than the model: tower takes a ttl of 1 to
+    /// 60 whole seconds (it counts the reserve from `ttl.as_secs()` and
+    /// asserts the range), a whole rate (a `u32`) and a percent of at most
+    /// 1000 (100,000 %). Anything else is refused, not modelled.
+    pub fn refusal(ttl: Duration, min_per_sec: f64, percent: f64) -> Option<String> {
+        if ttl.subsec_nanos() != 0 || !(1..=60).contains(&ttl.as_secs()) {
+            return Some(format!(
+                "tower's TpsBudget takes a ttl of 1 to 60 whole seconds, not {} s",
+                ttl.as_secs_f64()
+            ));
+        }
+        if min_per_sec.fract() != 0.0 || min_per_sec >= f64::from(i32::MAX) {
+            return Some(format!(
+                "tower's TpsBudget takes a whole number of retries a second, not {min_per_sec}"
+            ));
+        }
+        if percent > 1000.0 {
+            return Some(format!(
+                "tower's TpsBudget takes at most 100000 %, not {} %",
+                percent * 100.0
+            ));
+        }
+        None
     }
 
     fn expire(&mut self, now: Duration) {
@@ -442,6 +472,37 @@ mod tests {
         q.acquire(false, false);
         q.release(None);
         assert_eq!(q.available(), u32::MAX);
+    }
+
+    #[test]
+    fn tower_withdraws_what_its_f32_percent_gives() {
+        // 1 / 0.001 is 999.99994 in f32: 999, where f64 gives 1000.
+        let b = TpsBudget::new(Duration::from_secs(10), 0.0, 0.001);
+        assert_eq!(b.withdraw, 999);
+        let b = TpsBudget::new(Duration::from_secs(10), 0.0, 0.002);
+        assert_eq!(b.withdraw, 499);
+        let b = TpsBudget::new(Duration::from_secs(10), 0.0, 0.2);
+        assert_eq!(b.withdraw, 5);
+        // Above 1: a deposit of 1000, 1000 / 3 withdrawn.
+        let b = TpsBudget::new(Duration::from_secs(10), 0.0, 3.0);
+        assert_eq!((b.deposit, b.withdraw), (1000, 333));
+    }
+
+    #[test]
+    fn what_tower_computes_otherwise_is_refused() {
+        let s = Duration::from_secs;
+        assert_eq!(TpsBudget::refusal(s(10), 10.0, 0.2), None);
+        assert_eq!(TpsBudget::refusal(s(60), 0.0, 1000.0), None);
+        for (ttl, rate, percent, says) in [
+            (Duration::from_millis(1500), 10.0, 0.2, "1.5 s"),
+            (s(0), 10.0, 0.2, "1 to 60"),
+            (s(61), 10.0, 0.2, "1 to 60"),
+            (s(10), 2.5, 0.2, "not 2.5"),
+            (s(10), 10.0, 1000.5, "100000 %"),
+        ] {
+            let why = TpsBudget::refusal(ttl, rate, percent).expect(says);
+            assert!(why.contains(says), "{why}");
+        }
     }
 
     #[test]

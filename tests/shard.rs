@@ -55,6 +55,23 @@ fn read(p: PathBuf) -> Vec<u8> {
     std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
+/// Merges `shards` into `dir/merged` and checks that each of `files` is,
+/// byte for byte, what one process wrote into `whole`; returns the
+/// merged folder.
+fn merged_like(dir: &Path, shards: &[PathBuf], whole: &Path, files: &[&str]) -> PathBuf {
+    let merged = dir.join("merged");
+    let mut args = vec!["merge", "--out", path(&merged)];
+    args.extend(shards.iter().map(|s| path(s)));
+    storm(&args, &[]);
+    for file in files {
+        assert!(
+            read(whole.join(file)) == read(merged.join(file)),
+            "{file} differs from one process's"
+        );
+    }
+    merged
+}
+
 const SWEEP: &[&str] = &[
     "sweep",
     "--strategies",
@@ -169,23 +186,7 @@ fn case_names_like_formulas_are_text_in_a_sweeps_csv_files_and_merge_back() {
     let shards = [dir.join("a"), dir.join("b")];
     sweep(&shards[0], Some("0/2"));
     sweep(&shards[1], Some("1/2"));
-    let merged = dir.join("merged");
-    storm(
-        &[
-            "merge",
-            "--out",
-            path(&merged),
-            path(&shards[0]),
-            path(&shards[1]),
-        ],
-        &[],
-    );
-    for file in ["critical.csv", "phase.csv"] {
-        assert!(
-            read(whole.join(file)) == read(merged.join(file)),
-            "{file} differs from one process's"
-        );
-    }
+    let merged = merged_like(&dir, &shards, &whole, &["critical.csv", "phase.csv"]);
     let summary = String::from_utf8(read(merged.join("summary.md"))).unwrap();
     assert!(summary.contains("| +1+1 |"), "{summary}");
     assert!(summary.contains("| -2 |"), "{summary}");
@@ -222,23 +223,7 @@ fn a_storms_runs_in_shards_merge_into_its_summaries() {
     let shards = [dir.join("a"), dir.join("b")];
     run(&shards[0], Some("0/2"));
     run(&shards[1], Some("1/2"));
-    let merged = dir.join("merged");
-    storm(
-        &[
-            "merge",
-            "--out",
-            path(&merged),
-            path(&shards[0]),
-            path(&shards[1]),
-        ],
-        &[],
-    );
-    for file in ["summary.json", "summary.md"] {
-        assert!(
-            read(whole.join(file)) == read(merged.join(file)),
-            "{file} differs from one process's"
-        );
-    }
+    let merged = merged_like(&dir, &shards, &whole, &["summary.json", "summary.md"]);
     // Every run's files are there, interval logs too.
     assert!(merged.join("cancel.run3.client.hlog").exists());
     assert!(merged.join("fixed.run2.server.csv").exists());

@@ -148,6 +148,9 @@ async fn serve(args: ServerArgs, status: Option<StatusSink>) -> ExitCode {
         view.close();
         say(summary);
     }
+    if signals::second_arrived() {
+        signals::second();
+    }
     ExitCode::SUCCESS
 }
 
@@ -222,6 +225,9 @@ async fn load(args: ClientArgs, status: Option<StatusSink>) -> ExitCode {
     match result {
         Ok(summary) => {
             say(summary);
+            if signals::second_arrived() {
+                signals::second();
+            }
             ExitCode::SUCCESS
         }
         Err(e) => {

@@ -11,7 +11,9 @@ use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{CLIENT, Guard, ServerChild, command, cpu_ticks, line_with, signal, temp_dir};
+use common::{
+    CLIENT, Guard, ServerChild, command, cpu_ticks, line_with, signal, temp_dir, wait_until_stopped,
+};
 use retry_storm::report::rows::ClientRow;
 
 fn rows(path: &std::path::Path) -> Vec<ClientRow> {
@@ -296,6 +298,7 @@ fn sigterm_stops_the_client_in_order_and_a_second_signal_ends_at_once() {
     // second ends the process at once, with code 130.
     let mut second = ServerChild::start(&[], &["--listen", "127.0.0.1:0"]);
     signal(second.pid(), "STOP");
+    wait_until_stopped(second.pid());
     signal(second.pid(), "INT");
     signal(second.pid(), "TERM");
     signal(second.pid(), "CONT");

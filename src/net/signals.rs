@@ -2,14 +2,28 @@
 //! ends at once.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio::signal::unix::{SignalKind, signal};
+
+/// SIGINT and SIGTERM received so far, counted in the signal handler
+/// itself, the moment each arrives.
+static RECEIVED: AtomicUsize = AtomicUsize::new(0);
 
 /// Installs SIGINT and SIGTERM handlers now and returns a future that
 /// completes on the first of them. From then on, a second one exits the
 /// process immediately (code 130), for a user who will not wait for the
 /// final report. Must be called inside a tokio runtime.
 pub fn requested() -> impl Future<Output = ()> + Send + 'static {
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // SAFETY: the action is an atomic add: async-signal-safe.
+        unsafe {
+            signal_hook::low_level::register(sig, || {
+                RECEIVED.fetch_add(1, Ordering::SeqCst);
+            })
+        }
+        .expect("install the signal counter");
+    }
     let mut int = signal(SignalKind::interrupt()).expect("install SIGINT handler");
     let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
     async move {
@@ -22,8 +36,21 @@ pub fn requested() -> impl Future<Output = ()> + Send + 'static {
                 _ = int.recv() => {}
                 _ = term.recv() => {}
             }
-            eprintln!("second signal: exiting now");
-            std::process::exit(130);
+            second();
         });
     }
+}
+
+/// Whether a second signal has arrived. Two that arrive together (both
+/// pending while the process was stopped, each handled on a thread of its
+/// own) may reach the task that waits for the second only after an
+/// orderly stop has finished: a program asks here before it ends with 0.
+pub fn second_arrived() -> bool {
+    RECEIVED.load(Ordering::SeqCst) >= 2
+}
+
+/// A second signal: the program ends at once, with 130.
+pub fn second() -> ! {
+    eprintln!("second signal: exiting now");
+    std::process::exit(130);
 }

@@ -296,6 +296,29 @@ pub fn children(pid: u32) -> Vec<(u32, char)> {
     found
 }
 
+/// Waits (bounded) until every thread of `pid` is stopped (SIGSTOP takes
+/// a thread group down one thread at a time; a signal sent before the last
+/// one stops may still be handled at once).
+pub fn wait_until_stopped(pid: u32) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let states: Vec<char> = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap()
+            .flatten()
+            .filter_map(|task| std::fs::read_to_string(task.path().join("stat")).ok())
+            .filter_map(|stat| {
+                let after = &stat[stat.rfind(')')? + 2..];
+                after.chars().next()
+            })
+            .collect();
+        if !states.is_empty() && states.iter().all(|&s| s == 'T') {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{pid} never stopped: {states:?}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// Waits (bounded) until the children of `pid` satisfy `ready`.
 pub fn wait_for_children(
     pid: u32,

@@ -20,8 +20,8 @@ use tokio::net::TcpStream;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
-use crate::model::outcome::{Hints, Outcome, PUSHBACK_HEADER};
-use crate::policy::parse_retry_after;
+use crate::model::outcome::{Hints, Outcome};
+use crate::policy::read_hints;
 
 /// Where attempts go: the resolved address and the request's parts.
 #[derive(Debug, Clone)]
@@ -258,17 +258,11 @@ impl Pool {
             .map_err(Failure::of)?;
         let status = response.status();
         let headers = response.headers();
-        let hints = Hints {
-            throttled: status == StatusCode::TOO_MANY_REQUESTS,
-            retry_after: headers
-                .get(header::RETRY_AFTER)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| parse_retry_after(v, std::time::SystemTime::now())),
-            pushback_ms: headers
-                .get(PUSHBACK_HEADER)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse().ok()),
-        };
+        let hints = read_hints(
+            status.as_u16(),
+            |name| headers.get(name).and_then(|v| v.to_str().ok()),
+            std::time::SystemTime::now(),
+        );
         response
             .into_body()
             .collect()

@@ -6,6 +6,7 @@
 //! generator and return decisions. No clock and no runtime, so one
 //! implementation serves any engine and tests can check exact sequences.
 
+mod answer;
 mod backoff;
 mod catalogue;
 mod decision;
@@ -16,6 +17,7 @@ mod retry_limits;
 pub mod shipped;
 mod throttle;
 
+pub use answer::read_hints;
 pub use backoff::{Backoff, Failure, Strategy};
 pub use catalogue::{
     NotRead, StrategyError, StrategyKind, StrategyParam, StrategyParams, ThrottleKind,

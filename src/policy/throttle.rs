@@ -244,6 +244,15 @@ impl Throttle {
         &self.config
     }
 
+    /// A shipped client's budget and its state (the AWS quota's balance,
+    /// the adaptive limiter's rate), if this is one.
+    pub fn shipped(&self) -> Option<&ShippedThrottle> {
+        match &self.state {
+            State::Shipped(t) => Some(t),
+            _ => None,
+        }
+    }
+
     /// Asked at a failure, when the strategy and the retry limits would
     /// retry: whether the retry of `kind` may follow. The throttles that
     /// refuse only retries decide here, when the failure arrives, as their

@@ -1,0 +1,207 @@
+//! The model's AWS retry policies fed sequences of answers, for
+//! `scripts/libraries-check.sh`: the same sequences botocore is fed there,
+//! the decisions written as JSON for the script to compare.
+//!
+//!   cargo run --example policy_trace -- MODE GENERATION < sequences.json > decisions.json
+//!
+//! MODE is `standard` or `adaptive` (`aws-standard`, `aws-adaptive`);
+//! GENERATION is `1.43` (the strategy as built without `--aws-2026`) or
+//! `1.44` (with it). Each sequence starts a fresh process: a full quota,
+//! a limiter that is off. Each event is one attempt; the model's pieces are
+//! called in the order `model::user` calls them: the throttle before the
+//! attempt goes out (the limiter's token), the throttle told how it ended,
+//! then for a failure the backoff, the retry limits and the quota. The
+//! backoff's draw is the event's `u` (a multiple of 2^-53, which the
+//! generator below returns exactly).
+
+use std::convert::Infallible;
+use std::io::Read;
+use std::time::{Duration, SystemTime};
+
+use rand::TryRng;
+use retry_storm::model::outcome::{Hints, Outcome};
+use retry_storm::policy::shipped::{AttemptKind, ShippedThrottle};
+use retry_storm::policy::{
+    Answer, Backoff, Decision, Failure, Next, RetryLimits, StrategyKind, StrategyParams, Throttle,
+    ThrottleKind, ThrottleParams, read_hints,
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+/// One attempt and its answer, as the script generates it.
+#[derive(Deserialize)]
+struct Event {
+    /// HTTP status; none for a timeout or a refused connection.
+    status: Option<u16>,
+    /// `read-timeout` or `connection` when there is no status.
+    error: Option<String>,
+    #[serde(default)]
+    headers: std::collections::BTreeMap<String, String>,
+    t_send: f64,
+    t_recv: f64,
+    /// The backoff's draw.
+    u: f64,
+}
+
+/// A sequence of attempts.
+#[derive(Deserialize)]
+struct Sequence {
+    name: String,
+    events: Vec<Event>,
+}
+
+/// A generator that returns one pinned value: `u * 2^53` in the top 53
+/// bits, which `random::<f64>()` turns back into `u`.
+struct Pinned(u64);
+
+impl TryRng for Pinned {
+    type Error = Infallible;
+    fn try_next_u32(&mut self) -> Result<u32, Infallible> {
+        Ok((self.0 >> 32) as u32)
+    }
+    fn try_next_u64(&mut self) -> Result<u64, Infallible> {
+        Ok(self.0)
+    }
+    fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Infallible> {
+        dst.fill(0);
+        Ok(())
+    }
+}
+
+fn at(s: f64) -> Duration {
+    Duration::from_secs_f64(s)
+}
+
+/// The event's outcome and hints, as the networked client reads them.
+fn answer(ev: &Event) -> (Outcome, Hints) {
+    match ev.status {
+        None if ev.error.as_deref() == Some("read-timeout") => (Outcome::Timeout, Hints::default()),
+        None => (Outcome::Error, Hints::default()),
+        Some(s) if (200..300).contains(&s) => (Outcome::Ok, Hints::default()),
+        Some(s) => {
+            let lower: Vec<(String, &str)> = ev
+                .headers
+                .iter()
+                .map(|(k, v)| (k.to_ascii_lowercase(), v.as_str()))
+                .collect();
+            let header = |name: &str| lower.iter().find(|(k, _)| k == name).map(|(_, v)| *v);
+            (
+                Outcome::Error,
+                read_hints(s, header, SystemTime::UNIX_EPOCH),
+            )
+        }
+    }
+}
+
+fn run(kind: StrategyKind, aws_2026: bool, seq: &Sequence) -> Value {
+    let params = StrategyParams {
+        aws_2026,
+        ..StrategyParams::default()
+    };
+    let strategy = kind.build(&params).expect("the AWS strategies build");
+    let limits = kind.limits(RetryLimits::default());
+    let throttle_kind: Option<ThrottleKind> = strategy.default_throttle();
+    let config = ThrottleKind::build(throttle_kind, &ThrottleParams::default())
+        .expect("defaults")
+        .expect("the AWS strategies bring a throttle");
+    let mut throttle = Throttle::new(config);
+    let mut backoff = Backoff::new(Duration::ZERO);
+    let mut attempts = 0u32;
+    let mut last: Option<(Outcome, bool)> = None;
+    let mut out = Vec::new();
+    for ev in &seq.events {
+        attempts += 1;
+        let kind = AttemptKind {
+            retry: attempts > 1,
+            after_timeout: last.is_some_and(|(o, _)| o == Outcome::Timeout),
+            after_throttle: last.is_some_and(|(_, t)| t),
+        };
+        let mut rec = serde_json::Map::new();
+        let mut rng = Pinned(((ev.u * (1u64 << 53) as f64) as u64) << 11);
+        let token = throttle.before(kind, at(ev.t_send), &mut rng) == Decision::Allow;
+        let (outcome, hints) = answer(ev);
+        let told = match outcome {
+            Outcome::Ok => Answer::Ok,
+            _ if hints.throttled => Answer::Throttled,
+            _ => Answer::Failed,
+        };
+        throttle.after(told, kind, at(ev.t_recv));
+        let mut delay = None;
+        if outcome != Outcome::Ok {
+            let failure = Failure {
+                throttled: hints.throttled,
+                retry_after: hints.retry_after,
+            };
+            let proposed = backoff.next_delay_after(&strategy, failure, &mut rng);
+            if let Next::Retry(d) =
+                limits.next(attempts, Duration::ZERO, proposed, hints.retry_after)
+                && throttle.allows_retry(kind_after(outcome, hints), at(ev.t_recv))
+            {
+                delay = Some(d);
+            }
+        }
+        rec.insert("retry".into(), json!(delay.is_some()));
+        rec.insert("delay".into(), json!(delay.map(|d| d.as_secs_f64())));
+        match throttle.shipped() {
+            Some(ShippedThrottle::AwsQuota(q)) => {
+                rec.insert("quota".into(), json!(q.available()));
+            }
+            Some(ShippedThrottle::AwsAdaptive { quota, limiter }) => {
+                rec.insert("token".into(), json!(token));
+                rec.insert("quota".into(), json!(quota.available()));
+                rec.insert("enabled".into(), json!(limiter.enabled()));
+                rec.insert("rate".into(), json!(limiter.rate()));
+            }
+            _ => {}
+        }
+        out.push(Value::Object(rec));
+        if delay.is_some() {
+            last = Some((outcome, hints.throttled));
+        } else {
+            attempts = 0;
+            last = None;
+            backoff = Backoff::new(Duration::ZERO);
+        }
+    }
+    json!({ "name": seq.name, "decisions": out })
+}
+
+/// What the quota is told of the retry that would follow this failure.
+fn kind_after(outcome: Outcome, hints: Hints) -> AttemptKind {
+    AttemptKind {
+        retry: true,
+        after_timeout: outcome == Outcome::Timeout,
+        after_throttle: hints.throttled,
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (kind, aws_2026) = match (
+        args.first().map(String::as_str),
+        args.get(1).map(String::as_str),
+    ) {
+        (Some(m), Some(g)) if ["1.43", "1.44"].contains(&g) => {
+            let kind = match m {
+                "standard" => StrategyKind::AwsStandard,
+                "adaptive" => StrategyKind::AwsAdaptive,
+                _ => usage(),
+            };
+            (kind, g == "1.44")
+        }
+        _ => usage(),
+    };
+    let mut input = String::new();
+    std::io::stdin().read_to_string(&mut input).expect("stdin");
+    let seqs: Vec<Sequence> = serde_json::from_str(&input).expect("sequences as JSON");
+    let results: Vec<Value> = seqs.iter().map(|s| run(kind, aws_2026, s)).collect();
+    println!(
+        "{}",
+        json!({ "model": env!("CARGO_PKG_VERSION"), "results": results })
+    );
+}
+
+fn usage() -> ! {
+    eprintln!("usage: policy_trace standard|adaptive 1.43|1.44 < sequences.json");
+    std::process::exit(2);
+}

@@ -22,8 +22,8 @@ use rand::TryRng;
 use retry_storm::model::outcome::{Hints, Outcome};
 use retry_storm::policy::shipped::{AttemptKind, ShippedThrottle};
 use retry_storm::policy::{
-    Answer, Backoff, Decision, Failure, Next, RetryLimits, StrategyKind, StrategyParams, Throttle,
-    ThrottleKind, ThrottleParams, read_hints,
+    AWS_THROTTLING_CODES, Answer, Backoff, Decision, Failure, Next, RetryLimits, Strategy,
+    StrategyKind, StrategyParams, Throttle, ThrottleKind, ThrottleParams, read_hints,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -35,6 +35,8 @@ struct Event {
     status: Option<u16>,
     /// `read-timeout` or `connection` when there is no status.
     error: Option<String>,
+    /// The AWS error code in the body, if any.
+    code: Option<String>,
     #[serde(default)]
     headers: std::collections::BTreeMap<String, String>,
     t_send: f64,
@@ -85,10 +87,13 @@ fn answer(ev: &Event) -> (Outcome, Hints) {
                 .map(|(k, v)| (k.to_ascii_lowercase(), v.as_str()))
                 .collect();
             let header = |name: &str| lower.iter().find(|(k, _)| k == name).map(|(_, v)| *v);
-            (
-                Outcome::Error,
-                read_hints(s, header, SystemTime::UNIX_EPOCH),
-            )
+            let mut hints = read_hints(s, header, SystemTime::UNIX_EPOCH);
+            // The model reads no bodies: the code the body names is given.
+            hints.throttle_code = ev
+                .code
+                .as_deref()
+                .is_some_and(|c| AWS_THROTTLING_CODES.contains(&c));
+            (Outcome::Error, hints)
         }
     }
 }
@@ -122,20 +127,17 @@ fn run(kind: StrategyKind, aws_2026: bool, seq: &Sequence) -> Value {
         let (outcome, hints) = answer(ev);
         let told = match outcome {
             Outcome::Ok => Answer::Ok,
-            _ if hints.throttled => Answer::Throttled,
+            _ if strategy.throttling(&Failure::of(&hints)) => Answer::Throttled,
             _ => Answer::Failed,
         };
         throttle.after(told, kind, at(ev.t_recv));
         let mut delay = None;
-        if outcome != Outcome::Ok {
-            let failure = Failure {
-                throttled: hints.throttled,
-                retry_after: hints.retry_after,
-            };
+        let failure = Failure::of(&hints);
+        if outcome != Outcome::Ok && strategy.retries(&failure) {
             let proposed = backoff.next_delay_after(&strategy, failure, &mut rng);
             if let Next::Retry(d) =
                 limits.next(attempts, Duration::ZERO, proposed, hints.retry_after)
-                && throttle.allows_retry(kind_after(outcome, hints), at(ev.t_recv))
+                && throttle.allows_retry(kind_after(&strategy, outcome, failure), at(ev.t_recv))
             {
                 delay = Some(d);
             }
@@ -156,7 +158,7 @@ fn run(kind: StrategyKind, aws_2026: bool, seq: &Sequence) -> Value {
         }
         out.push(Value::Object(rec));
         if delay.is_some() {
-            last = Some((outcome, hints.throttled));
+            last = Some((outcome, strategy.throttling(&failure)));
         } else {
             attempts = 0;
             last = None;
@@ -167,11 +169,11 @@ fn run(kind: StrategyKind, aws_2026: bool, seq: &Sequence) -> Value {
 }
 
 /// What the quota is told of the retry that would follow this failure.
-fn kind_after(outcome: Outcome, hints: Hints) -> AttemptKind {
+fn kind_after(strategy: &Strategy, outcome: Outcome, failure: Failure) -> AttemptKind {
     AttemptKind {
         retry: true,
         after_timeout: outcome == Outcome::Timeout,
-        after_throttle: hints.throttled,
+        after_throttle: strategy.throttling(&failure),
     }
 }
 

@@ -27,7 +27,15 @@ pub struct Hints {
     pub pushback_ms: Option<i64>,
     /// A throttling answer (429).
     pub throttled: bool,
+    /// The answer named an AWS throttling error code (the project's server
+    /// never sends one; the check against botocore does).
+    pub throttle_code: bool,
+    /// The `x-amz-retry-after` header (integer milliseconds), read.
+    pub amz_retry_after: Option<Duration>,
 }
+
+/// The AWS SDKs' retry-after header, in integer milliseconds.
+pub const AMZ_RETRY_AFTER_HEADER: &str = "x-amz-retry-after";
 
 /// The header a server pushes back with, as gRPC clients read it.
 pub const PUSHBACK_HEADER: &str = "grpc-retry-pushback-ms";

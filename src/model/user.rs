@@ -279,7 +279,7 @@ impl<R: Rng> User<R> {
         let wake_a_waiter = throttle.as_deref_mut().is_some_and(|t| {
             let answer = match outcome {
                 Outcome::Ok => Answer::Ok,
-                _ if hints.throttled => Answer::Throttled,
+                _ if rules.strategy.throttling(&Failure::of(&hints)) => Answer::Throttled,
                 _ => Answer::Failed,
             };
             t.after(answer, sent.kind, now)
@@ -324,7 +324,7 @@ impl<R: Rng> User<R> {
             latency: now.saturating_sub(sent.due),
             lateness: sent.lateness,
         };
-        self.last = Some((outcome, hints.throttled));
+        self.last = Some((outcome, rules.strategy.throttling(&Failure::of(&hints))));
         let elapsed = now.saturating_sub(self.first);
         let attempts = self.attempts;
         let ended = |latency, throttled| RequestRecord {
@@ -370,6 +370,10 @@ impl<R: Rng> User<R> {
     ) -> Retry {
         // A gRPC client obeys the server's pushback: negative, no retry;
         // otherwise exactly that delay, the backoff started over.
+        // The AWS SDKs up to botocore 1.43 do not retry a bare 429.
+        if !rules.strategy.retries(&Failure::of(&hints)) {
+            return Retry::GivenUp;
+        }
         let pushback = hints
             .pushback_ms
             .filter(|_| rules.strategy.honours_pushback());
@@ -379,10 +383,7 @@ impl<R: Rng> User<R> {
                 Duration::from_millis(ms.unsigned_abs())
             }
             _ => {
-                let failure = Failure {
-                    throttled: hints.throttled,
-                    retry_after: hints.retry_after,
-                };
+                let failure = Failure::of(&hints);
                 self.backoff
                     .next_delay_after(&rules.strategy, failure, &mut self.rng)
             }

@@ -31,7 +31,7 @@ use super::lanes::{self, Lanes};
 pub use super::model_actor::Gauges;
 use super::model_actor::{ModelActor, Reply, ToModel};
 use super::timer::Alarm;
-use crate::model::outcome::PUSHBACK_HEADER;
+use crate::model::outcome::{AMZ_RETRY_AFTER_HEADER, PUSHBACK_HEADER};
 use crate::model::server::{DEFAULT_BACKLOG, OnDisconnect, ServerConfig, Shape};
 use crate::model::service::Refusal;
 use crate::policy::format_retry_after;
@@ -186,6 +186,9 @@ impl Server {
                 (
                     StatusCode::from_u16(s.status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE),
                     header::HeaderValue::from_str(&value).expect("digits are a valid header value"),
+                    header::HeaderValue::from(
+                        u64::try_from(s.retry_after.as_millis()).unwrap_or(u64::MAX),
+                    ),
                 )
             }),
         });
@@ -335,8 +338,9 @@ struct Handler {
     to_model: mpsc::UnboundedSender<ToModel>,
     next_id: AtomicU64,
     cancel_on_disconnect: bool,
-    /// Status and `Retry-After` value of a shed request.
-    shed: Option<(StatusCode, header::HeaderValue)>,
+    /// Status, `Retry-After` and `x-amz-retry-after` (the same wait in
+    /// milliseconds, the hint botocore 1.44 reads) of a shed request.
+    shed: Option<(StatusCode, header::HeaderValue, header::HeaderValue)>,
     /// gRPC's pushback header value, sent with every refusal.
     pushback: Option<header::HeaderValue>,
 }
@@ -366,10 +370,15 @@ impl Handler {
             let refused = matches!(reply, Ok(Reply::Refused(_)));
             Ok(match (reply, &shed) {
                 (Ok(Reply::Done), _) => plain(StatusCode::OK, "OK"),
-                (Ok(Reply::Refused(Refusal::Shed)), Some((status, retry_after))) => {
+                (
+                    Ok(Reply::Refused(Refusal::Shed)),
+                    Some((status, retry_after, amz_retry_after)),
+                ) => {
                     let mut resp = plain(*status, "overloaded, retry later\n");
                     resp.headers_mut()
                         .insert(header::RETRY_AFTER, retry_after.clone());
+                    resp.headers_mut()
+                        .insert(AMZ_RETRY_AFTER_HEADER, amz_retry_after.clone());
                     resp
                 }
                 (Ok(Reply::Refused(why)), _) => {

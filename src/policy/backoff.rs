@@ -182,6 +182,30 @@ impl Strategy {
         matches!(self, Strategy::Shipped(ShippedBackoff::Grpc { .. }))
     }
 
+    /// Whether a client with this strategy retries `failure` at all: all
+    /// do, but the AWS SDKs up to botocore 1.43 do not retry a 429 without
+    /// an AWS throttling error code.
+    pub fn retries(&self, failure: &Failure) -> bool {
+        match self {
+            Strategy::Shipped(ShippedBackoff::Aws { variant_2026, .. }) => {
+                crate::policy::shipped::aws_retries(*variant_2026, failure)
+            }
+            _ => true,
+        }
+    }
+
+    /// Whether a client with this strategy takes `failure` for throttling
+    /// (what its throttle is told): a 429, or as the AWS SDKs see it (an
+    /// AWS throttling code; from botocore 1.44 a bare 429 too).
+    pub fn throttling(&self, failure: &Failure) -> bool {
+        match self {
+            Strategy::Shipped(ShippedBackoff::Aws { variant_2026, .. }) => {
+                crate::policy::shipped::aws_throttling(*variant_2026, failure)
+            }
+            _ => failure.throttled,
+        }
+    }
+
     /// True when the schedule involves no random draw (so a single run of
     /// it is the whole story).
     pub fn is_deterministic(&self) -> bool {

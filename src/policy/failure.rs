@@ -9,6 +9,25 @@ use std::time::Duration;
 pub struct Failure {
     /// A throttling answer (429).
     pub throttled: bool,
-    /// The server's retry-after hint, read.
+    /// The answer named an AWS throttling error code (`ThrottlingException`,
+    /// `SlowDown`, ...), whatever its status: botocore's throttling in
+    /// every release. The project's server never sends one.
+    pub throttle_code: bool,
+    /// The server's retry-after hint (HTTP `Retry-After`), read.
     pub retry_after: Option<Duration>,
+    /// The AWS SDKs' hint, `x-amz-retry-after` in integer milliseconds,
+    /// read (what botocore 1.44 reads; it ignores `Retry-After`).
+    pub amz_retry_after: Option<Duration>,
+}
+
+impl Failure {
+    /// What a failed attempt's answer told, as a backoff reads it.
+    pub fn of(hints: &crate::model::outcome::Hints) -> Self {
+        Failure {
+            throttled: hints.throttled,
+            throttle_code: hints.throttle_code,
+            retry_after: hints.retry_after,
+            amz_retry_after: hints.amz_retry_after,
+        }
+    }
 }

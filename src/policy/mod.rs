@@ -17,7 +17,7 @@ mod retry_limits;
 pub mod shipped;
 mod throttle;
 
-pub use answer::read_hints;
+pub use answer::{AWS_THROTTLING_CODES, parse_amz_retry_after, read_hints};
 pub use backoff::{Backoff, Failure, Strategy};
 pub use catalogue::{
     NotRead, StrategyError, StrategyKind, StrategyParam, StrategyParams, ThrottleKind,

@@ -146,6 +146,10 @@ impl Engine {
                     retry_after: self.retry_after.filter(|_| shed),
                     pushback_ms: self.pushback_ms,
                     throttled: shed && self.shed_status == 429,
+                    // The networked server sends x-amz-retry-after beside
+                    // Retry-After, the same wait in milliseconds.
+                    amz_retry_after: self.retry_after.filter(|_| shed),
+                    throttle_code: false,
                 };
                 self.end(id, Outcome::Error, hints, now, true);
                 return;

@@ -34,6 +34,23 @@ pub fn aws_delay(
     aws_delay_within(n, u, scale, max, hint, AWS_HINT_CAP)
 }
 
+/// Whether the AWS SDK counts `failure` as throttling (its backoff's 1 s
+/// scale, the quota's throttling cost, the adaptive limiter's cut): an AWS
+/// throttling error code in every release; from botocore 1.44 (the 2026
+/// generation, `variant_2026`) also a 429 without one
+/// (`ThrottlingStatusCodeChecker`).
+pub fn aws_throttling(variant_2026: bool, failure: &Failure) -> bool {
+    failure.throttle_code || (variant_2026 && failure.throttled)
+}
+
+/// Whether the AWS SDK retries `failure` at all. Up to botocore 1.43 a 429
+/// without a throttling error code is neither transient (500, 502, 503,
+/// 504, connection errors, timeouts) nor throttling: it is not retried.
+/// Every other failure the model produces is.
+pub fn aws_retries(variant_2026: bool, failure: &Failure) -> bool {
+    !failure.throttled || aws_throttling(variant_2026, failure)
+}
+
 /// How much longer than its backoff the 2026 variant waits for a hint.
 pub const AWS_HINT_CAP: Duration = Duration::from_secs(5);
 
@@ -206,12 +223,13 @@ impl ShippedBackoff {
                 hint_cap,
                 ..
             } => {
-                let scale = if failure.throttled {
+                let scale = if aws_throttling(variant_2026, &failure) {
                     throttle_scale
                 } else {
                     scale
                 };
-                let hint = failure.retry_after.filter(|_| variant_2026);
+                // botocore 1.44 reads x-amz-retry-after, not Retry-After.
+                let hint = failure.amz_retry_after.filter(|_| variant_2026);
                 aws_delay_within(n, rng.random(), scale, max, hint, hint_cap)
             }
             ShippedBackoff::Grpc {
@@ -338,7 +356,7 @@ mod tests {
             ..Failure::default()
         };
         let hinted = |s: u64| Failure {
-            retry_after: Some(Duration::from_secs(s)),
+            amz_retry_after: Some(Duration::from_secs(s)),
             ..Failure::default()
         };
         let new = ShippedBackoff::aws(false, true);
@@ -358,13 +376,69 @@ mod tests {
         // is cut at a tenth of t + 5 s.
         let tenth = new.scaled(10.0);
         let hinted_ms = |ms: u64| Failure {
-            retry_after: Some(Duration::from_millis(ms)),
+            amz_retry_after: Some(Duration::from_millis(ms)),
             ..Failure::default()
         };
         assert!(close_to(
             delay(tenth, 1, hinted_ms(6000)),
             (u * 0.05 + 5.0) / 10.0
         ));
+    }
+
+    #[test]
+    fn the_2026_variant_reads_x_amz_retry_after_and_not_retry_after() {
+        use rand::SeedableRng;
+        let rng = || rand::rngs::Xoshiro256PlusPlus::seed_from_u64(7);
+        let u: f64 = rng().random();
+        let new = ShippedBackoff::aws(false, true);
+        let delay = |failure: Failure| {
+            new.delay(1, failure, None, &mut 0.0, &mut rng())
+                .as_secs_f64()
+        };
+        // Retry-After: 3 is not botocore's hint: u * 0.05 s after a 5xx.
+        let http = Failure {
+            retry_after: Some(Duration::from_secs(3)),
+            ..Failure::default()
+        };
+        assert!(close_to(delay(http), u * 0.05));
+        // x-amz-retry-after: 3000 is: max(t, min(3, t + 5)) = 3 s.
+        let amz = Failure {
+            amz_retry_after: Some(Duration::from_millis(3000)),
+            ..Failure::default()
+        };
+        assert!(close_to(delay(amz), 3.0));
+    }
+
+    #[test]
+    fn a_bare_429_is_throttling_and_retried_only_from_botocore_1_44() {
+        let bare = Failure {
+            throttled: true,
+            ..Failure::default()
+        };
+        let coded = Failure {
+            throttle_code: true,
+            ..Failure::default()
+        };
+        let slow_down = Failure {
+            throttle_code: true,
+            ..Failure::default()
+        };
+        // Up to 1.43: a 429 without a code is not retried, not throttling.
+        assert!(!aws_retries(false, &bare) && !aws_throttling(false, &bare));
+        assert!(aws_retries(false, &coded) && aws_throttling(false, &coded));
+        // From 1.44: it is both.
+        assert!(aws_retries(true, &bare) && aws_throttling(true, &bare));
+        // A 503 with SlowDown throttles in both; a plain 5xx in neither.
+        assert!(aws_throttling(false, &slow_down) && aws_throttling(true, &slow_down));
+        let plain = Failure::default();
+        assert!(aws_retries(false, &plain) && !aws_throttling(true, &plain));
+        // 1.44: a coded 503 backs off on the 1 s scale: u * 1 * 2^2.
+        use rand::SeedableRng;
+        let rng = || rand::rngs::Xoshiro256PlusPlus::seed_from_u64(7);
+        let u: f64 = rng().random();
+        let new = ShippedBackoff::aws(false, true);
+        let d = new.delay(3, slow_down, None, &mut 0.0, &mut rng());
+        assert!(close_to(d.as_secs_f64(), u * 4.0));
     }
 
     fn close_to(a: f64, b: f64) -> bool {

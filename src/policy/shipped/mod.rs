@@ -12,7 +12,8 @@ mod throttle;
 
 pub use adaptive::{AdaptiveLimiter, Cubic};
 pub use backoff::{
-    AWS_HINT_CAP, ShippedBackoff, aws_delay, envoy_bound, finagle_next, grpc_delay, polly_v2_next,
+    AWS_HINT_CAP, ShippedBackoff, aws_delay, aws_retries, aws_throttling, envoy_bound,
+    finagle_next, grpc_delay, polly_v2_next,
 };
 pub use budget::{AwsQuota, AwsQuotaConfig, EnvoyRetryBudget, FinagleBudget, TpsBudget};
 pub use throttle::{Answer, AttemptKind, ShippedThrottle, ShippedThrottleConfig};

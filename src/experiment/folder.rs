@@ -33,7 +33,8 @@ pub enum Existing {
 /// Makes `out` ready for a command that reads `inputs`: refuses it if it
 /// is one of them (or, to be replaced, holds one), or if it already holds
 /// files and `existing` does not say to replace them; with
-/// [`Existing::Replace`], removes what it holds if that is results. `flag`
+/// [`Existing::Replace`], removes what it holds if that is results (all
+/// but hidden files, such as a committed folder's `.gitignore`). `flag`
 /// names the option in messages.
 pub fn claim(
     out: &Path,
@@ -91,8 +92,23 @@ pub fn claim(
             MARKS.join(", ")
         )));
     }
-    std::fs::remove_dir_all(out).map_err(io_err(format!("remove {}", out.display())))?;
-    std::fs::create_dir_all(out).map_err(io_err(format!("create {}", out.display())))
+    // A hidden file (a committed folder's .gitignore) is the folder's,
+    // not a run's: none of a run's files starts with a dot.
+    for path in entries.iter().filter(|p| !is_hidden(p)) {
+        let removed = if path.is_dir() {
+            std::fs::remove_dir_all(path)
+        } else {
+            std::fs::remove_file(path)
+        };
+        removed.map_err(io_err(format!("remove {}", path.display())))?;
+    }
+    Ok(())
+}
+
+/// Whether `path` names a hidden file: one whose name starts with a dot.
+fn is_hidden(path: &Path) -> bool {
+    path.file_name()
+        .is_some_and(|n| n.to_string_lossy().starts_with('.'))
 }
 
 /// Whether `path` is a file only this tool's results hold.
@@ -170,9 +186,13 @@ mod tests {
         let msg = refused(claim(&out, &[], Existing::Refuse, "--out"));
         assert!(msg.contains("already holds 2 file(s)"), "{msg}");
         assert!(out.join("fixed.client.csv").exists(), "untouched");
+        // A committed folder's own hidden files stay.
+        std::fs::write(out.join(".gitignore"), "*.csv\n").unwrap();
         claim(&out, &[], Existing::Replace, "--out").unwrap();
         assert!(out.is_dir());
-        assert_eq!(std::fs::read_dir(&out).unwrap().count(), 0);
+        let left: Vec<_> = std::fs::read_dir(&out).unwrap().flatten().collect();
+        assert_eq!(left.len(), 1, "{left:?}");
+        assert!(out.join(".gitignore").exists());
         std::fs::remove_dir_all(&out).unwrap();
     }
 

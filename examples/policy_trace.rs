@@ -5,7 +5,7 @@
 //!   cargo run --example policy_trace -- MODE GENERATION < sequences.json > decisions.json
 //!
 //! MODE is `standard` or `adaptive` (`aws-standard`, `aws-adaptive`);
-//! GENERATION is `1.43` (the strategy as built without `--aws-2026`) or
+//! GENERATION is `1.43` (the strategy as built without `--aws-new-retries-2026`) or
 //! `1.44` (with it). Each sequence starts a fresh process: a full quota,
 //! a limiter that is off. Each event is one attempt; the model's pieces are
 //! called in the order `model::user` calls them: the throttle before the

@@ -378,9 +378,9 @@ fn hedging_is_the_same_twice_in_virtual_time() {
 }
 
 #[test]
-fn the_aws_adaptive_limiter_holds_attempts_only_once_a_429_has_come() {
-    let run = |server: &[&str], strategy: &str| {
-        let client = [
+fn the_aws_adaptive_limiter_holds_attempts_only_once_a_throttling_answer_has_come() {
+    let run = |server: &[&str], strategy: &str, generation: &[&str]| {
+        let mut client = vec![
             "--strategy",
             strategy,
             "--clients",
@@ -392,6 +392,7 @@ fn the_aws_adaptive_limiter_holds_attempts_only_once_a_429_has_come() {
             "--seed",
             "3",
         ];
+        client.extend(generation);
         sim::run(&config(server, &client, vec![]))
             .unwrap()
             .client
@@ -399,14 +400,16 @@ fn the_aws_adaptive_limiter_holds_attempts_only_once_a_429_has_come() {
     };
     // A server that never answers 429: the limiter never switches on, and
     // the adaptive mode is the standard mode draw for draw.
-    let (standard, adaptive) = (run(&[], "aws-standard"), run(&[], "aws-adaptive"));
+    let (standard, adaptive) = (run(&[], "aws-standard", &[]), run(&[], "aws-adaptive", &[]));
     assert_eq!(standard.tally.attempts(), adaptive.tally.attempts());
     assert_eq!(standard.tally.ok, adaptive.tally.ok);
     // About 5 requests in flight against a server that sheds above 5 with
-    // 429: the limiter, on from the first, holds attempts back.
+    // a bare 429 (no AWS error code). botocore 1.44 takes it for
+    // throttling: the limiter, on from the first, holds attempts back.
     let shedding = ["--shed-above", "5", "--shed-status", "429"];
-    let standard = run(&shedding, "aws-standard");
-    let adaptive = run(&shedding, "aws-adaptive");
+    let new = ["--aws-new-retries-2026"];
+    let standard = run(&shedding, "aws-standard", &new);
+    let adaptive = run(&shedding, "aws-adaptive", &new);
     assert!(standard.tally.errors > 0, "the server sheds");
     assert!(
         adaptive.tally.attempts() < standard.tally.attempts(),
@@ -415,4 +418,11 @@ fn the_aws_adaptive_limiter_holds_attempts_only_once_a_429_has_come() {
         standard.tally.attempts()
     );
     assert!(adaptive.tally.ok > adaptive.tally.attempts() / 2);
+    // Up to 1.43 a bare 429 is not throttling: the limiter stays off, and
+    // the adaptive mode is the standard mode draw for draw again.
+    let standard = run(&shedding, "aws-standard", &[]);
+    let adaptive = run(&shedding, "aws-adaptive", &[]);
+    assert!(standard.tally.errors > 0, "the server sheds");
+    assert_eq!(standard.tally.attempts(), adaptive.tally.attempts());
+    assert_eq!(standard.tally.ok, adaptive.tally.ok);
 }

@@ -267,6 +267,12 @@ def differ(a, b):
 def compare(lib, mod, label, seqs):
     failures = 0
     by_name = {s["name"]: s for s in seqs}
+    names = [s["name"] for s in seqs]
+    for side, results in (("botocore", lib["results"]), ("the model", mod["results"])):
+        if [r["name"] for r in results] != names:
+            print(f"FAIL {label}: {side} answered sequences {[r['name'] for r in results]}, "
+                  f"not {names}")
+            return 1
     for theirs, ours in zip(lib["results"], mod["results"]):
         name = theirs["name"]
         assert name == ours["name"], (name, ours["name"])

@@ -69,7 +69,7 @@ cargo build --locked --quiet --example policy_trace || die "the build failed"
 trace=target/debug/examples/policy_trace
 check=scripts/libraries-check.py
 
-python3 "$check" gen "$tmp/sequences.json"
+python3 "$check" gen "$tmp/sequences.json" || die "the sequences could not be made"
 failures=0
 for r in "${releases[@]}"; do
   g=$(generation "$r")

@@ -71,7 +71,9 @@ pub(super) fn write_storm_manifest(storm: &Storm, command: Vec<String>) -> Resul
 /// `storm merge DIR...`.
 pub(super) fn merge(args: MergeArgs) -> ExitCode {
     let out = args.out.clone().expect("clap requires --out");
-    if let Err(e) = folder::claim(&out, &args.dirs, args.existing(), "--out") {
+    // The server's CSV is read too: --replace must not remove it.
+    let inputs: Vec<PathBuf> = args.dirs.iter().chain(&args.server_csv).cloned().collect();
+    if let Err(e) = folder::claim(&out, &inputs, args.existing(), "--out") {
         return failure(e);
     }
     let sharded = args.dirs.iter().any(|d| d.join(shard::MANIFEST).exists());

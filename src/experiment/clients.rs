@@ -164,10 +164,11 @@ fn whole(name: &str, parts: &[Part]) -> Result<Option<LogRun>, StormError> {
         (None, _) => None,
         (Some(_), false) => {
             let bare = parts.iter().find(|p| p.log.run.is_none()).expect("one");
+            let named = parts.iter().find(|p| p.log.run.is_some()).expect("one");
             return refuse(format!(
                 "{} names no run and {} does: logs of different versions or runs",
                 bare.hlog.display(),
-                first.hlog.display()
+                named.hlog.display()
             ));
         }
         (Some(&run), true) => Some(run.clone()),
@@ -526,9 +527,9 @@ mod tests {
         assert!(refusal(&shards([run(0, 4), run(1, 4), run(1, 4)])).contains("1/3 is given twice"));
         assert!(refusal(&all[..2]).contains("missing 1/3"));
         let mixed = [
-            part("a", 10_000, 5_000, 4, Some(run(0, 4))),
-            part("b", 10_000, 5_000, 4, None),
+            part("a", 10_000, 5_000, 4, None),
+            part("b", 10_000, 5_000, 4, Some(run(0, 4))),
         ];
-        assert!(refusal(&mixed).contains("b/run.hlog names no run"));
+        assert!(refusal(&mixed).contains("a/run.hlog names no run and b/run.hlog does"));
     }
 }

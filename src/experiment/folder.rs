@@ -3,7 +3,7 @@
 //! shards would truncate the files it is about to read), and never mixes
 //! its files with an earlier run's: a folder that already holds files is
 //! refused unless the user asks for them to be replaced, and then only if
-//! they are results this tool wrote.
+//! every file in it is one this tool writes.
 
 use std::path::{Path, PathBuf};
 
@@ -19,6 +19,14 @@ const MARKS: [&str; 5] = [
     "phase.csv",
     "summary.md",
 ];
+
+/// Other names of files only this tool's results hold: the runner's
+/// command lines, a check script's verdicts.
+const OWN_NAMES: [&str; 2] = ["commands.txt", "checks.txt"];
+
+/// Endings of the data files a run writes under its case's name: report
+/// rows, interval logs, a child's output, the plots.
+const OWN_ENDINGS: [&str; 6] = [".csv", ".hlog", ".err", ".log", ".svg", ".png"];
 
 /// What the user said of an existing results folder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -62,8 +70,15 @@ pub fn claim(
             )));
         }
     }
+    // A hidden file (a committed folder's .gitignore) is the folder's,
+    // not a run's: none of a run's files starts with a dot. It is neither
+    // counted nor removed.
     let entries = match std::fs::read_dir(out) {
-        Ok(entries) => entries.flatten().map(|e| e.path()).collect::<Vec<_>>(),
+        Ok(entries) => entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| !is_hidden(p))
+            .collect::<Vec<_>>(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) if out.exists() && !out.is_dir() => {
             return Err(StormError::Flags(format!(
@@ -92,17 +107,33 @@ pub fn claim(
             MARKS.join(", ")
         )));
     }
-    // A hidden file (a committed folder's .gitignore) is the folder's,
-    // not a run's: none of a run's files starts with a dot.
-    for path in entries.iter().filter(|p| !is_hidden(p)) {
-        let removed = if path.is_dir() {
-            std::fs::remove_dir_all(path)
-        } else {
-            std::fs::remove_file(path)
-        };
-        removed.map_err(io_err(format!("remove {}", path.display())))?;
+    // Only what this tool writes is removed, and only if nothing else is
+    // there: no folder (no run writes one), no file of another kind.
+    if let Some(other) = entries.iter().find(|p| !is_own(p)) {
+        return Err(StormError::Flags(format!(
+            "{flag} {}: holds {}, which is not a file this tool writes; not removing \
+             anything (move it, or choose another folder)",
+            out.display(),
+            other.display()
+        )));
+    }
+    for path in &entries {
+        std::fs::remove_file(path).map_err(io_err(format!("remove {}", path.display())))?;
     }
     Ok(())
+}
+
+/// Whether `path` is a file of a kind this tool writes into a results
+/// folder.
+fn is_own(path: &Path) -> bool {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    path.is_file()
+        && (is_mark(path)
+            || OWN_NAMES.contains(&name.as_ref())
+            || OWN_ENDINGS.iter().any(|e| name.ends_with(e)))
 }
 
 /// Whether `path` names a hidden file: one whose name starts with a dot.
@@ -174,6 +205,17 @@ mod tests {
         ));
         assert!(msg.contains("would remove"), "{msg}");
         assert!(shard.join("run.csv").exists());
+        // A file read (a merge's --server-csv) likewise.
+        let server_csv = root.join("server.csv");
+        std::fs::write(&server_csv, "unix_ms\n").unwrap();
+        let msg = refused(claim(
+            &root,
+            std::slice::from_ref(&server_csv),
+            Existing::Replace,
+            "--out",
+        ));
+        assert!(msg.contains("server.csv, which is read"), "{msg}");
+        assert!(server_csv.exists());
         std::fs::remove_dir_all(&root).unwrap();
     }
 
@@ -194,6 +236,31 @@ mod tests {
         assert_eq!(left.len(), 1, "{left:?}");
         assert!(out.join(".gitignore").exists());
         std::fs::remove_dir_all(&out).unwrap();
+    }
+
+    #[test]
+    fn beside_results_anything_else_stops_the_replacement_and_nothing_is_removed() {
+        let out = scratch("mixed");
+        std::fs::create_dir_all(out.join("notebooks")).unwrap();
+        std::fs::write(out.join("summary.md"), "old").unwrap();
+        std::fs::write(out.join("fixed.client.csv"), "old").unwrap();
+        let msg = refused(claim(&out, &[], Existing::Replace, "--out"));
+        assert!(
+            msg.contains("notebooks, which is not a file this tool writes"),
+            "{msg}"
+        );
+        std::fs::remove_dir_all(out.join("notebooks")).unwrap();
+        std::fs::write(out.join("notes.md"), "mine").unwrap();
+        let msg = refused(claim(&out, &[], Existing::Replace, "--out"));
+        assert!(msg.contains("notes.md, which is not"), "{msg}");
+        assert!(out.join("summary.md").exists() && out.join("fixed.client.csv").exists());
+        // A folder holding only hidden files is empty to a run.
+        let bare = scratch("hidden");
+        std::fs::create_dir_all(&bare).unwrap();
+        std::fs::write(bare.join(".gitignore"), "*.csv\n").unwrap();
+        claim(&bare, &[], Existing::Refuse, "--out").unwrap();
+        std::fs::remove_dir_all(&out).unwrap();
+        std::fs::remove_dir_all(&bare).unwrap();
     }
 
     #[test]

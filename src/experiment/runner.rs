@@ -124,7 +124,11 @@ fn output(storm: &Storm, case: &Case, rep: u32, suffix: &str) -> Result<File, St
 fn stderr_tail(out: &Path, name: &str, role: &str) -> String {
     const LINES: usize = 5;
     let path = out.join(format!("{name}.{role}.err"));
-    let text = std::fs::read_to_string(&path).unwrap_or_default();
+    let bytes = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) => return format!("; its stderr ({}) could not be read: {e}", path.display()),
+    };
+    let text = String::from_utf8_lossy(&bytes);
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     let tail = &lines[lines.len().saturating_sub(LINES)..];
     if tail.is_empty() {

@@ -54,6 +54,9 @@ where
     server::accept_into_lanes(listener, &errors, shutdown, count, serve)
         .await
         .stop();
+    if signals::second_arrived() {
+        signals::second();
+    }
     // Failed accepts (out of descriptors, say) would make the figure wrong.
     let errors = errors.load(Ordering::Relaxed);
     if errors > 0 {

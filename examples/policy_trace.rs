@@ -5,8 +5,8 @@
 //!   cargo run --example policy_trace -- MODE GENERATION < sequences.json > decisions.json
 //!
 //! MODE is `standard` or `adaptive` (`aws-standard`, `aws-adaptive`);
-//! GENERATION is `1.43` (the strategy as built without `--aws-new-retries-2026`) or
-//! `1.44` (with it). Each sequence starts a fresh process: a full quota,
+//! GENERATION is `1.43` (`--implementation botocore-1.43`) or `1.44`
+//! (`--implementation botocore-1.44`, the default). Each sequence starts a fresh process: a full quota,
 //! a limiter that is off. Each event is one attempt; the model's pieces are
 //! called in the order `model::user` calls them: the throttle before the
 //! attempt goes out (the limiter's token), the throttle told how it ended,
@@ -22,8 +22,8 @@ use rand::TryRng;
 use retry_storm::model::outcome::{Hints, Outcome};
 use retry_storm::policy::shipped::{AttemptKind, ShippedThrottle};
 use retry_storm::policy::{
-    AWS_THROTTLING_CODES, Answer, Backoff, Decision, Failure, Next, RetryLimits, Strategy,
-    StrategyKind, StrategyParams, Throttle, ThrottleKind, ThrottleParams, read_hints,
+    AWS_THROTTLING_CODES, Answer, Backoff, Decision, Failure, Implementation, Next, RetryLimits,
+    Strategy, StrategyKind, StrategyParams, Throttle, ThrottleKind, ThrottleParams, read_hints,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -100,7 +100,11 @@ fn answer(ev: &Event) -> (Outcome, Hints) {
 
 fn run(kind: StrategyKind, aws_2026: bool, seq: &Sequence) -> Value {
     let params = StrategyParams {
-        aws_2026,
+        implementation: Some(if aws_2026 {
+            Implementation::Botocore144
+        } else {
+            Implementation::Botocore143
+        }),
         ..StrategyParams::default()
     };
     let strategy = kind.build(&params).expect("the AWS strategies build");

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The model's AWS retry policies against botocore itself, both
 # generations: botocore 1.43.127 (the last 1.43, the 2026 behaviour off,
-# as the strategies built without --aws-new-retries-2026 follow it) and 1.44.8 (the
-# 2026 behaviour always on, as --aws-new-retries-2026 follows it), each in standard and
-# adaptive mode. Seeded sequences of answers (bursts of 5xx, timeouts,
+# as --implementation botocore-1.43 follows it) and 1.44.8 (the 2026
+# behaviour always on, as the default --implementation botocore-1.44 follows
+# it), each in standard and adaptive mode. Seeded sequences of answers (bursts of 5xx, timeouts,
 # refused connections, throttling with an AWS error code with and without
 # x-amz-retry-after, bare 429s with and without hints, successes between,
 # the 500-token quota drained and refilled) are fed to botocore's own

@@ -400,16 +400,19 @@ fn the_aws_adaptive_limiter_holds_attempts_only_once_a_throttling_answer_has_com
     };
     // A server that never answers 429: the limiter never switches on, and
     // the adaptive mode is the standard mode draw for draw.
-    let (standard, adaptive) = (run(&[], "aws-standard", &[]), run(&[], "aws-adaptive", &[]));
+    let older = ["--implementation", "botocore-1.43"];
+    let (standard, adaptive) = (
+        run(&[], "aws-standard", &older),
+        run(&[], "aws-adaptive", &older),
+    );
     assert_eq!(standard.tally.attempts(), adaptive.tally.attempts());
     assert_eq!(standard.tally.ok, adaptive.tally.ok);
     // About 5 requests in flight against a server that sheds above 5 with
     // a bare 429 (no AWS error code). botocore 1.44 takes it for
     // throttling: the limiter, on from the first, holds attempts back.
     let shedding = ["--shed-above", "5", "--shed-status", "429"];
-    let new = ["--aws-new-retries-2026"];
-    let standard = run(&shedding, "aws-standard", &new);
-    let adaptive = run(&shedding, "aws-adaptive", &new);
+    let standard = run(&shedding, "aws-standard", &[]);
+    let adaptive = run(&shedding, "aws-adaptive", &[]);
     assert!(standard.tally.errors > 0, "the server sheds");
     assert!(
         adaptive.tally.attempts() < standard.tally.attempts(),
@@ -420,8 +423,8 @@ fn the_aws_adaptive_limiter_holds_attempts_only_once_a_throttling_answer_has_com
     assert!(adaptive.tally.ok > adaptive.tally.attempts() / 2);
     // Up to 1.43 a bare 429 is not throttling: the limiter stays off, and
     // the adaptive mode is the standard mode draw for draw again.
-    let standard = run(&shedding, "aws-standard", &[]);
-    let adaptive = run(&shedding, "aws-adaptive", &[]);
+    let standard = run(&shedding, "aws-standard", &older);
+    let adaptive = run(&shedding, "aws-adaptive", &older);
     assert!(standard.tally.errors > 0, "the server sheds");
     assert_eq!(standard.tally.attempts(), adaptive.tally.attempts());
     assert_eq!(standard.tally.ok, adaptive.tally.ok);

@@ -12,8 +12,8 @@ use super::refusal::stray;
 use super::values::{backoff_factor, duration, non_negative, positive, positive_duration, ratio};
 use crate::policy::shipped::{ShippedThrottleConfig, TpsBudget};
 use crate::policy::{
-    Hedging, NotRead, RetryLimits, Strategy, StrategyError, StrategyKind, StrategyParam,
-    StrategyParams, ThrottleConfig, ThrottleKind, ThrottleParam, ThrottleParams,
+    Hedging, Implementation, NotRead, RetryLimits, Strategy, StrategyError, StrategyKind,
+    StrategyParam, StrategyParams, ThrottleConfig, ThrottleKind, ThrottleParam, ThrottleParams,
 };
 
 impl ValueEnum for StrategyKind {
@@ -73,6 +73,27 @@ impl ValueEnum for StrategyKind {
     }
 }
 
+impl ValueEnum for Implementation {
+    fn value_variants<'a>() -> &'a [Self] {
+        &Implementation::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        let help = match self {
+            Implementation::Botocore144 => {
+                "aws-standard, aws-adaptive: botocore 1.44 and later, the SDKs' 2026 retry \
+                 behaviour: 0.05 s scale after a transient error, 1 s after throttling (a \
+                 bare 429 included), x-amz-retry-after read, quota costs 14 and 5"
+            }
+            Implementation::Botocore143 => {
+                "aws-standard, aws-adaptive: botocore up to 1.43: 1 s scale, quota costs 5 \
+                 and 10 after a timeout; a 429 without an AWS error code is not retried"
+            }
+        };
+        Some(PossibleValue::new(self.name()).help(help))
+    }
+}
+
 impl ValueEnum for ThrottleKind {
     fn value_variants<'a>() -> &'a [Self] {
         &ThrottleKind::ALL
@@ -90,18 +111,23 @@ impl ValueEnum for ThrottleKind {
             }
             ThrottleKind::CircuitBreaker => "Closed, open for a cool-down, half-open probes",
             ThrottleKind::AwsQuota => {
-                "AWS SDKs' retry quota: 500, a retry takes 5 (10 after a timeout), a success \
-                 gives 1 back (after retries: the last cost); no quota, no retry"
+                "AWS SDKs' retry quota (botocore 1.44 on): 500, a retry takes 14 (5 after \
+                 throttling), a success gives 1 back (after retries: the last cost); no \
+                 quota, no retry"
             }
-            ThrottleKind::AwsQuota2026 => {
-                "The AWS quota with the 2026 variant's costs: 14, 5 after a 429"
+            ThrottleKind::AwsQuota143 => {
+                "The AWS quota as botocore up to 1.43 keeps it: a retry takes 5 (10 after a \
+                 timeout)"
             }
             ThrottleKind::AwsAdaptive => {
                 "AWS adaptive mode: aws-quota, and a token bucket whose rate CUBIC sets \
-                 (C 0.4, beta 0.7), switched on by the first 429: every attempt waits for \
-                 a token"
+                 (C 0.4, beta 0.7), switched on by the first throttling answer: every \
+                 attempt waits for a token"
             }
-            ThrottleKind::AwsAdaptive2026 => "aws-adaptive with the 2026 variant's quota costs",
+            ThrottleKind::AwsAdaptive143 => {
+                "aws-adaptive as botocore up to 1.43 does it: aws-quota-1.43's costs; \
+                 a 429 without an AWS error code does not switch it on"
+            }
             ThrottleKind::TowerBudget => {
                 "tower TpsBudget: 10 s, 10/s, 20 %; a success deposits 1, a retry withdraws \
                  trunc(1/0.2) = 5"
@@ -129,7 +155,7 @@ fn strategy_flag(param: StrategyParam) -> &'static str {
         StrategyParam::SlotTime => "--slot-time",
         StrategyParam::Ceiling => "--ceiling",
         StrategyParam::StayAtCeiling => "--stay-at-ceiling",
-        StrategyParam::Aws2026 => "--aws-new-retries-2026",
+        StrategyParam::Implementation => "--implementation",
     }
 }
 
@@ -173,8 +199,8 @@ pub struct StrategyArgs {
     #[arg(long, alias = "simple-backoff-delay", value_parser = duration, value_name = "DURATION")]
     pub fixed_delay: Option<Duration>,
     /// First delay or base [default: 100ms; google, aws-standard,
-    /// aws-adaptive: 1s (with --aws-new-retries-2026: 50ms, the scale of a
-    /// transient error's backoff); grpc: 100ms; envoy: 25ms; finagle: 5ms;
+    /// aws-adaptive: 50ms, the scale of a transient error's backoff (with
+    /// --implementation botocore-1.43: 1s); grpc: 100ms; envoy: 25ms; finagle: 5ms;
     /// polly-v2: 2s].
     #[arg(long, value_parser = positive_duration, value_name = "DURATION")]
     pub min_delay: Option<Duration>,
@@ -200,12 +226,10 @@ pub struct StrategyArgs {
     /// truncated-binary: stay at the ceiling instead of starting again at 1.
     #[arg(long)]
     pub stay_at_ceiling: bool,
-    /// aws-standard, aws-adaptive: the SDKs' 2026 retry behaviour
-    /// (AWS_NEW_RETRIES_2026): a 0.05 s scale after a transient error, 1 s
-    /// after a 429, at least the server's Retry-After but at most 5 s more
-    /// than the backoff, and the 2026 quota costs (14, 5 after a 429).
-    #[arg(long)]
-    pub aws_new_retries_2026: bool,
+    /// The library and release a shipped strategy follows where they differ
+    /// [default: aws-standard, aws-adaptive: botocore-1.44].
+    #[arg(long, value_enum, value_name = "NAME")]
+    pub implementation: Option<Implementation>,
 }
 
 impl StrategyArgs {
@@ -231,7 +255,7 @@ impl StrategyArgs {
             ("--slot-time", self.slot_time.is_some()),
             ("--ceiling", self.ceiling.is_some()),
             ("--stay-at-ceiling", self.stay_at_ceiling),
-            ("--aws-new-retries-2026", self.aws_new_retries_2026),
+            ("--implementation", self.implementation.is_some()),
         ]
         .into_iter()
         .filter_map(|(flag, given)| given.then_some(flag))
@@ -249,7 +273,7 @@ impl StrategyArgs {
             slot_time: self.slot_time,
             ceiling: self.ceiling,
             stay_at_ceiling: self.stay_at_ceiling,
-            aws_2026: self.aws_new_retries_2026,
+            implementation: self.implementation,
         };
         self.kind().build(&params).map_err(|e| match e {
             StrategyError::NotRead(NotRead { param, kind }) => {
@@ -260,6 +284,21 @@ impl StrategyArgs {
                 stray(strategy_flag(param), "--strategy", kind.name(), applies)
             }
             StrategyError::MinOverMax => "--min-delay must not exceed --max-delay".to_string(),
+            StrategyError::Implementation {
+                implementation,
+                kind,
+            } => {
+                let applies = StrategyKind::ALL
+                    .into_iter()
+                    .filter(|k| implementation.applies_to(*k))
+                    .map(StrategyKind::name);
+                stray(
+                    &format!("--implementation {implementation}"),
+                    "--strategy",
+                    kind.name(),
+                    applies,
+                )
+            }
         })
     }
 }
@@ -363,9 +402,9 @@ impl LimitArgs {
 #[command(next_help_heading = "Retry throttle")]
 pub struct ThrottleArgs {
     /// Retry throttle shared by all clients [default: none; aws-standard:
-    /// aws-quota; aws-adaptive: aws-adaptive (with --aws-new-retries-2026:
-    /// their -2026 variants); grpc and hedging: token-bucket; envoy:
-    /// envoy-budget; finagle: finagle-budget].
+    /// aws-quota; aws-adaptive: aws-adaptive (with --implementation
+    /// botocore-1.43: their -1.43 variants); grpc and hedging: token-bucket;
+    /// envoy: envoy-budget; finagle: finagle-budget].
     #[arg(long, value_enum, value_name = "NAME")]
     pub throttle: Option<ThrottleKind>,
     /// No throttle, not even the one a shipped client's strategy brings.
@@ -414,24 +453,24 @@ pub struct ThrottleArgs {
     /// circuit-breaker: attempts let through while half-open [default: 1].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
     pub breaker_probes: Option<u32>,
-    /// aws-quota, aws-adaptive and their -2026 variants: the retry quota's size, what it starts
-    /// with and never exceeds [default: 500].
+    /// aws-quota, aws-adaptive and their -1.43 variants: the retry quota's
+    /// size, what it starts with and never exceeds [default: 500].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
     pub quota_capacity: Option<u32>,
-    /// aws-quota, aws-adaptive (and -2026): what a retry takes from the quota after
-    /// a failure that is neither a timeout nor a 429 [default: 5;
-    /// the -2026 variants: 14].
+    /// aws-quota, aws-adaptive (and -1.43): what a retry takes from the
+    /// quota after a failure that is neither a timeout nor throttling
+    /// [default: 14; the -1.43 variants: 5].
     #[arg(long, value_parser = clap::value_parser!(u32), value_name = "N")]
     pub quota_retry_cost: Option<u32>,
-    /// aws-quota, aws-adaptive (and -2026): what a retry takes after a timeout
-    /// [default: 10; the -2026 variants: 14].
+    /// aws-quota, aws-adaptive (and -1.43): what a retry takes after a
+    /// timeout [default: 14; the -1.43 variants: 10].
     #[arg(long, value_parser = clap::value_parser!(u32), value_name = "N")]
     pub quota_timeout_cost: Option<u32>,
-    /// aws-quota, aws-adaptive (and -2026): what a retry takes after a throttling
-    /// answer, a 429 [default: 5].
+    /// aws-quota, aws-adaptive (and -1.43): what a retry takes after a
+    /// throttling answer [default: 5].
     #[arg(long, value_parser = clap::value_parser!(u32), value_name = "N")]
     pub quota_throttle_cost: Option<u32>,
-    /// aws-quota, aws-adaptive (and -2026): what a success without retries gives
+    /// aws-quota, aws-adaptive (and -1.43): what a success without retries gives
     /// back (a success after retries gives back its last retry's cost)
     /// [default: 1].
     #[arg(long, value_parser = clap::value_parser!(u32), value_name = "N")]

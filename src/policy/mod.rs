@@ -20,8 +20,8 @@ mod throttle;
 pub use answer::{AWS_THROTTLING_CODES, parse_amz_retry_after, read_hints};
 pub use backoff::{Backoff, Failure, Strategy};
 pub use catalogue::{
-    NotRead, StrategyError, StrategyKind, StrategyParam, StrategyParams, ThrottleKind,
-    ThrottleParam, ThrottleParams,
+    Implementation, NotRead, StrategyError, StrategyKind, StrategyParam, StrategyParams,
+    ThrottleKind, ThrottleParam, ThrottleParams,
 };
 pub use hedging::{Hedges, Hedging, MAX_HEDGED_ATTEMPTS};
 pub use retry_limits::{MAX_RETRY_AFTER, Next, RetryLimits, format_retry_after, parse_retry_after};

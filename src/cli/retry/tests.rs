@@ -102,7 +102,8 @@ fn the_shipped_throttles_read_their_flags_and_no_others() {
     };
     assert_eq!(
         throttle(
-            "--strategy aws-standard --quota-capacity 50 --quota-retry-cost 10 --quota-refund 0"
+            "--strategy aws-standard --implementation botocore-1.43 --quota-capacity 50 \
+             --quota-retry-cost 10 --quota-refund 0"
         ),
         shipped(ShippedThrottleConfig::AwsQuota {
             variant_2026: false,
@@ -131,7 +132,7 @@ fn the_shipped_throttles_read_their_flags_and_no_others() {
         (
             "--throttle tower-budget --quota-capacity 50",
             "--quota-capacity does not apply to --throttle tower-budget \
-             (it applies to: aws-quota, aws-quota-2026, aws-adaptive, aws-adaptive-2026)",
+             (it applies to: aws-quota, aws-quota-1.43, aws-adaptive, aws-adaptive-1.43)",
         ),
         (
             "--strategy aws-standard --min-retry-concurrency 1",
@@ -143,8 +144,12 @@ fn the_shipped_throttles_read_their_flags_and_no_others() {
             "(it applies to: budget, tower-budget, finagle-budget)",
         ),
         (
-            "--throttle aws-quota-2026 --budget-percent 5",
+            "--throttle aws-quota-1.43 --budget-percent 5",
             "(it applies to: budget, tower-budget, finagle-budget, envoy-budget)",
+        ),
+        (
+            "--strategy fixed --implementation botocore-1.43",
+            "--implementation does not apply to --strategy fixed",
         ),
         (
             "--throttle tower-budget --budget-ttl 1500ms",

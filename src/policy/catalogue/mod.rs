@@ -6,10 +6,12 @@
 //! [`ThrottleParams`]; what a name means, which parameters apply to it and
 //! what the rest default to is decided here, once, for every front end.
 
+mod implementation;
 mod not_read;
 mod strategy;
 mod throttle;
 
+pub use implementation::Implementation;
 pub use not_read::NotRead;
 pub use strategy::{StrategyError, StrategyKind, StrategyParam, StrategyParams};
 pub use throttle::{ThrottleKind, ThrottleParam, ThrottleParams};
@@ -97,27 +99,12 @@ mod tests {
         let none = StrategyParams::default();
         let secs = Duration::from_secs;
         let built = |k: StrategyKind| k.build(&none).unwrap();
-        assert_eq!(
-            built(StrategyKind::AwsStandard),
-            Strategy::Shipped(ShippedBackoff::aws(false, false))
-        );
-        assert_eq!(
-            built(StrategyKind::AwsAdaptive),
-            Strategy::Shipped(ShippedBackoff::aws(true, false))
-        );
-        let new_2026 = StrategyParams {
-            aws_2026: true,
-            ..StrategyParams::default()
-        };
+        // Without a word, the AWS strategies follow botocore 1.44 on.
         for (kind, adaptive, throttle) in [
-            (StrategyKind::AwsStandard, false, ThrottleKind::AwsQuota2026),
-            (
-                StrategyKind::AwsAdaptive,
-                true,
-                ThrottleKind::AwsAdaptive2026,
-            ),
+            (StrategyKind::AwsStandard, false, ThrottleKind::AwsQuota),
+            (StrategyKind::AwsAdaptive, true, ThrottleKind::AwsAdaptive),
         ] {
-            let built = kind.build(&new_2026).unwrap();
+            let built = built(kind);
             assert_eq!(
                 built,
                 Strategy::Shipped(ShippedBackoff::Aws {
@@ -129,14 +116,37 @@ mod tests {
                     hint_cap: secs(5)
                 })
             );
+            assert_eq!(
+                built,
+                Strategy::Shipped(ShippedBackoff::aws(adaptive, true))
+            );
             assert_eq!(built.default_throttle(), Some(throttle));
             assert_eq!(built.kind(), kind);
         }
+        let older = StrategyParams {
+            implementation: Some(Implementation::Botocore143),
+            ..StrategyParams::default()
+        };
+        for (kind, adaptive, throttle) in [
+            (StrategyKind::AwsStandard, false, ThrottleKind::AwsQuota143),
+            (
+                StrategyKind::AwsAdaptive,
+                true,
+                ThrottleKind::AwsAdaptive143,
+            ),
+        ] {
+            let built = kind.build(&older).unwrap();
+            assert_eq!(
+                built,
+                Strategy::Shipped(ShippedBackoff::aws(adaptive, false))
+            );
+            assert_eq!(built.default_throttle(), Some(throttle));
+        }
         assert_eq!(
-            StrategyKind::Grpc.build(&new_2026),
+            StrategyKind::Fixed.build(&older),
             Err(StrategyError::NotRead(NotRead {
-                param: StrategyParam::Aws2026,
-                kind: StrategyKind::Grpc
+                param: StrategyParam::Implementation,
+                kind: StrategyKind::Fixed
             }))
         );
         assert_eq!(
@@ -312,9 +322,9 @@ mod tests {
             readers(ThrottleParam::QuotaRefund),
             [
                 "aws-quota",
-                "aws-quota-2026",
+                "aws-quota-1.43",
                 "aws-adaptive",
-                "aws-adaptive-2026"
+                "aws-adaptive-1.43"
             ]
         );
         assert_eq!(
@@ -379,8 +389,8 @@ mod tests {
             ..ThrottleParams::default()
         };
         for (kind, variant_2026, timeout_cost) in [
-            (ThrottleKind::AwsQuota, false, 10),
-            (ThrottleKind::AwsQuota2026, true, 14),
+            (ThrottleKind::AwsQuota143, false, 10),
+            (ThrottleKind::AwsQuota, true, 14),
         ] {
             assert_eq!(
                 shipped(kind, &quota),
@@ -422,7 +432,7 @@ mod tests {
             ..ThrottleParams::default()
         };
         refused(
-            ThrottleKind::AwsQuota,
+            ThrottleKind::AwsQuota143,
             floor,
             ThrottleParam::MinRetryConcurrency,
         );
@@ -436,7 +446,7 @@ mod tests {
             ..ThrottleParams::default()
         };
         refused(
-            ThrottleKind::AwsQuota2026,
+            ThrottleKind::AwsQuota,
             percent,
             ThrottleParam::BudgetPercent,
         );
@@ -454,12 +464,12 @@ mod tests {
         };
         let cases = [
             (
-                ThrottleKind::AwsQuota,
+                ThrottleKind::AwsQuota143,
                 ShippedThrottleConfig::aws_quota(false),
                 ShippedThrottle::AwsQuota(AwsQuota::standard()),
             ),
             (
-                ThrottleKind::AwsQuota2026,
+                ThrottleKind::AwsQuota,
                 ShippedThrottleConfig::aws_quota(true),
                 ShippedThrottle::AwsQuota(AwsQuota::variant_2026()),
             ),

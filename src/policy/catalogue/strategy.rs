@@ -3,6 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use super::implementation::Implementation;
 use super::not_read::NotRead;
 use super::throttle::ThrottleKind;
 use crate::policy::backoff::Strategy;
@@ -65,8 +66,8 @@ pub enum StrategyParam {
     Ceiling,
     /// truncated-binary: stay at the ceiling instead of starting again.
     StayAtCeiling,
-    /// aws-standard, aws-adaptive: the SDKs' 2026 retry behaviour.
-    Aws2026,
+    /// The shipped strategies: the implementation and release followed.
+    Implementation,
 }
 
 impl StrategyParam {
@@ -80,7 +81,7 @@ impl StrategyParam {
         StrategyParam::SlotTime,
         StrategyParam::Ceiling,
         StrategyParam::StayAtCeiling,
-        StrategyParam::Aws2026,
+        StrategyParam::Implementation,
     ];
 }
 
@@ -105,9 +106,9 @@ pub struct StrategyParams {
     pub ceiling: Option<u32>,
     /// truncated-binary: stay at the ceiling (default: start again at 1).
     pub stay_at_ceiling: bool,
-    /// aws-standard, aws-adaptive: the 2026 retry behaviour (a 0.05 s
-    /// scale for transient errors, the retry-after hint, the 2026 quota).
-    pub aws_2026: bool,
+    /// The implementation and release followed (default: the current
+    /// release of the strategy's library).
+    pub implementation: Option<Implementation>,
 }
 
 impl StrategyParams {
@@ -122,7 +123,7 @@ impl StrategyParams {
             StrategyParam::SlotTime => self.slot_time.is_some(),
             StrategyParam::Ceiling => self.ceiling.is_some(),
             StrategyParam::StayAtCeiling => self.stay_at_ceiling,
-            StrategyParam::Aws2026 => self.aws_2026,
+            StrategyParam::Implementation => self.implementation.is_some(),
         }
     }
 }
@@ -134,6 +135,13 @@ pub enum StrategyError {
     NotRead(NotRead<StrategyParam, StrategyKind>),
     /// The first delay exceeds the cap.
     MinOverMax,
+    /// An implementation the strategy cannot follow.
+    Implementation {
+        /// The implementation given.
+        implementation: Implementation,
+        /// The strategy.
+        kind: StrategyKind,
+    },
 }
 
 impl StrategyKind {
@@ -215,7 +223,7 @@ impl StrategyKind {
             StrategyParam::SlotTime | StrategyParam::Ceiling | StrategyParam::StayAtCeiling => {
                 self == StrategyKind::TruncatedBinary
             }
-            StrategyParam::Aws2026 => self.is_aws(),
+            StrategyParam::Implementation => Implementation::default_for(self).is_some(),
         }
     }
 
@@ -232,11 +240,6 @@ impl StrategyKind {
             StrategyKind::Envoy => Some(2),
             _ => None,
         }
-    }
-
-    /// The AWS SDKs' modes.
-    fn is_aws(self) -> bool {
-        matches!(self, StrategyKind::AwsStandard | StrategyKind::AwsAdaptive)
     }
 
     /// The throttle a shipped client brings unless one is given: the AWS
@@ -277,11 +280,20 @@ impl StrategyKind {
         {
             return Err(StrategyError::NotRead(NotRead { param, kind: self }));
         }
+        let implementation = params.implementation.or(Implementation::default_for(self));
+        if let Some(i) = implementation.filter(|i| !i.applies_to(self)) {
+            return Err(StrategyError::Implementation {
+                implementation: i,
+                kind: self,
+            });
+        }
+        // The AWS SDKs' 2026 retry behaviour: botocore 1.44 on.
+        let aws_2026 = implementation == Some(Implementation::Botocore144);
         let ms = Duration::from_millis;
         let secs = Duration::from_secs;
         let (min_default, max_default, factor_default) = match self {
             StrategyKind::Google => (secs(1), secs(32), 2.0),
-            StrategyKind::AwsStandard | StrategyKind::AwsAdaptive if params.aws_2026 => {
+            StrategyKind::AwsStandard | StrategyKind::AwsAdaptive if aws_2026 => {
                 (ms(50), secs(20), 2.0)
             }
             StrategyKind::AwsStandard | StrategyKind::AwsAdaptive => (secs(1), secs(20), 2.0),
@@ -341,7 +353,7 @@ impl StrategyKind {
                 random: ms(1000),
             },
             StrategyKind::AwsStandard | StrategyKind::AwsAdaptive => {
-                let variant_2026 = params.aws_2026;
+                let variant_2026 = aws_2026;
                 Strategy::Shipped(ShippedBackoff::Aws {
                     adaptive: self == StrategyKind::AwsAdaptive,
                     scale: min,
@@ -398,17 +410,17 @@ impl Strategy {
     }
 
     /// The throttle this strategy brings unless one is given: its kind's,
-    /// with the 2026 variant's costs for the AWS SDKs' 2026 behaviour.
+    /// with botocore 1.43's quota costs when the strategy follows 1.43.
     pub fn default_throttle(&self) -> Option<ThrottleKind> {
         match self {
             Strategy::Shipped(ShippedBackoff::Aws {
                 adaptive,
-                variant_2026: true,
+                variant_2026: false,
                 ..
             }) => Some(if *adaptive {
-                ThrottleKind::AwsAdaptive2026
+                ThrottleKind::AwsAdaptive143
             } else {
-                ThrottleKind::AwsQuota2026
+                ThrottleKind::AwsQuota143
             }),
             _ => self.kind().default_throttle(),
         }

@@ -19,10 +19,11 @@ pub enum ThrottleKind {
     Adaptive,
     /// A circuit breaker.
     CircuitBreaker,
-    /// The AWS SDKs' process-wide retry quota.
+    /// The AWS SDKs' process-wide retry quota, as botocore 1.44 and later
+    /// keep it (the SDKs' 2026 retry behaviour).
     AwsQuota,
-    /// The AWS quota with the 2026 variant's costs.
-    AwsQuota2026,
+    /// The AWS quota as botocore up to 1.43 keeps it.
+    AwsQuota143,
     /// tower's `TpsBudget`.
     TowerBudget,
     /// Finagle's `RetryBudget`.
@@ -30,10 +31,10 @@ pub enum ThrottleKind {
     /// Envoy's concurrent-retry budget.
     EnvoyBudget,
     /// The AWS SDKs' adaptive mode: the retry quota and a client-side rate
-    /// limiter.
+    /// limiter, as botocore 1.44 and later do it.
     AwsAdaptive,
-    /// The adaptive mode with the 2026 variant's quota costs.
-    AwsAdaptive2026,
+    /// The adaptive mode as botocore up to 1.43 does it.
+    AwsAdaptive143,
 }
 
 /// A parameter of the throttles, in the order they are checked.
@@ -131,7 +132,7 @@ impl ThrottleParam {
             | ThrottleParam::QuotaThrottleCost
             | ThrottleParam::QuotaRefund => matches!(
                 kind,
-                K::AwsQuota | K::AwsQuota2026 | K::AwsAdaptive | K::AwsAdaptive2026
+                K::AwsQuota143 | K::AwsQuota | K::AwsAdaptive143 | K::AwsAdaptive
             ),
             ThrottleParam::MinRetryConcurrency => kind == K::EnvoyBudget,
         }
@@ -177,10 +178,10 @@ pub struct ThrottleParams {
     pub breaker_probes: Option<u32>,
     /// aws-quota: size (default 500).
     pub quota_capacity: Option<u32>,
-    /// aws-quota: a retry's cost (default 5; aws-quota-2026: 14).
+    /// aws-quota: a retry's cost (default 14; aws-quota-1.43: 5).
     pub quota_retry_cost: Option<u32>,
-    /// aws-quota: a retry's cost after a timeout (default 10;
-    /// aws-quota-2026: 14).
+    /// aws-quota: a retry's cost after a timeout (default 14;
+    /// aws-quota-1.43: 10).
     pub quota_timeout_cost: Option<u32>,
     /// aws-quota: a retry's cost after a 429 (default 5).
     pub quota_throttle_cost: Option<u32>,
@@ -225,12 +226,12 @@ impl ThrottleKind {
         ThrottleKind::Adaptive,
         ThrottleKind::CircuitBreaker,
         ThrottleKind::AwsQuota,
-        ThrottleKind::AwsQuota2026,
+        ThrottleKind::AwsQuota143,
         ThrottleKind::TowerBudget,
         ThrottleKind::FinagleBudget,
         ThrottleKind::EnvoyBudget,
         ThrottleKind::AwsAdaptive,
-        ThrottleKind::AwsAdaptive2026,
+        ThrottleKind::AwsAdaptive143,
     ];
 
     /// The name on the command line and in every result.
@@ -241,12 +242,12 @@ impl ThrottleKind {
             ThrottleKind::Adaptive => "adaptive",
             ThrottleKind::CircuitBreaker => "circuit-breaker",
             ThrottleKind::AwsQuota => "aws-quota",
-            ThrottleKind::AwsQuota2026 => "aws-quota-2026",
+            ThrottleKind::AwsQuota143 => "aws-quota-1.43",
             ThrottleKind::TowerBudget => "tower-budget",
             ThrottleKind::FinagleBudget => "finagle-budget",
             ThrottleKind::EnvoyBudget => "envoy-budget",
             ThrottleKind::AwsAdaptive => "aws-adaptive",
-            ThrottleKind::AwsAdaptive2026 => "aws-adaptive-2026",
+            ThrottleKind::AwsAdaptive143 => "aws-adaptive-1.43",
         }
     }
 
@@ -289,14 +290,12 @@ impl ThrottleKind {
                 cooldown: params.breaker_cooldown.unwrap_or(secs(5)),
                 probes: params.breaker_probes.unwrap_or(1),
             },
-            ThrottleKind::AwsQuota
-            | ThrottleKind::AwsQuota2026
-            | ThrottleKind::AwsAdaptive
-            | ThrottleKind::AwsAdaptive2026 => {
-                let variant_2026 = matches!(
-                    kind,
-                    ThrottleKind::AwsQuota2026 | ThrottleKind::AwsAdaptive2026
-                );
+            ThrottleKind::AwsQuota143
+            | ThrottleKind::AwsQuota
+            | ThrottleKind::AwsAdaptive143
+            | ThrottleKind::AwsAdaptive => {
+                let variant_2026 =
+                    matches!(kind, ThrottleKind::AwsQuota | ThrottleKind::AwsAdaptive);
                 let source = AwsQuotaConfig::of(variant_2026);
                 let quota = AwsQuotaConfig {
                     capacity: params.quota_capacity.unwrap_or(source.capacity),
@@ -306,7 +305,7 @@ impl ThrottleKind {
                     refund: params.quota_refund.unwrap_or(source.refund),
                 };
                 ThrottleConfig::Shipped(match kind {
-                    ThrottleKind::AwsAdaptive | ThrottleKind::AwsAdaptive2026 => {
+                    ThrottleKind::AwsAdaptive143 | ThrottleKind::AwsAdaptive => {
                         ShippedThrottleConfig::AwsAdaptive {
                             variant_2026,
                             quota,
@@ -354,20 +353,20 @@ impl ThrottleConfig {
                 ShippedThrottleConfig::AwsQuota {
                     variant_2026: false,
                     ..
-                } => ThrottleKind::AwsQuota,
+                } => ThrottleKind::AwsQuota143,
                 ShippedThrottleConfig::AwsQuota {
                     variant_2026: true, ..
-                } => ThrottleKind::AwsQuota2026,
+                } => ThrottleKind::AwsQuota,
                 ShippedThrottleConfig::Tower { .. } => ThrottleKind::TowerBudget,
                 ShippedThrottleConfig::Finagle { .. } => ThrottleKind::FinagleBudget,
                 ShippedThrottleConfig::Envoy(_) => ThrottleKind::EnvoyBudget,
                 ShippedThrottleConfig::AwsAdaptive {
                     variant_2026: false,
                     ..
-                } => ThrottleKind::AwsAdaptive,
+                } => ThrottleKind::AwsAdaptive143,
                 ShippedThrottleConfig::AwsAdaptive {
                     variant_2026: true, ..
-                } => ThrottleKind::AwsAdaptive2026,
+                } => ThrottleKind::AwsAdaptive,
             },
         }
     }

@@ -14,7 +14,7 @@ use retry_storm::model::client::ClientConfig;
 use retry_storm::model::latency::LatencyModel;
 use retry_storm::model::server::{OnDisconnect, ServerConfig, Shedding};
 use retry_storm::net::client;
-use retry_storm::policy::shipped::ShippedBackoff;
+use retry_storm::policy::shipped::{GrpcImplementation, ShippedBackoff};
 use retry_storm::policy::{RetryLimits, Strategy, ThrottleConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -492,6 +492,7 @@ async fn grpc_retries_against(pushback: Option<i64>) -> u64 {
             initial: ms(1),
             multiplier: 2.0,
             max: ms(4),
+            implementation: GrpcImplementation::Core,
         }),
         limits: RetryLimits {
             max_attempts: Some(4),

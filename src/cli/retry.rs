@@ -10,7 +10,7 @@ use clap::{Args, ValueEnum};
 
 use super::refusal::stray;
 use super::values::{backoff_factor, duration, non_negative, positive, positive_duration, ratio};
-use crate::policy::shipped::{ShippedThrottleConfig, TpsBudget};
+use crate::policy::shipped::{GrpcImplementation, ShippedThrottleConfig, TpsBudget};
 use crate::policy::{
     Hedging, Implementation, NotRead, RetryLimits, Strategy, StrategyError, StrategyKind,
     StrategyParam, StrategyParams, ThrottleConfig, ThrottleKind, ThrottleParam, ThrottleParams,
@@ -88,6 +88,16 @@ impl ValueEnum for Implementation {
             Implementation::Botocore143 => {
                 "aws-standard, aws-adaptive: botocore up to 1.43: 1 s scale, quota costs 5 \
                  and 10 after a timeout; a 429 without an AWS error code is not retried"
+            }
+            Implementation::GrpcCore => {
+                "grpc, hedging: grpc-go and C-core: the retry throttle decides at the \
+                 failure; hedging as gRFC A6's text (a hedge asks the throttle, a \
+                 pushback sets the next hedge's time)"
+            }
+            Implementation::GrpcJs => {
+                "grpc, hedging: @grpc/grpc-js 1.14: the throttle decides when the backoff \
+                 ends; a hedge never asks it, a pushback leaves the hedging timer alone, a \
+                 negative one ends the call"
             }
         };
         Some(PossibleValue::new(self.name()).help(help))
@@ -333,7 +343,17 @@ impl HedgingArgs {
         let Some(delay) = self.hedge_delay else {
             return Ok(None);
         };
-        if let Some(flag) = retry.given().first() {
+        // Hedging is gRPC's: it follows a gRPC implementation.
+        let implementation = match retry.implementation {
+            None => GrpcImplementation::default(),
+            Some(i) => i.grpc().ok_or_else(|| {
+                format!(
+                    "--implementation {i} does not apply with --hedge-delay \
+                     (it applies to: grpc-core, grpc-js)"
+                )
+            })?,
+        };
+        if let Some(flag) = retry.given().into_iter().find(|&f| f != "--implementation") {
             return Err(format!(
                 "{flag} does not apply with --hedge-delay (a hedged request is never retried)"
             ));
@@ -351,11 +371,14 @@ impl HedgingArgs {
                     .to_string(),
             );
         }
-        Ok(Some(Hedging::new(
-            delay,
-            self.hedge_max_attempts
-                .unwrap_or(Self::DEFAULT_MAX_ATTEMPTS),
-        )))
+        Ok(Some(
+            Hedging::new(
+                delay,
+                self.hedge_max_attempts
+                    .unwrap_or(Self::DEFAULT_MAX_ATTEMPTS),
+            )
+            .following(implementation),
+        ))
     }
 
     /// The throttle a client gets by default: hedging is gRPC's, and

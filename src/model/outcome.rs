@@ -32,6 +32,9 @@ pub struct Hints {
     pub throttle_code: bool,
     /// The `x-amz-retry-after` header (integer milliseconds), read.
     pub amz_retry_after: Option<Duration>,
+    /// The answer's HTTP status; none for a refused connection or a
+    /// timeout.
+    pub status: Option<u16>,
 }
 
 /// The AWS SDKs' retry-after header, in integer milliseconds.

@@ -12,6 +12,7 @@ use rand::Rng;
 
 use super::arrivals::ThinkTime;
 use super::outcome::{AttemptRecord, Hints, Outcome, RequestRecord};
+use crate::policy::shipped::grpc_retryable;
 use crate::policy::{
     Answer, AttemptKind, Backoff, Decision, Failure, Hedges, Hedging, Next, RetryLimits, Strategy,
     Throttle,
@@ -121,6 +122,9 @@ pub struct User<R> {
     /// When to ask a rate limiter again for the due attempt's token, once
     /// it has made the attempt wait.
     look_again: Option<Duration>,
+    /// The throttle is to decide on the retry that is due when it is due
+    /// (grpc-js), not at the failure.
+    ask_when_due: bool,
 }
 
 impl<R: Rng> User<R> {
@@ -135,6 +139,7 @@ impl<R: Rng> User<R> {
             attempts: 0,
             last: None,
             look_again: None,
+            ask_when_due: false,
         };
         user.next_request(rules, now);
         user
@@ -191,13 +196,35 @@ impl<R: Rng> User<R> {
         if waited && past_deadline && self.hedges.is_none() {
             return self.give_up(rules, now, false);
         }
+        if let (Some(h), Some(policy)) = (&mut self.hedges, &rules.hedging)
+            && !h.copies_left(policy)
+        {
+            // grpc-js: a failed copy's timer with none left to send ends
+            // the call if none is in flight.
+            return match h.nothing_left(now) {
+                true => self.give_up(rules, now, false),
+                false => Attempt::Held,
+            };
+        }
+        let mut throttle = throttle;
+        // grpc-js decides on a retry when its backoff ends.
+        if std::mem::take(&mut self.ask_when_due)
+            && let Some(t) = throttle.as_deref_mut()
+            && !t.allows_retry(kind, now)
+        {
+            return self.give_up(rules, now, true);
+        }
         let decision = match throttle {
             None => Decision::Allow,
             Some(t) => {
-                // gRPC asks its throttle for a hedge when the hedge is due
-                // (once: not again after a wait for a token).
+                // A6 asks its throttle for a hedge when the hedge is due
+                // (once: not again after a wait for a token); grpc-js
+                // never does.
                 let hedge = self.hedges.is_some() && kind.retry && !waited;
-                if hedge && !t.allows_retry(kind, now) {
+                let asks = rules
+                    .hedging
+                    .is_some_and(|p| p.implementation.hedges_ask_throttle());
+                if hedge && asks && !t.allows_retry(kind, now) {
                     return self.hedge_refused(rules, now);
                 }
                 t.before(kind, now, &mut self.rng)
@@ -276,10 +303,12 @@ impl<R: Rng> User<R> {
         now: Duration,
     ) -> Finished {
         let mut throttle = throttle;
-        let wake_a_waiter = throttle.as_deref_mut().is_some_and(|t| {
+        let failure = Failure::of(&hints);
+        let told = outcome == Outcome::Ok || self.tells_throttle(rules, &failure);
+        let wake_a_waiter = throttle.as_deref_mut().filter(|_| told).is_some_and(|t| {
             let answer = match outcome {
                 Outcome::Ok => Answer::Ok,
-                _ if rules.strategy.throttling(&Failure::of(&hints)) => Answer::Throttled,
+                _ if rules.strategy.throttling(&failure) => Answer::Throttled,
                 _ => Answer::Failed,
             };
             t.after(answer, sent.kind, now)
@@ -287,6 +316,15 @@ impl<R: Rng> User<R> {
         Finished {
             wake_a_waiter,
             ..self.end(rules, throttle, sent, outcome, hints, now)
+        }
+    }
+
+    /// Whether the throttle hears of `failure`: a hedged request's status
+    /// is fatal or not as gRPC maps it, and only a non-fatal one counts.
+    fn tells_throttle(&self, rules: &Rules, failure: &Failure) -> bool {
+        match rules.hedging {
+            Some(_) => grpc_retryable(failure.status),
+            None => rules.strategy.tells_throttle(failure),
         }
     }
 
@@ -334,13 +372,15 @@ impl<R: Rng> User<R> {
         };
         let request = if outcome == Outcome::Ok {
             Some(ended(Some(elapsed), false))
-        } else if let Some(h) = &mut self.hedges {
+        } else if self.hedges.is_some() && !grpc_retryable(hints.status) {
+            // A fatal status commits the hedged call: it ends with it, and
+            // the copies still out are cancelled.
+            Some(ended(None, false))
+        } else if let (Some(h), Some(policy)) = (&mut self.hedges, &rules.hedging) {
             // Hedging is gRPC's: it always reads the pushback.
-            h.failed(hints.pushback_ms, now);
+            let failed_now = h.failed(policy, hints.pushback_ms, now);
             self.limit_hedges(rules);
-            self.hedges
-                .is_some_and(|h| h.is_over())
-                .then(|| ended(None, false))
+            (failed_now || self.hedges.is_some_and(|h| h.is_over())).then(|| ended(None, false))
         } else {
             match self.retry_after_failure(rules, throttle, hints, now, elapsed) {
                 Retry::Scheduled => None,
@@ -400,7 +440,9 @@ impl<R: Rng> User<R> {
         else {
             return Retry::GivenUp;
         };
-        if let Some(t) = throttle
+        if rules.strategy.throttle_decides_after_backoff() {
+            self.ask_when_due = throttle.is_some();
+        } else if let Some(t) = throttle
             && !t.allows_retry(self.attempt_kind(), now)
         {
             return Retry::Refused;
@@ -426,6 +468,7 @@ impl<R: Rng> User<R> {
         self.attempts = 0;
         self.last = None;
         self.look_again = None;
+        self.ask_when_due = false;
     }
 }
 

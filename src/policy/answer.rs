@@ -43,6 +43,7 @@ pub fn read_hints<'a>(
         pushback_ms: header(PUSHBACK_HEADER).and_then(|v| v.trim().parse().ok()),
         throttle_code: false,
         amz_retry_after: header(AMZ_RETRY_AFTER_HEADER).and_then(parse_amz_retry_after),
+        status: Some(status),
     }
 }
 

@@ -184,12 +184,37 @@ impl Strategy {
 
     /// Whether a client with this strategy retries `failure` at all: all
     /// do, but the AWS SDKs up to botocore 1.43 do not retry a 429 without
-    /// an AWS throttling error code.
+    /// an AWS throttling error code, and gRPC retries only what it maps to
+    /// `UNAVAILABLE` ([`crate::policy::shipped::grpc_retryable`]).
     pub fn retries(&self, failure: &Failure) -> bool {
         match self {
             Strategy::Shipped(ShippedBackoff::Aws { variant_2026, .. }) => {
                 crate::policy::shipped::aws_retries(*variant_2026, failure)
             }
+            Strategy::Shipped(ShippedBackoff::Grpc { .. }) => {
+                crate::policy::shipped::grpc_retryable(failure.status)
+            }
+            _ => true,
+        }
+    }
+
+    /// Whether the throttle decides on a retry when its backoff ends
+    /// rather than at the failure (grpc-js).
+    pub fn throttle_decides_after_backoff(&self) -> bool {
+        matches!(
+            self,
+            Strategy::Shipped(ShippedBackoff::Grpc { implementation, .. })
+                if implementation.decides_after_backoff()
+        )
+    }
+
+    /// Whether a client with this strategy tells its throttle of
+    /// `failure`: gRPC counts only the failures its policy retries (a
+    /// status it does not retry takes no token, in every implementation);
+    /// the others tell every answer.
+    pub fn tells_throttle(&self, failure: &Failure) -> bool {
+        match self {
+            Strategy::Shipped(ShippedBackoff::Grpc { .. }) => self.retries(failure),
             _ => true,
         }
     }

@@ -18,6 +18,9 @@ pub struct Failure {
     /// The AWS SDKs' hint, `x-amz-retry-after` in integer milliseconds,
     /// read (what botocore 1.44 reads; it ignores `Retry-After`).
     pub amz_retry_after: Option<Duration>,
+    /// The answer's HTTP status; none for a refused connection or a
+    /// timeout (which gRPC's policy reads).
+    pub status: Option<u16>,
 }
 
 impl Failure {
@@ -28,6 +31,7 @@ impl Failure {
             throttle_code: hints.throttle_code,
             retry_after: hints.retry_after,
             amz_retry_after: hints.amz_retry_after,
+            status: hints.status,
         }
     }
 }

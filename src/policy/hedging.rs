@@ -20,6 +20,7 @@
 use std::time::Duration;
 
 use crate::model::timescale::compress;
+use crate::policy::shipped::GrpcImplementation;
 
 /// gRPC's client-side cap on `maxAttempts`: more is treated as this many,
 /// without error.
@@ -32,6 +33,8 @@ pub struct Hedging {
     pub delay: Duration,
     /// Copies of a request at most, the first included (2 to 5).
     pub max_attempts: u32,
+    /// The gRPC implementation whose hedging this is.
+    pub implementation: GrpcImplementation,
 }
 
 impl Hedging {
@@ -41,6 +44,15 @@ impl Hedging {
         Hedging {
             delay,
             max_attempts: max_attempts.min(MAX_HEDGED_ATTEMPTS),
+            implementation: GrpcImplementation::default(),
+        }
+    }
+
+    /// The same policy as `implementation` does it.
+    pub fn following(self, implementation: GrpcImplementation) -> Hedging {
+        Hedging {
+            implementation,
+            ..self
         }
     }
 
@@ -64,11 +76,21 @@ impl Hedging {
 
 /// One logical request's hedges: how many went, how many are in flight,
 /// and when the next is due.
+///
+/// grpc-js (`retrying-call.ts`) departs from A6's text after a non-fatal
+/// failure: it leaves the hedging timer running and starts a timer of the
+/// failure's own, the pushback's delay (none: at once), that sends the next
+/// copy if any is left, or ends the call if none is left to send and none
+/// is in flight; a negative pushback ends the call at once, the copies
+/// still out cancelled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Hedges {
     sent: u32,
     in_flight: u32,
+    /// The hedging timer: when the next copy is due, if another is to go.
     next: Option<Duration>,
+    /// grpc-js: the failures' own timers still to fire.
+    after_failures: [Option<Duration>; MAX_HEDGED_ATTEMPTS as usize],
 }
 
 impl Hedges {
@@ -78,12 +100,19 @@ impl Hedges {
             sent: 0,
             in_flight: 0,
             next: Some(first),
+            after_failures: [None; MAX_HEDGED_ATTEMPTS as usize],
         }
     }
 
-    /// When the next attempt is due, if another is to go.
+    /// When the next attempt is due (or, in grpc-js, a failure's timer
+    /// fires), if any.
     pub fn next(&self) -> Option<Duration> {
-        self.next
+        self.after_failures
+            .iter()
+            .flatten()
+            .chain(&self.next)
+            .min()
+            .copied()
     }
 
     /// Attempts in flight.
@@ -91,13 +120,21 @@ impl Hedges {
         self.in_flight
     }
 
+    /// Whether a copy is left to send under `policy`.
+    pub fn copies_left(&self, policy: &Hedging) -> bool {
+        self.sent < policy.max_attempts
+    }
+
     /// The attempt due at `due` went out (or was rejected locally, which
     /// [`Hedges::failed`] then ends): the next is due a delay later, if
     /// any is left.
     pub fn sent(&mut self, policy: &Hedging, due: Duration) {
+        self.take_after_failure(due);
         self.sent += 1;
         self.in_flight += 1;
-        self.next = (self.sent < policy.max_attempts).then(|| due.saturating_add(policy.delay));
+        self.next = self
+            .copies_left(policy)
+            .then(|| due.saturating_add(policy.delay));
     }
 
     /// The throttle refused the hedge that was due: no more go.
@@ -105,30 +142,69 @@ impl Hedges {
         self.next = None;
     }
 
-    /// An attempt failed at `now` (an error or a timeout) with the
-    /// server's pushback, if any. Returns whether the request has failed:
-    /// nothing in flight and nothing left to send.
-    pub fn failed(&mut self, pushback_ms: Option<i64>, now: Duration) -> bool {
+    /// An attempt failed at `now` (an error or a timeout) with a
+    /// non-fatal status and the server's pushback, if any. Returns whether
+    /// the request has failed now: under A6's text, nothing in flight and
+    /// nothing left to send; in grpc-js, a negative pushback, or nothing
+    /// in flight or left to send and no pushback to wait.
+    pub fn failed(&mut self, policy: &Hedging, pushback_ms: Option<i64>, now: Duration) -> bool {
         self.in_flight = self.in_flight.saturating_sub(1);
-        if self.next.is_some() {
-            self.next = match pushback_ms {
-                Some(ms) if ms < 0 => None,
-                Some(ms) => Some(now.saturating_add(Duration::from_millis(ms.unsigned_abs()))),
-                None => Some(now),
-            };
+        let after = pushback_ms.map(|ms| Duration::from_millis(ms.unsigned_abs()));
+        match policy.implementation {
+            GrpcImplementation::Core => {
+                if self.next.is_some() {
+                    self.next = match pushback_ms {
+                        Some(ms) if ms < 0 => None,
+                        _ => Some(now.saturating_add(after.unwrap_or_default())),
+                    };
+                }
+                self.is_over()
+            }
+            GrpcImplementation::Js => {
+                if pushback_ms.is_some_and(|ms| ms < 0) {
+                    self.next = None;
+                    self.after_failures = [None; MAX_HEDGED_ATTEMPTS as usize];
+                    return true;
+                }
+                let at = now.saturating_add(after.unwrap_or_default());
+                if at == now && !self.copies_left(policy) {
+                    // Its timer would fire at once with nothing to send.
+                    return self.in_flight == 0;
+                }
+                if let Some(slot) = self.after_failures.iter_mut().find(|s| s.is_none()) {
+                    *slot = Some(at);
+                }
+                false
+            }
         }
-        self.is_over()
+    }
+
+    /// grpc-js: a failure's timer fired at `now` with no copy left to
+    /// send. Returns whether the call ends: none is in flight.
+    pub fn nothing_left(&mut self, now: Duration) -> bool {
+        self.take_after_failure(now);
+        self.in_flight == 0
     }
 
     /// Whether the request has failed: nothing in flight, nothing left to
-    /// send.
+    /// send or wait for.
     pub fn is_over(&self) -> bool {
-        self.in_flight == 0 && self.next.is_none()
+        self.in_flight == 0 && self.next().is_none()
     }
 
     /// No hedge goes after `limit` (the request's deadline).
     pub fn not_after(&mut self, limit: Duration) {
         self.next = self.next.filter(|&at| at < limit);
+        for slot in &mut self.after_failures {
+            *slot = slot.filter(|&at| at < limit);
+        }
+    }
+
+    /// The failure's timer due at `at`, if one is, fired.
+    fn take_after_failure(&mut self, at: Duration) {
+        if let Some(slot) = self.after_failures.iter_mut().find(|s| **s == Some(at)) {
+            *slot = None;
+        }
     }
 }
 
@@ -171,7 +247,7 @@ mod tests {
         let p = a6();
         let mut h = Hedges::new(ms(0));
         h.sent(&p, ms(0));
-        assert!(!h.failed(None, ms(120)));
+        assert!(!h.failed(&p, None, ms(120)));
         assert_eq!(h.next(), Some(ms(120)), "shortcut: at once");
         h.sent(&p, ms(120));
         assert_eq!(h.next(), Some(ms(620)), "then the delay again");
@@ -183,16 +259,16 @@ mod tests {
         let mut h = Hedges::new(ms(0));
         h.sent(&p, ms(0));
         h.sent(&p, ms(500));
-        assert!(!h.failed(Some(300), ms(600)));
+        assert!(!h.failed(&p, Some(300), ms(600)));
         assert_eq!(h.next(), Some(ms(900)), "exactly n ms later");
         h.sent(&p, ms(900));
         assert_eq!(h.next(), Some(ms(1400)), "then n + hedgingDelay");
         // Three went, one failed. Negative pushback: no more, but the
         // one left in flight may still win.
-        assert!(!h.failed(Some(-1), ms(950)));
+        assert!(!h.failed(&p, Some(-1), ms(950)));
         assert_eq!(h.next(), None);
         assert_eq!(h.in_flight(), 1);
-        assert!(h.failed(None, ms(1100)), "the last one failed: over");
+        assert!(h.failed(&p, None, ms(1100)), "the last one failed: over");
     }
 
     #[test]
@@ -202,7 +278,7 @@ mod tests {
         h.sent(&p, ms(0));
         h.refused();
         assert_eq!(h.next(), None);
-        assert!(h.failed(None, ms(2000)));
+        assert!(h.failed(&p, None, ms(2000)));
     }
 
     #[test]
@@ -212,9 +288,12 @@ mod tests {
         h.sent(&p, ms(0));
         h.sent(&p, ms(100));
         assert_eq!(h.next(), None);
-        assert!(!h.failed(None, ms(150)), "a failure does not send a third");
+        assert!(
+            !h.failed(&p, None, ms(150)),
+            "a failure does not send a third"
+        );
         assert_eq!(h.next(), None);
-        assert!(h.failed(None, ms(2100)));
+        assert!(h.failed(&p, None, ms(2100)));
     }
 
     #[test]

@@ -253,6 +253,15 @@ impl Throttle {
         }
     }
 
+    /// gRPC's retry throttle's tokens, if this is it (for the checks
+    /// against the libraries).
+    pub fn tokens(&self) -> Option<f64> {
+        match self.state {
+            State::TokenBucket { tokens } => Some(tokens),
+            _ => None,
+        }
+    }
+
     /// Asked at a failure, when the strategy and the retry limits would
     /// retry: whether the retry of `kind` may follow. The throttles that
     /// refuse only retries decide here, when the failure arrives, as their

@@ -99,7 +99,9 @@ impl Engine {
                 self.recorder.finished_mut(finished);
                 self.schedule(user, now, true);
             }
-            Attempt::Held => {}
+            // A refused hedge, or (grpc-js) a failure's timer with nothing
+            // to send: whatever is due later.
+            Attempt::Held => self.schedule(user, now, false),
             Attempt::Send { deadline, sent } => {
                 self.recorder.attempt_started_mut();
                 let id = AttemptId {
@@ -150,6 +152,7 @@ impl Engine {
                     // Retry-After, the same wait in milliseconds.
                     amz_retry_after: self.retry_after.filter(|_| shed),
                     throttle_code: false,
+                    status: Some(if shed { self.shed_status } else { 503 }),
                 };
                 self.end(id, Outcome::Error, hints, now, true);
                 return;
@@ -296,6 +299,7 @@ impl Engine {
                     Outcome::Error,
                     Hints {
                         pushback_ms: self.pushback_ms,
+                        status: Some(503),
                         ..Hints::default()
                     },
                 ),

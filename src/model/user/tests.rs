@@ -247,12 +247,13 @@ fn a_rate_limiter_makes_the_attempt_wait_for_its_token() {
 
 #[test]
 fn a_grpc_client_obeys_pushback_and_others_ignore_it() {
-    use crate::policy::shipped::ShippedBackoff;
+    use crate::policy::shipped::{GrpcImplementation, ShippedBackoff};
     let grpc = Rules {
         strategy: Strategy::Shipped(ShippedBackoff::Grpc {
             initial: ms(100),
             multiplier: 2.0,
             max: ms(1000),
+            implementation: GrpcImplementation::Core,
         }),
         ..rules(Some(4))
     };

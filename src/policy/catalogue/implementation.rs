@@ -6,6 +6,7 @@
 use std::fmt;
 
 use super::strategy::StrategyKind;
+use crate::policy::shipped::GrpcImplementation;
 
 /// An implementation (and the releases of it) that a shipped strategy
 /// follows.
@@ -16,17 +17,31 @@ pub enum Implementation {
     Botocore144,
     /// botocore up to 1.43: the retry behaviour before 2026.
     Botocore143,
+    /// grpc-go and C-core: the retry throttle decides at the failure;
+    /// hedging as gRFC A6's text has it (the gRPC strategy's and
+    /// hedging's default).
+    GrpcCore,
+    /// @grpc/grpc-js 1.14: the throttle decides when the backoff ends;
+    /// hedges never ask it.
+    GrpcJs,
 }
 
 impl Implementation {
     /// Every implementation, in the catalogue's order.
-    pub const ALL: [Implementation; 2] = [Implementation::Botocore144, Implementation::Botocore143];
+    pub const ALL: [Implementation; 4] = [
+        Implementation::Botocore144,
+        Implementation::Botocore143,
+        Implementation::GrpcCore,
+        Implementation::GrpcJs,
+    ];
 
     /// The name on the command line and in every result.
     pub fn name(self) -> &'static str {
         match self {
             Implementation::Botocore144 => "botocore-1.44",
             Implementation::Botocore143 => "botocore-1.43",
+            Implementation::GrpcCore => "grpc-core",
+            Implementation::GrpcJs => "grpc-js",
         }
     }
 
@@ -41,6 +56,17 @@ impl Implementation {
             Implementation::Botocore144 | Implementation::Botocore143 => {
                 matches!(kind, StrategyKind::AwsStandard | StrategyKind::AwsAdaptive)
             }
+            Implementation::GrpcCore | Implementation::GrpcJs => kind == StrategyKind::Grpc,
+        }
+    }
+
+    /// The gRPC implementation this is, if it is one (hedging follows it
+    /// too).
+    pub fn grpc(self) -> Option<GrpcImplementation> {
+        match self {
+            Implementation::GrpcCore => Some(GrpcImplementation::Core),
+            Implementation::GrpcJs => Some(GrpcImplementation::Js),
+            _ => None,
         }
     }
 

@@ -95,7 +95,7 @@ mod tests {
 
     #[test]
     fn shipped_clients_take_their_sources_defaults() {
-        use crate::policy::shipped::ShippedBackoff;
+        use crate::policy::shipped::{GrpcImplementation, ShippedBackoff};
         let none = StrategyParams::default();
         let secs = Duration::from_secs;
         let built = |k: StrategyKind| k.build(&none).unwrap();
@@ -154,7 +154,8 @@ mod tests {
             Strategy::Shipped(ShippedBackoff::Grpc {
                 initial: ms(100),
                 multiplier: 2.0,
-                max: secs(1)
+                max: secs(1),
+                implementation: GrpcImplementation::Core
             })
         );
         assert_eq!(

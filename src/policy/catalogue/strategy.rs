@@ -369,6 +369,9 @@ impl StrategyKind {
                 initial: min,
                 multiplier: factor,
                 max,
+                implementation: implementation
+                    .and_then(Implementation::grpc)
+                    .unwrap_or_default(),
             }),
             StrategyKind::Envoy => Strategy::Shipped(ShippedBackoff::Envoy { base: min, max }),
             StrategyKind::Finagle => Strategy::Shipped(ShippedBackoff::Finagle { start: min, max }),

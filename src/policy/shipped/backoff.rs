@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use rand::{Rng, RngExt};
 
+use super::grpc::GrpcImplementation;
 use crate::model::timescale::compress;
 use crate::policy::failure::Failure;
 
@@ -160,6 +161,8 @@ pub enum ShippedBackoff {
         multiplier: f64,
         /// maxBackoff.
         max: Duration,
+        /// The implementation followed.
+        implementation: GrpcImplementation,
     },
     /// Envoy's router: base 25 ms, max 10 times the base.
     Envoy {
@@ -236,6 +239,7 @@ impl ShippedBackoff {
                 initial,
                 multiplier,
                 max,
+                ..
             } => grpc_delay(n, rng.random_range(0.8..1.2), initial, multiplier, max),
             ShippedBackoff::Envoy { base, max } => {
                 // Envoy counts in whole milliseconds; a schedule compressed
@@ -286,10 +290,12 @@ impl ShippedBackoff {
                 initial,
                 multiplier,
                 max,
+                implementation,
             } => ShippedBackoff::Grpc {
                 initial: s(initial),
                 multiplier,
                 max: s(max),
+                implementation,
             },
             ShippedBackoff::Envoy { base, max } => ShippedBackoff::Envoy {
                 base: s(base),

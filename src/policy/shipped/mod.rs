@@ -8,6 +8,7 @@
 mod adaptive;
 mod backoff;
 mod budget;
+mod grpc;
 mod throttle;
 
 pub use adaptive::{AdaptiveLimiter, Cubic};
@@ -16,4 +17,5 @@ pub use backoff::{
     finagle_next, grpc_delay, polly_v2_next,
 };
 pub use budget::{AwsQuota, AwsQuotaConfig, EnvoyRetryBudget, FinagleBudget, TpsBudget};
+pub use grpc::{GrpcImplementation, grpc_retryable};
 pub use throttle::{Answer, AttemptKind, ShippedThrottle, ShippedThrottleConfig};

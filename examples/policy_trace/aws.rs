@@ -1,24 +1,14 @@
-//! The model's AWS retry policies fed sequences of answers, for
-//! `scripts/libraries-check.sh`: the same sequences botocore is fed there,
-//! the decisions written as JSON for the script to compare.
-//!
-//!   cargo run --example policy_trace -- MODE GENERATION < sequences.json > decisions.json
-//!
-//! MODE is `standard` or `adaptive` (`aws-standard`, `aws-adaptive`);
-//! GENERATION is `1.43` (`--implementation botocore-1.43`) or `1.44`
-//! (`--implementation botocore-1.44`, the default). Each sequence starts a fresh process: a full quota,
-//! a limiter that is off. Each event is one attempt; the model's pieces are
-//! called in the order `model::user` calls them: the throttle before the
-//! attempt goes out (the limiter's token), the throttle told how it ended,
-//! then for a failure the backoff, the retry limits and the quota. The
-//! backoff's draw is the event's `u` (a multiple of 2^-53, which the
-//! generator below returns exactly).
+//! The AWS strategies' side: sequences of attempts, one at a time, as
+//! `scripts/libraries-check.py` feeds them to botocore. Each sequence
+//! starts a fresh process: a full quota, a limiter that is off. Each event
+//! is one attempt; the model's pieces are called in the order
+//! `model::user` calls them: the throttle before the attempt goes out (the
+//! limiter's token), the throttle told how it ended, then for a failure
+//! the backoff, the retry limits and the quota. The backoff's draw is the
+//! event's `u`.
 
-use std::convert::Infallible;
-use std::io::Read;
 use std::time::{Duration, SystemTime};
 
-use rand::TryRng;
 use retry_storm::model::outcome::{Hints, Outcome};
 use retry_storm::policy::shipped::{AttemptKind, ShippedThrottle};
 use retry_storm::policy::{
@@ -27,6 +17,8 @@ use retry_storm::policy::{
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
+
+use crate::Pinned;
 
 /// One attempt and its answer, as the script generates it.
 #[derive(Deserialize)]
@@ -47,27 +39,9 @@ struct Event {
 
 /// A sequence of attempts.
 #[derive(Deserialize)]
-struct Sequence {
+pub struct Sequence {
     name: String,
     events: Vec<Event>,
-}
-
-/// A generator that returns one pinned value: `u * 2^53` in the top 53
-/// bits, which `random::<f64>()` turns back into `u`.
-struct Pinned(u64);
-
-impl TryRng for Pinned {
-    type Error = Infallible;
-    fn try_next_u32(&mut self) -> Result<u32, Infallible> {
-        Ok((self.0 >> 32) as u32)
-    }
-    fn try_next_u64(&mut self) -> Result<u64, Infallible> {
-        Ok(self.0)
-    }
-    fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Infallible> {
-        dst.fill(0);
-        Ok(())
-    }
 }
 
 fn at(s: f64) -> Duration {
@@ -98,6 +72,8 @@ fn answer(ev: &Event) -> (Outcome, Hints) {
     }
 }
 
+/// The model's decisions on `seq`, as strategy `kind` of generation
+/// 1.44 (`aws_2026`) or 1.43 makes them.
 fn run(kind: StrategyKind, aws_2026: bool, seq: &Sequence) -> Value {
     let params = StrategyParams {
         implementation: Some(if aws_2026 {
@@ -126,7 +102,7 @@ fn run(kind: StrategyKind, aws_2026: bool, seq: &Sequence) -> Value {
             after_throttle: last.is_some_and(|(_, t)| t),
         };
         let mut rec = serde_json::Map::new();
-        let mut rng = Pinned(((ev.u * (1u64 << 53) as f64) as u64) << 11);
+        let mut rng = Pinned::new(ev.u);
         let token = throttle.before(kind, at(ev.t_send), &mut rng) == Decision::Allow;
         let (outcome, hints) = answer(ev);
         let told = match outcome {
@@ -181,33 +157,21 @@ fn kind_after(strategy: &Strategy, outcome: Outcome, failure: Failure) -> Attemp
     }
 }
 
-fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let (kind, aws_2026) = match (
-        args.first().map(String::as_str),
-        args.get(1).map(String::as_str),
-    ) {
-        (Some(m), Some(g)) if ["1.43", "1.44"].contains(&g) => {
-            let kind = match m {
-                "standard" => StrategyKind::AwsStandard,
-                "adaptive" => StrategyKind::AwsAdaptive,
-                _ => usage(),
-            };
-            (kind, g == "1.44")
-        }
-        _ => usage(),
+/// Runs every sequence of `input` through strategy `mode` (`standard` or
+/// `adaptive`) of `generation` (`1.43` or `1.44`); `None` for a mode or
+/// generation it does not know.
+pub fn trace(mode: &str, generation: &str, input: &str) -> Option<Value> {
+    let kind = match mode {
+        "standard" => StrategyKind::AwsStandard,
+        "adaptive" => StrategyKind::AwsAdaptive,
+        _ => return None,
     };
-    let mut input = String::new();
-    std::io::stdin().read_to_string(&mut input).expect("stdin");
-    let seqs: Vec<Sequence> = serde_json::from_str(&input).expect("sequences as JSON");
+    let aws_2026 = match generation {
+        "1.44" => true,
+        "1.43" => false,
+        _ => return None,
+    };
+    let seqs: Vec<Sequence> = serde_json::from_str(input).expect("sequences as JSON");
     let results: Vec<Value> = seqs.iter().map(|s| run(kind, aws_2026, s)).collect();
-    println!(
-        "{}",
-        json!({ "model": env!("CARGO_PKG_VERSION"), "results": results })
-    );
-}
-
-fn usage() -> ! {
-    eprintln!("usage: policy_trace standard|adaptive 1.43|1.44 < sequences.json");
-    std::process::exit(2);
+    Some(json!({ "model": env!("CARGO_PKG_VERSION"), "results": results }))
 }

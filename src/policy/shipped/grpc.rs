@@ -1,0 +1,70 @@
+//! What gRPC clients do that differs by implementation, and how a gRPC
+//! client sees the project's HTTP answers.
+//!
+//! The retry backoff itself is [`super::grpc_delay`]; the hedging schedule
+//! is `policy::hedging`. This module holds the rest: which answers a gRPC
+//! policy retries (and so counts against its throttle), and the moments at
+//! which grpc-go and C-core on one side and grpc-js on the other consult
+//! the throttle and read a pushback.
+
+/// A gRPC implementation, where they differ in a way that moves a storm.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum GrpcImplementation {
+    /// grpc-go and C-core (grpcio, grpc++): the retry throttle records a
+    /// failure and decides at once, before the backoff; hedging as gRFC
+    /// A6's text has it.
+    #[default]
+    Core,
+    /// grpc-js: the failure takes its token at once, but the throttle
+    /// decides when the backoff timer fires; hedges never ask it.
+    Js,
+}
+
+impl GrpcImplementation {
+    /// Whether the retry throttle decides on a retry when its backoff ends
+    /// (grpc-js, `retrying-call.ts`: the backoff timer's callback asks
+    /// `canRetryCall`), so that tokens earned or lost meanwhile count and
+    /// a refused call ends a backoff after its failure; grpc-go and C-core
+    /// decide at the failure.
+    pub fn decides_after_backoff(self) -> bool {
+        self == GrpcImplementation::Js
+    }
+
+    /// Whether a hedge asks the throttle before it goes (A6's text; grpc-js
+    /// never asks).
+    pub fn hedges_ask_throttle(self) -> bool {
+        self == GrpcImplementation::Core
+    }
+}
+
+/// Whether a gRPC client whose policy retries `UNAVAILABLE` (gRFC A6's
+/// example, and the status a shedding or overloaded server maps to)
+/// retries an answer with HTTP status `status`, or none (a refused
+/// connection, a timeout).
+///
+/// gRPC maps an HTTP status without a `grpc-status` as
+/// `doc/http-grpc-status-mapping.md` says: 429, 502, 503 and 504 are
+/// `UNAVAILABLE`; 400 `INTERNAL`, 401 `UNAUTHENTICATED`, 403
+/// `PERMISSION_DENIED`, 404 `UNIMPLEMENTED`, any other `UNKNOWN`. A refused
+/// connection is `UNAVAILABLE`. An attempt timed out by the client's own
+/// `--timeout` is the project's reading (A6 has no per-attempt timeout):
+/// retried, as a failure that would have been `UNAVAILABLE`.
+pub fn grpc_retryable(status: Option<u16>) -> bool {
+    status.is_none_or(|s| matches!(s, 429 | 502 | 503 | 504))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_what_grpc_maps_to_unavailable_is_retried() {
+        for s in [429, 502, 503, 504] {
+            assert!(grpc_retryable(Some(s)), "{s}");
+        }
+        for s in [400, 401, 403, 404, 500, 501, 505] {
+            assert!(!grpc_retryable(Some(s)), "{s}");
+        }
+        assert!(grpc_retryable(None));
+    }
+}

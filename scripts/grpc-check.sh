@@ -9,7 +9,7 @@
 # another waits out its backoff) are fed to grpc-js's own RetryingCall and
 # RetryThrottler (driven directly by scripts/grpc-check.js: no network, a
 # virtual clock, Math.random returning the sequence's draws) and to the
-# model's (examples/policy_trace.rs, `grpc-js`); for every call the attempts'
+# model's (examples/policy_trace/, `grpc-js`); for every call the attempts'
 # start times, when it ended and with what status, and the throttle's token
 # count after each change, are compared (times to 1 µs, tokens to 1e-9).
 # The model's `grpc-core` flavour is compared too, for information only: its

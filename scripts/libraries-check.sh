@@ -9,7 +9,7 @@
 # the 500-token quota drained and refilled) are fed to botocore's own
 # retry handler, quota, backoff and adaptive limiter (driven directly by
 # scripts/libraries-check.py: no network, the random draw pinned, the clock
-# the sequence's) and to the model's (examples/policy_trace.rs); every
+# the sequence's) and to the model's (examples/policy_trace/); every
 # event's decisions are compared: retry or not, the delay, the quota's
 # balance after it, and in adaptive mode whether a token was there when the
 # attempt went out, whether the limiter is on and its rate.

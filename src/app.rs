@@ -451,8 +451,13 @@ fn sweep(args: SweepArgs) -> ExitCode {
         return code;
     }
     let quiet = args.output.quiet;
+    // The summary says the command as typed; a shard's manifest, with the
+    // scenario file made absolute, for a merge run elsewhere.
+    let command = std::env::args_os()
+        .map(|word| word.to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join(" ");
     let argv = merge::command_line(args.file.as_deref());
-    let command = argv.join(" ");
     // Which shard, quiet or not: a cluster job's log should say.
     if !config.shard.is_whole() {
         say(format!("sweep: shard {} from {source}", config.shard));

@@ -177,11 +177,21 @@ impl ClientArgs {
                  its part of one population"
             )));
         }
-        let strategy = self.retry.strategy().map_err(conflict)?;
         let hedging = self
             .hedging
             .hedging(&self.retry, &self.limits)
             .map_err(conflict)?;
+        // A hedged request is never retried: --implementation, the one
+        // retry flag hedging takes, is hedging's.
+        let strategy = match hedging {
+            Some(_) => StrategyArgs {
+                implementation: None,
+                ..self.retry.clone()
+            }
+            .strategy(),
+            None => self.retry.strategy(),
+        }
+        .map_err(conflict)?;
         let throttle = self
             .throttle
             .throttle(self.hedging.default_throttle(&strategy))

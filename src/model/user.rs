@@ -483,4 +483,6 @@ enum Retry {
 }
 
 #[cfg(test)]
+mod grpc_tests;
+#[cfg(test)]
 mod tests;

@@ -296,6 +296,70 @@ mod tests {
         assert!(h.failed(&p, None, ms(2100)));
     }
 
+    /// A6's example as grpc-js does it.
+    fn js() -> Hedging {
+        a6().following(GrpcImplementation::Js)
+    }
+
+    #[test]
+    fn grpc_js_leaves_the_hedging_timer_running_through_a_pushback() {
+        let p = js();
+        let mut h = Hedges::new(ms(0));
+        h.sent(&p, ms(0));
+        // Pushback 300 at 100: a copy at 400, before the timer's 500; the
+        // timer starts again from it.
+        assert!(!h.failed(&p, Some(300), ms(100)));
+        assert_eq!(h.next(), Some(ms(400)));
+        h.sent(&p, ms(400));
+        assert_eq!(h.next(), Some(ms(900)));
+        // Pushback 700 at 450: the timer's copy at 900 goes first, then the
+        // failure's own at 1150.
+        assert!(!h.failed(&p, Some(700), ms(450)));
+        assert_eq!(h.next(), Some(ms(900)));
+        h.sent(&p, ms(900));
+        assert_eq!(h.next(), Some(ms(1150)));
+        h.sent(&p, ms(1150));
+        assert_eq!(h.next(), None, "four went: none left");
+        assert_eq!(h.in_flight(), 2);
+    }
+
+    #[test]
+    fn grpc_js_ends_the_call_at_a_negative_pushback_with_copies_out() {
+        let p = js();
+        let mut h = Hedges::new(ms(0));
+        h.sent(&p, ms(0));
+        h.sent(&p, ms(500));
+        assert!(h.failed(&p, Some(-1), ms(600)), "ends with one still out");
+        assert_eq!(h.next(), None);
+    }
+
+    #[test]
+    fn grpc_js_ends_a_call_with_nothing_left_when_the_failures_timer_fires() {
+        let p = Hedging::new(ms(100), 2).following(GrpcImplementation::Js);
+        let mut h = Hedges::new(ms(0));
+        h.sent(&p, ms(0));
+        h.sent(&p, ms(100));
+        assert!(!h.copies_left(&p));
+        // One fails with a pushback of 50, the other is still out: at 200
+        // the failure's timer finds it in flight; the call goes on.
+        assert!(!h.failed(&p, Some(50), ms(150)));
+        assert_eq!(h.next(), Some(ms(200)));
+        assert!(!h.nothing_left(ms(200)));
+        assert_eq!(h.next(), None);
+        // The last fails with a pushback of 30: the call ends 30 ms later,
+        // not at the failure.
+        assert!(!h.failed(&p, Some(30), ms(300)));
+        assert!(!h.is_over());
+        assert_eq!(h.next(), Some(ms(330)));
+        assert!(h.nothing_left(ms(330)));
+        // Without a pushback the last failure ends it at once.
+        let mut h = Hedges::new(ms(0));
+        h.sent(&p, ms(0));
+        h.sent(&p, ms(100));
+        assert!(!h.failed(&p, None, ms(150)));
+        assert!(h.failed(&p, None, ms(160)));
+    }
+
     #[test]
     fn no_hedge_goes_past_the_deadline() {
         let p = a6();

@@ -5,6 +5,7 @@ use clap::Parser;
 
 use crate::cli::client::ClientCli;
 use crate::model::client::ClientConfig;
+use crate::policy::shipped::GrpcImplementation;
 use crate::policy::{Hedging, ThrottleConfig};
 
 fn client(args: &[&str]) -> Result<ClientConfig, String> {
@@ -43,6 +44,16 @@ fn hedging_takes_a6s_example_and_grpcs_throttle_by_default() {
     .unwrap();
     assert_eq!(c.hedging, Some(Hedging::new(ms(0), 5)), "capped at 5");
     assert_eq!(c.throttle, None);
+    let c = client(&["--hedge-delay", "50ms", "--implementation", "grpc-js"]).unwrap();
+    assert_eq!(
+        c.hedging,
+        Some(Hedging::new(ms(50), 4).following(GrpcImplementation::Js))
+    );
+    let err = client(&["--hedge-delay", "50ms", "--implementation", "botocore-1.44"]);
+    assert!(
+        err.unwrap_err()
+            .contains("--implementation botocore-1.44 does not apply with --hedge-delay"),
+    );
     let c = client(&["--hedge-delay", "1s", "--time-scale", "10"]).unwrap();
     assert_eq!(c.hedging.map(|h| h.delay), Some(ms(100)));
     assert_eq!(client(&[]).unwrap().hedging, None);
@@ -150,6 +161,16 @@ fn the_shipped_throttles_read_their_flags_and_no_others() {
         (
             "--strategy fixed --implementation botocore-1.43",
             "--implementation does not apply to --strategy fixed",
+        ),
+        (
+            "--strategy grpc --implementation botocore-1.44",
+            "--implementation botocore-1.44 does not apply to --strategy grpc \
+             (it applies to: aws-standard, aws-adaptive)",
+        ),
+        (
+            "--strategy aws-adaptive --implementation grpc-js",
+            "--implementation grpc-js does not apply to --strategy aws-adaptive \
+             (it applies to: grpc)",
         ),
         (
             "--throttle tower-budget --budget-ttl 1500ms",

@@ -143,6 +143,26 @@ mod tests {
             assert_eq!(built.default_throttle(), Some(throttle));
         }
         assert_eq!(
+            StrategyKind::Grpc.build(&older),
+            Err(StrategyError::Implementation {
+                implementation: Implementation::Botocore143,
+                kind: StrategyKind::Grpc
+            })
+        );
+        let js = StrategyParams {
+            implementation: Some(Implementation::GrpcJs),
+            ..StrategyParams::default()
+        };
+        assert_eq!(
+            StrategyKind::Grpc.build(&js),
+            Ok(Strategy::Shipped(ShippedBackoff::Grpc {
+                initial: ms(100),
+                multiplier: 2.0,
+                max: secs(1),
+                implementation: GrpcImplementation::Js
+            }))
+        );
+        assert_eq!(
             StrategyKind::Fixed.build(&older),
             Err(StrategyError::NotRead(NotRead {
                 param: StrategyParam::Implementation,

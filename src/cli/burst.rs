@@ -25,8 +25,8 @@ pub struct BurstArgs {
     /// How long an attempt takes to fail [default: 100ms].
     #[arg(long, requires = "burst_rate", value_parser = positive_duration, value_name = "DURATION")]
     pub burst_latency: Option<Duration>,
-    /// The attempts fail by timing out (the AWS quota charges a retry
-    /// after a timeout 10, not 5).
+    /// The attempts fail by timing out (botocore 1.43's quota charges a
+    /// retry after a timeout 10, not 5; 1.44's charges 14 either way).
     #[arg(long, requires = "burst_rate")]
     pub burst_timeouts: bool,
 }

@@ -44,12 +44,13 @@ impl ValueEnum for StrategyKind {
                  plus up to 1000 ms, at most 32 s, at most 10 attempts"
             }
             StrategyKind::AwsStandard => {
-                "AWS SDKs' standard mode (botocore): U[0,1) * min(min * 2^(n-1), max), \
-                 min 1 s, max 20 s, 3 attempts, with the aws-quota throttle"
+                "AWS SDKs' standard mode (botocore 1.44): U[0,1) * min(min * 2^(n-1), max), \
+                 min 0.05 s after a transient error and 1 s after throttling (botocore-1.43: \
+                 1 s), max 20 s, 3 attempts, with the aws-quota throttle"
             }
             StrategyKind::AwsAdaptive => {
                 "AWS SDKs' adaptive mode (botocore): the standard mode's backoff and quota, \
-                 and a CUBIC rate limiter, on from the first 429, that makes every attempt \
+                 and a CUBIC rate limiter, on from the first throttling answer, that makes every attempt \
                  wait for a token (the aws-adaptive throttle)"
             }
             StrategyKind::Grpc => {
@@ -237,7 +238,8 @@ pub struct StrategyArgs {
     #[arg(long)]
     pub stay_at_ceiling: bool,
     /// The library and release a shipped strategy follows where they differ
-    /// [default: aws-standard, aws-adaptive: botocore-1.44].
+    /// [default: aws-standard, aws-adaptive: botocore-1.44; grpc and
+    /// hedging: grpc-core].
     #[arg(long, value_enum, value_name = "NAME")]
     pub implementation: Option<Implementation>,
 }
@@ -300,7 +302,7 @@ impl StrategyArgs {
             } => {
                 let applies = StrategyKind::ALL
                     .into_iter()
-                    .filter(|k| implementation.applies_to(*k))
+                    .filter(|k| k.can_follow(implementation))
                     .map(StrategyKind::name);
                 stray(
                     &format!("--implementation {implementation}"),

@@ -284,6 +284,15 @@ mod tests {
         )));
         timed_out.timeouts = true;
         assert_eq!(totals(&burst(&timed_out)).1, 50);
+        // botocore 1.44's quota charges 14, a timeout too: 500 / 14 = 35
+        // retries (35 * 14 = 490; the 36th would need 504).
+        for timeouts in [false, true] {
+            let mut current = request(ThrottleConfig::Shipped(ShippedThrottleConfig::aws_quota(
+                true,
+            )));
+            current.timeouts = timeouts;
+            assert_eq!(totals(&burst(&current)).1, 35);
+        }
     }
 
     #[test]

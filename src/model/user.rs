@@ -81,10 +81,13 @@ pub enum Attempt {
     Rejected(Finished),
     /// The logical request is given up before this attempt: a throttle
     /// refused a hedge with none in flight, or a wait for a token ran past
-    /// the deadline.
+    /// the deadline, or (grpc-js) the throttle refused the retry when its
+    /// backoff ended, or (grpc-js hedging) a failure's timer fired with
+    /// nothing left to send and nothing in flight.
     Refused(RequestRecord),
-    /// The throttle refused a hedge: nothing goes, and no more hedges;
-    /// the attempts in flight may still win.
+    /// Nothing goes now; the attempts in flight may still win: the
+    /// throttle refused a hedge (and no more go), or (grpc-js) a failure's
+    /// timer fired with nothing left to send.
     Held,
 }
 
@@ -201,7 +204,7 @@ impl<R: Rng> User<R> {
         {
             // grpc-js: a failed copy's timer with none left to send ends
             // the call if none is in flight.
-            return match h.nothing_left(now) {
+            return match h.nothing_left() {
                 true => self.give_up(rules, now, false),
                 false => Attempt::Held,
             };
@@ -304,10 +307,10 @@ impl<R: Rng> User<R> {
     ) -> Finished {
         let mut throttle = throttle;
         let failure = Failure::of(&hints);
-        let told = outcome == Outcome::Ok || self.tells_throttle(rules, &failure);
-        let wake_a_waiter = throttle.as_deref_mut().filter(|_| told).is_some_and(|t| {
+        let wake_a_waiter = throttle.as_deref_mut().is_some_and(|t| {
             let answer = match outcome {
                 Outcome::Ok => Answer::Ok,
+                _ if !self.grpc_counts(rules, &failure) => Answer::NotRetried,
                 _ if rules.strategy.throttling(&failure) => Answer::Throttled,
                 _ => Answer::Failed,
             };
@@ -319,12 +322,14 @@ impl<R: Rng> User<R> {
         }
     }
 
-    /// Whether the throttle hears of `failure`: a hedged request's status
-    /// is fatal or not as gRPC maps it, and only a non-fatal one counts.
-    fn tells_throttle(&self, rules: &Rules, failure: &Failure) -> bool {
+    /// Whether gRPC's retry throttling would take a token for `failure`:
+    /// a hedged request's status is fatal or not as gRPC maps it, and only
+    /// a non-fatal one counts; a gRPC retry policy counts what it retries;
+    /// other clients count every failure.
+    fn grpc_counts(&self, rules: &Rules, failure: &Failure) -> bool {
         match rules.hedging {
             Some(_) => grpc_retryable(failure.status),
-            None => rules.strategy.tells_throttle(failure),
+            None => rules.strategy.grpc_counts(failure),
         }
     }
 

@@ -129,7 +129,7 @@ impl Hedges {
     /// [`Hedges::failed`] then ends): the next is due a delay later, if
     /// any is left.
     pub fn sent(&mut self, policy: &Hedging, due: Duration) {
-        self.take_after_failure(due);
+        self.fire();
         self.sent += 1;
         self.in_flight += 1;
         self.next = self
@@ -146,7 +146,7 @@ impl Hedges {
     /// non-fatal status and the server's pushback, if any. Returns whether
     /// the request has failed now: under A6's text, nothing in flight and
     /// nothing left to send; in grpc-js, a negative pushback, or nothing
-    /// in flight or left to send and no pushback to wait.
+    /// in flight, nothing left to send and no pushback to wait.
     pub fn failed(&mut self, policy: &Hedging, pushback_ms: Option<i64>, now: Duration) -> bool {
         self.in_flight = self.in_flight.saturating_sub(1);
         let after = pushback_ms.map(|ms| Duration::from_millis(ms.unsigned_abs()));
@@ -179,10 +179,10 @@ impl Hedges {
         }
     }
 
-    /// grpc-js: a failure's timer fired at `now` with no copy left to
-    /// send. Returns whether the call ends: none is in flight.
-    pub fn nothing_left(&mut self, now: Duration) -> bool {
-        self.take_after_failure(now);
+    /// grpc-js: a failure's timer fired with no copy left to send.
+    /// Returns whether the call ends: none is in flight.
+    pub fn nothing_left(&mut self) -> bool {
+        self.fire();
         self.in_flight == 0
     }
 
@@ -200,9 +200,20 @@ impl Hedges {
         }
     }
 
-    /// The failure's timer due at `at`, if one is, fired.
-    fn take_after_failure(&mut self, at: Duration) {
-        if let Some(slot) = self.after_failures.iter_mut().find(|s| **s == Some(at)) {
+    /// What was due fired: the earliest failure's timer, if it comes no
+    /// later than the hedging timer (by the schedule, not by the clock of
+    /// whoever acts on it, which may be late).
+    fn fire(&mut self) {
+        let earliest = self
+            .after_failures
+            .iter_mut()
+            .filter(|s| s.is_some())
+            .min_by_key(|s| **s);
+        if let Some(slot) = earliest
+            && self
+                .next
+                .is_none_or(|timer| slot.is_some_and(|at| at <= timer))
+        {
             *slot = None;
         }
     }
@@ -344,20 +355,34 @@ mod tests {
         // the failure's timer finds it in flight; the call goes on.
         assert!(!h.failed(&p, Some(50), ms(150)));
         assert_eq!(h.next(), Some(ms(200)));
-        assert!(!h.nothing_left(ms(200)));
+        assert!(!h.nothing_left());
         assert_eq!(h.next(), None);
         // The last fails with a pushback of 30: the call ends 30 ms later,
         // not at the failure.
         assert!(!h.failed(&p, Some(30), ms(300)));
         assert!(!h.is_over());
         assert_eq!(h.next(), Some(ms(330)));
-        assert!(h.nothing_left(ms(330)));
+        assert!(h.nothing_left());
         // Without a pushback the last failure ends it at once.
         let mut h = Hedges::new(ms(0));
         h.sent(&p, ms(0));
         h.sent(&p, ms(100));
         assert!(!h.failed(&p, None, ms(150)));
         assert!(h.failed(&p, None, ms(160)));
+    }
+
+    #[test]
+    fn a_copy_sent_late_takes_the_failures_timer_that_was_due() {
+        // A failure's timer due at 100 ms, the hedging timer at 500: the
+        // copy goes at 130 (after a wait for a token), and the timer that
+        // sent it is spent; the hedging timer starts again from 130.
+        let p = js();
+        let mut h = Hedges::new(ms(0));
+        h.sent(&p, ms(0));
+        assert!(!h.failed(&p, None, ms(100)));
+        assert_eq!(h.next(), Some(ms(100)));
+        h.sent(&p, ms(130));
+        assert_eq!(h.next(), Some(ms(630)));
     }
 
     #[test]

@@ -358,10 +358,10 @@ impl Throttle {
                     token_ratio,
                 },
             ) => {
-                *tokens = if ok {
-                    (*tokens + token_ratio).min(max_tokens)
-                } else {
-                    (*tokens - 1.0).max(0.0)
+                *tokens = match answer {
+                    Answer::Ok => (*tokens + token_ratio).min(max_tokens),
+                    Answer::NotRetried => *tokens,
+                    Answer::Throttled | Answer::Failed => (*tokens - 1.0).max(0.0),
                 };
             }
             (State::Budget { .. }, _) => {}

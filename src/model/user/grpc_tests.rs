@@ -230,3 +230,62 @@ fn a_negative_pushback_ends_a_grpc_js_hedged_call_at_once() {
         }
     }
 }
+
+#[test]
+fn a_grpc_js_failure_timer_fires_by_the_schedule_even_when_acted_on_late() {
+    // Three copies every 50 ms; the first two fail at 60 and 61 ms, each
+    // starting a timer of its own; the network client acts a little late.
+    let r = hedged(GrpcImplementation::Js);
+    let mut user = User::new(&r, user_rng(7, 0), Duration::ZERO);
+    let t0 = user.due().unwrap();
+    let go = |user: &mut TestUser, at| match user.begin(&r, None, at) {
+        Attempt::Send { sent, .. } => sent,
+        other => panic!("{other:?}"),
+    };
+    let first = go(&mut user, t0);
+    let second = go(&mut user, t0 + ms(50));
+    for (sent, at) in [(first, 60), (second, 61)] {
+        let f = user.finish(&r, None, sent, Outcome::Error, unavailable(), t0 + ms(at));
+        assert_eq!(f.request, None);
+    }
+    // The first timer sends the last copy, 2 ms late.
+    assert_eq!(user.due(), Some(t0 + ms(60)));
+    let third = go(&mut user, t0 + ms(62));
+    // The second timer finds nothing to send and a copy in flight: the
+    // call goes on, and nothing more is due (not the past timer forever).
+    assert_eq!(user.due(), Some(t0 + ms(61)));
+    assert_eq!(user.begin(&r, None, t0 + ms(63)), Attempt::Held);
+    assert_eq!(user.due(), None);
+    let f = user.finish(&r, None, third, Outcome::Error, unavailable(), t0 + ms(90));
+    assert!(f.request.is_some(), "the last copy failed: the call ends");
+}
+
+#[test]
+fn a_status_grpc_does_not_retry_still_counts_for_other_throttles() {
+    // A breaker that opens at one failure hears of a 500 under gRPC's
+    // policy, though gRPC's own bucket would take no token for it.
+    let r = grpc(GrpcImplementation::Core);
+    let mut breaker = Throttle::new(ThrottleConfig::CircuitBreaker {
+        failure_ratio: 1.0,
+        min_requests: 1000,
+        window: Duration::from_secs(10),
+        consecutive: Some(1),
+        cooldown: Duration::from_secs(5),
+        probes: 1,
+    });
+    let mut user = User::new(&r, user_rng(8, 0), Duration::ZERO);
+    let t0 = user.due().unwrap();
+    let Attempt::Send { sent, .. } = user.begin(&r, Some(&mut breaker), t0) else {
+        panic!("the first attempt goes");
+    };
+    let internal = Hints {
+        status: Some(500),
+        ..Hints::default()
+    };
+    user.finish(&r, Some(&mut breaker), sent, Outcome::Error, internal, t0);
+    let t1 = user.due().unwrap();
+    assert!(matches!(
+        user.begin(&r, Some(&mut breaker), t1),
+        Attempt::Rejected(_)
+    ));
+}

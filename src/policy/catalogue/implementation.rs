@@ -1,11 +1,10 @@
 //! Which implementation and release a shipped strategy follows, where
 //! implementations or releases differ in a way that moves a storm's
 //! outcome. Each is checked against the library itself
-//! (`scripts/libraries-check.sh`).
+//! (`scripts/libraries-check.sh`, `scripts/grpc-check.sh`).
 
 use std::fmt;
 
-use super::strategy::StrategyKind;
 use crate::policy::shipped::GrpcImplementation;
 
 /// An implementation (and the releases of it) that a shipped strategy
@@ -35,28 +34,14 @@ impl Implementation {
         Implementation::GrpcJs,
     ];
 
-    /// The name on the command line and in every result.
+    /// The name on the command line (a results folder's `commands.txt`
+    /// and `scenario.toml` record it).
     pub fn name(self) -> &'static str {
         match self {
             Implementation::Botocore144 => "botocore-1.44",
             Implementation::Botocore143 => "botocore-1.43",
             Implementation::GrpcCore => "grpc-core",
             Implementation::GrpcJs => "grpc-js",
-        }
-    }
-
-    /// The implementation named `name`, if any.
-    pub fn from_name(name: &str) -> Option<Implementation> {
-        Implementation::ALL.into_iter().find(|i| i.name() == name)
-    }
-
-    /// Whether strategy `kind` can follow this implementation.
-    pub fn applies_to(self, kind: StrategyKind) -> bool {
-        match self {
-            Implementation::Botocore144 | Implementation::Botocore143 => {
-                matches!(kind, StrategyKind::AwsStandard | StrategyKind::AwsAdaptive)
-            }
-            Implementation::GrpcCore | Implementation::GrpcJs => kind == StrategyKind::Grpc,
         }
     }
 
@@ -68,12 +53,6 @@ impl Implementation {
             Implementation::GrpcJs => Some(GrpcImplementation::Js),
             _ => None,
         }
-    }
-
-    /// What `kind` follows unless told: the current release of its
-    /// library; none for a strategy that follows no library's variants.
-    pub fn default_for(kind: StrategyKind) -> Option<Implementation> {
-        Implementation::ALL.into_iter().find(|i| i.applies_to(kind))
     }
 }
 

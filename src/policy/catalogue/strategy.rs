@@ -223,7 +223,7 @@ impl StrategyKind {
             StrategyParam::SlotTime | StrategyParam::Ceiling | StrategyParam::StayAtCeiling => {
                 self == StrategyKind::TruncatedBinary
             }
-            StrategyParam::Implementation => Implementation::default_for(self).is_some(),
+            StrategyParam::Implementation => self.default_implementation().is_some(),
         }
     }
 
@@ -238,6 +238,28 @@ impl StrategyKind {
             StrategyKind::AwsStandard | StrategyKind::AwsAdaptive => Some(3),
             StrategyKind::Grpc | StrategyKind::PollyV2 => Some(4),
             StrategyKind::Envoy => Some(2),
+            _ => None,
+        }
+    }
+
+    /// Whether this strategy can follow `implementation`.
+    pub fn can_follow(self, implementation: Implementation) -> bool {
+        match implementation {
+            Implementation::Botocore144 | Implementation::Botocore143 => {
+                matches!(self, StrategyKind::AwsStandard | StrategyKind::AwsAdaptive)
+            }
+            Implementation::GrpcCore | Implementation::GrpcJs => self == StrategyKind::Grpc,
+        }
+    }
+
+    /// What this strategy follows unless told: the current release of its
+    /// library; none for a strategy that follows no library's variants.
+    pub fn default_implementation(self) -> Option<Implementation> {
+        match self {
+            StrategyKind::AwsStandard | StrategyKind::AwsAdaptive => {
+                Some(Implementation::Botocore144)
+            }
+            StrategyKind::Grpc => Some(Implementation::GrpcCore),
             _ => None,
         }
     }
@@ -280,8 +302,8 @@ impl StrategyKind {
         {
             return Err(StrategyError::NotRead(NotRead { param, kind: self }));
         }
-        let implementation = params.implementation.or(Implementation::default_for(self));
-        if let Some(i) = implementation.filter(|i| !i.applies_to(self)) {
+        let implementation = params.implementation.or(self.default_implementation());
+        if let Some(i) = implementation.filter(|&i| !self.can_follow(i)) {
             return Err(StrategyError::Implementation {
                 implementation: i,
                 kind: self,

@@ -22,9 +22,9 @@ fn secs(s: f64) -> Duration {
 
 /// botocore's `standard.ExponentialBackoff`: before retry `n` (from 1),
 /// `u * min(scale * 2^(n-1), max)` with `u` uniform in [0, 1); scale 1 s
-/// and max 20 s in standard mode (the 2026 variant: scale 0.05 s for
+/// and max 20 s in standard mode (botocore 1.44: scale 0.05 s for
 /// transient errors, 1 s for throttling). With a retry-after hint `hint`
-/// (2026 variant only), `max(t, min(hint, t + 5 s))`.
+/// (botocore 1.44 only), `max(t, min(hint, t + 5 s))`.
 pub fn aws_delay(
     n: u32,
     u: f64,
@@ -52,7 +52,7 @@ pub fn aws_retries(variant_2026: bool, failure: &Failure) -> bool {
     !failure.throttled || aws_throttling(variant_2026, failure)
 }
 
-/// How much longer than its backoff the 2026 variant waits for a hint.
+/// How much longer than its backoff botocore 1.44 waits for a hint.
 pub const AWS_HINT_CAP: Duration = Duration::from_secs(5);
 
 /// [`aws_delay`] with the hint's cap given (5 s, divided when time is
@@ -140,14 +140,14 @@ pub enum ShippedBackoff {
     Aws {
         /// The adaptive mode.
         adaptive: bool,
-        /// The scale after a transient error: 1 s (the 2026 variant:
+        /// The scale after a transient error: 1 s (botocore 1.44:
         /// 0.05 s).
         scale: Duration,
         /// The scale after a throttling answer: 1 s.
         throttle_scale: Duration,
         /// 20 s.
         max: Duration,
-        /// The 2026 variant (`AWS_NEW_RETRIES_2026`): the delay reads the
+        /// botocore 1.44 (the SDKs' 2026 retry behaviour): the delay reads the
         /// server's retry-after hint.
         variant_2026: bool,
         /// How much longer than its backoff it waits for a hint: 5 s.
@@ -188,7 +188,7 @@ pub enum ShippedBackoff {
 }
 
 impl ShippedBackoff {
-    /// The standard mode's backoff, or the 2026 variant's.
+    /// The standard mode's backoff, or botocore 1.44's.
     pub fn aws(adaptive: bool, variant_2026: bool) -> Self {
         let (scale, throttle_scale) = if variant_2026 {
             (Duration::from_millis(50), Duration::from_secs(1))
@@ -334,7 +334,7 @@ mod tests {
         // 2^5 = 32 is capped at 20 before the draw.
         assert!(close(aws_delay(6, 0.5, scale, max, None), 10.0));
         assert!(close(aws_delay(60, 0.99, scale, max, None), 19.8));
-        // The 2026 variant: 0.05 s for a transient error; a hint of 3 s
+        // botocore 1.44: 0.05 s for a transient error; a hint of 3 s
         // after t = 0.1 s waits 3 s; one of 60 s at most t + 5 s.
         let t = aws_delay(2, 1.0, ms(50), max, None);
         assert!(close(t, 0.1));

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 /// botocore's `RetryQuotaChecker` over a `RetryQuota` of 500: a retry
-/// takes 5 (10 after a timeout; the 2026 variant: 14 after a transient
+/// takes 5 (10 after a timeout; botocore 1.44: 14 after a transient
 /// error, 5 after throttling) and is refused when the quota holds less; a
 /// success without retries gives 1 back, a success after retries gives back
 /// the cost of the *last* retry only (the request context keeps one
@@ -29,9 +29,9 @@ pub struct AwsQuotaConfig {
     /// The quota's size (botocore: 500).
     pub capacity: u32,
     /// A retry after a failure that is neither a timeout nor a throttling
-    /// answer (5; the 2026 variant: 14).
+    /// answer (5; botocore 1.44: 14).
     pub retry_cost: u32,
-    /// A retry after a timeout (10; the 2026 variant: 14).
+    /// A retry after a timeout (10; botocore 1.44: 14).
     pub timeout_cost: u32,
     /// A retry after a throttling answer, a 429 (5 in both).
     pub throttle_cost: u32,
@@ -50,7 +50,7 @@ impl AwsQuotaConfig {
         refund: 1,
     };
 
-    /// The 2026 variant: 14 after a transient error (timeouts are
+    /// botocore 1.44's: 14 after a transient error (timeouts are
     /// transient), 5 after throttling.
     pub const VARIANT_2026: AwsQuotaConfig = AwsQuotaConfig {
         retry_cost: 14,
@@ -58,7 +58,7 @@ impl AwsQuotaConfig {
         ..AwsQuotaConfig::STANDARD
     };
 
-    /// The standard mode's parameters, or the 2026 variant's.
+    /// The standard mode's parameters, or botocore 1.44's.
     pub fn of(variant_2026: bool) -> Self {
         if variant_2026 {
             AwsQuotaConfig::VARIANT_2026
@@ -85,7 +85,7 @@ impl AwsQuota {
         AwsQuotaConfig::STANDARD.quota()
     }
 
-    /// The 2026 variant: cost 14 for a transient error, 5 for throttling
+    /// botocore 1.44's: cost 14 for a transient error, 5 for throttling
     /// (timeouts are transient).
     pub fn variant_2026() -> Self {
         AwsQuotaConfig::VARIANT_2026.quota()

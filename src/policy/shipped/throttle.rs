@@ -30,6 +30,10 @@ pub enum Answer {
     Throttled,
     /// Any other failure: an error status, a connection error, a timeout.
     Failed,
+    /// A failure a gRPC client's policy does not retry (a status it does
+    /// not map to `UNAVAILABLE`): gRPC's retry throttling takes no token
+    /// for it; every other throttle counts it as any other failure.
+    NotRetried,
 }
 
 /// A shipped client's budget, with its parameters (the sources' defaults
@@ -37,9 +41,9 @@ pub enum Answer {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ShippedThrottleConfig {
     /// The AWS SDKs' process-wide retry quota (500; cost 5, 10 after a
-    /// timeout; the 2026 variant: 14).
+    /// timeout; botocore 1.44: 14).
     AwsQuota {
-        /// The 2026 variant (its name; its costs are in `quota`).
+        /// Whether it is botocore 1.44's (its name; its costs are in `quota`).
         variant_2026: bool,
         /// The quota's size, costs and refund.
         quota: AwsQuotaConfig,
@@ -71,7 +75,7 @@ pub enum ShippedThrottleConfig {
     /// The AWS SDKs' adaptive mode: the retry quota and the client-side
     /// rate limiter that the first throttling answer switches on.
     AwsAdaptive {
-        /// The 2026 variant (its name; its costs are in `quota`).
+        /// Whether it is botocore 1.44's (its name; its costs are in `quota`).
         variant_2026: bool,
         /// The quota's size, costs and refund.
         quota: AwsQuotaConfig,
@@ -155,7 +159,7 @@ impl ShippedThrottleConfig {
 /// A shipped client's budget and its state.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ShippedThrottle {
-    /// The AWS retry quota, with the 2026 variant's throttling cost.
+    /// The AWS retry quota, with botocore 1.44's throttling cost.
     AwsQuota(AwsQuota),
     /// tower's budget.
     Tower(TpsBudget),

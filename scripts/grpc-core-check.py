@@ -66,6 +66,13 @@ import time
 
 METHOD = "/retrystorm.Lab/Call"
 SERVICE = "retrystorm.Lab"
+# A method the service config gives no retry policy: C-core's retry filter
+# lets its calls by without touching the throttle (ShouldRetry returns at
+# once). Calls to it before a sequence's clock starts warm the connection
+# and the server's worker threads.
+WARM_METHOD = "/retrystorm.Warm/Up"
+WARM_SERVICE = "retrystorm.Warm"
+WARM_SLEEP = 0.02
 GRPCIO_VERSION = "1.85.3"
 
 # The comparison's tolerances (seconds, and a share of a jittered backoff).
@@ -190,9 +197,9 @@ def generate():
         [700, [U(10, 1200), OK(10), OK(10), OK(10), OK(10)]],
     ]))
     # A burst of four concurrent failing calls: 10 -> 6, all retry (the
-    # fourth leaves 6, above 5); their retries fail together, 80-140 ms
-    # later: 5, 4, 3, 2, all refused at the failure. A call at 400 ms is
-    # refused at its first failure (1 left).
+    # fourth leaves 6, above 5); their retries (at 90-130 ms, whatever the
+    # jitter) fail: 5, 4, 3, 2, all refused at the failure. A call at
+    # 400 ms is refused at its first failure (1 left).
     s.append(sequence("retry-burst-drain", retry(), T, [
         *[[0, fill(4, U(10))] for _ in range(4)],
         [400, [U(10), OK(10), OK(10), OK(10)]],
@@ -206,9 +213,10 @@ def generate():
         *[[200, fill(4, OK(10))] for _ in range(10)],
         [400, [U(10), U(10), OK(10), OK(10)]],
     ]))
-    # Two bursts: 10 -> 6 by drainers, a burst of three refused at their
-    # failures (3), the same again after some successes (ratio 1: 3 -> 9),
-    # where three retry (8, 7, 6) and their retries (5, 4, 3) are refused.
+    # Two bursts (ratio 1): four drainers leave 6; a burst of three at
+    # 100 ms is refused at its failures (5, 4, 3); six successes bring the
+    # bucket to 9; a burst of three at 300 ms retries (8, 7, 6), and the
+    # retries, 90-130 ms later, are refused at their failures (5, 4, 3).
     s.append(sequence("retry-two-bursts", retry(), RATIO_1, [
         *drainers(4, 0),
         *[[100, fill(4, U(10))] for _ in range(3)],
@@ -242,6 +250,9 @@ def generate():
               "deadline (StartRetryTimer keeps the handle RunAfter(0) returns, kInvalid, as it "
               "runs the callback at once; OnRetryTimerLocked takes kInvalid for a cancelled "
               "timer and starts no attempt); the model retries at once"))
+    # As retry-refused-at-failure-refill-after, then six successes and a
+    # call at 200 ms: with tokenRatio 1 the bucket is full again and the
+    # call retries; C-core, reading "1" as 0.001, refuses it.
     s.append(sequence("retry-token-ratio-written-1", retry(),
                       {"max_tokens": 10, "token_ratio": 1}, [
         *drainers(4, 0),
@@ -280,7 +291,10 @@ def service_config(seq):
             },
         }],
         "retryThrottling": {
-            "maxTokens": seq["throttle"]["max_tokens"],
+            # C-core reads maxTokens as an integer.
+            "maxTokens": int(seq["throttle"]["max_tokens"]),
+            # Written as the sequence writes it: to C-core, 1 and 1.0 differ
+            # (retry-token-ratio-written-1).
             "tokenRatio": seq["throttle"]["token_ratio"],
         },
     })
@@ -352,10 +366,18 @@ def serve(conn):
                 context.set_trailing_metadata((("grpc-retry-pushback-ms", pushback),))
             context.abort(code, answer["status"])
 
+        def warm(request, context):
+            time.sleep(WARM_SLEEP)
+            return b""
+
         # Enough workers that no attempt ever waits for one.
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=len(calls) * 2 + 8))
-        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
-            SERVICE, {"Call": grpc.unary_unary_rpc_method_handler(handler)}),))
+        server.add_generic_rpc_handlers((
+            grpc.method_handlers_generic_handler(
+                SERVICE, {"Call": grpc.unary_unary_rpc_method_handler(handler)}),
+            grpc.method_handlers_generic_handler(
+                WARM_SERVICE, {"Up": grpc.unary_unary_rpc_method_handler(warm)}),
+        ))
         port = server.add_insecure_port("127.0.0.1:0")
         server.start()
         conn.send(("port", port))
@@ -425,6 +447,11 @@ def run_one(grpc, server, seq):
             grpc.channel_ready_future(channel).result(timeout=10)
         except grpc.FutureTimeoutError:
             raise HarnessError(f"{name}: the channel did not connect")
+        # As many calls at once as the sequence makes at most, and more:
+        # the server's worker threads are made, the HTTP/2 streams opened.
+        warm = channel.unary_unary(WARM_METHOD, _registered_method=True)
+        for f in [warm.future(b"", timeout=10) for _ in range(len(calls) + 4)]:
+            f.result()
         stub = channel.unary_unary(METHOD, _registered_method=True)
         length = max(c["start"] for c in calls) + DEADLINE
         order = sorted(range(len(calls)), key=lambda i: (calls[i]["start"], i))
@@ -460,9 +487,11 @@ def run_one(grpc, server, seq):
 
 
 def run_grpcio(seqs):
-    grpc = load_grpc()
+    # The server's process first: spawned before this one loads grpcio and
+    # starts its threads.
     server = ServerProcess()
     try:
+        grpc = load_grpc()
         return [run_one(grpc, server, seq) for seq in seqs]
     finally:
         server.close()
@@ -495,8 +524,10 @@ def first_difference(seq, lib, mod):
         if not xa:
             return f"call {i}: no attempt {shown}"
         if abs(xa[0] - xb[0]) > NOISE:
+            # No C-core decision is in it: the harness was late.
             return f"call {i} attempt 1: grpcio at {fmt(xa[0])}, model at {fmt(xb[0])}, " \
-                   f"more than {NOISE * 1000:.0f} ms apart {shown}"
+                   f"more than {NOISE * 1000:.0f} ms apart (the call went late: a machine " \
+                   f"too busy to keep real time?) {shown}"
         # Each retry's gap after the attempt before it, then the end's gap
         # after the last attempt; what the model waited after that attempt's
         # answer is the share that C-core jitters (none after a pushback).

@@ -1,7 +1,8 @@
 //! gRPC's side: calls on one channel (one retry throttle), each answered
 //! attempt by attempt as the sequence says, driven through the model's own
 //! user state machine (`model::user::User`) in virtual time, as
-//! `scripts/grpc-check.js` drives grpc-js's own retrying call.
+//! `scripts/grpc-check.js` drives grpc-js's own retrying call and
+//! `scripts/grpc-core-check.py` runs grpcio (C-core) for real.
 //!
 //! Each call is a user whose request starts at the call's start (no think
 //! time); its k-th attempt (a retry or a hedge) gets the call's k-th

@@ -1,7 +1,8 @@
 //! The model's shipped retry policies fed the sequences that the libraries
-//! themselves are fed in `scripts/libraries-check.sh` (botocore) and
-//! `scripts/grpc-check.sh` (@grpc/grpc-js); the decisions written as JSON
-//! for the scripts to compare.
+//! themselves are fed in `scripts/libraries-check.sh` (botocore),
+//! `scripts/grpc-check.sh` (@grpc/grpc-js) and `scripts/grpc-core-check.sh`
+//! (grpcio, C-core); the decisions written as JSON for the scripts to
+//! compare.
 //!
 //!   cargo run --example policy_trace -- MODE GENERATION < sequences.json > decisions.json
 //!   cargo run --example policy_trace -- grpc-core|grpc-js < sequences.json > decisions.json

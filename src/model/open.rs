@@ -1,0 +1,252 @@
+//! Open and partly-open traffic (DESIGN.md section 12): sessions that
+//! arrive as one Poisson stream of rate R whatever the service does, each
+//! making a geometric number of requests with mean K, think times between,
+//! then leaving. K = 1 is open traffic: every arrival one logical request.
+//!
+//! Arrival k of the one global stream belongs to shard k mod N
+//! ([`Shard::owns`]): every shard draws the whole stream's instants and
+//! keeps its own, and each session draws from a stream of its own, keyed
+//! by its global index, so the shards together make exactly the arrivals
+//! and sessions of one process.
+//!
+//! Pure: the engines ask for the next arrival and drive each session's
+//! requests through the same user state machine as a closed population.
+
+use std::time::Duration;
+
+use rand::rngs::Xoshiro256PlusPlus;
+use rand::{Rng, RngExt};
+use rand_distr::{Distribution, Exp1, Geometric};
+
+use super::arrivals::user_rng;
+use super::shard::Shard;
+
+/// Keeps the arrival stream's generator apart from every user's and
+/// session's (`user_rng(seed, index)`).
+const STREAM_SALT: u64 = 0x6F70_656E_2D61_7272;
+
+/// Keeps the sessions' generators apart from a closed population's users'.
+const SESSION_SALT: u64 = 0x7365_7373_696F_6E73;
+
+/// One arrival: its index in the one global stream, and its instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Arrival {
+    /// Its place in the global stream, from 0.
+    pub index: u64,
+    /// When it arrives, since the engine's epoch.
+    pub at: Duration,
+}
+
+/// A Poisson stream of arrivals at a given rate.
+#[derive(Debug, Clone)]
+pub struct Arrivals {
+    /// Mean time between arrivals, in seconds.
+    gap: f64,
+    rng: Xoshiro256PlusPlus,
+    next: Arrival,
+}
+
+impl Arrivals {
+    /// Arrivals at `rate` a second from `start`, drawn from `seed`; refuses
+    /// a rate that is not a positive finite number.
+    pub fn new(rate: f64, seed: u64, start: Duration) -> Result<Arrivals, String> {
+        if !(rate.is_finite() && rate > 0.0) {
+            return Err(format!("an arrival rate must be above 0, not {rate}"));
+        }
+        let mut arrivals = Arrivals {
+            gap: 1.0 / rate,
+            rng: user_rng(seed ^ STREAM_SALT, 0),
+            next: Arrival {
+                index: 0,
+                at: start,
+            },
+        };
+        arrivals.next.at = arrivals.after(start);
+        Ok(arrivals)
+    }
+
+    /// The instant one exponential gap after `t`, saturating.
+    fn after(&mut self, t: Duration) -> Duration {
+        let unit: f64 = self.rng.sample(Exp1);
+        t.saturating_add(Duration::try_from_secs_f64(unit * self.gap).unwrap_or(Duration::MAX))
+    }
+
+    /// The next arrival of the whole stream.
+    pub fn next_arrival(&mut self) -> Arrival {
+        let this = self.next;
+        self.next = Arrival {
+            index: this.index + 1,
+            at: self.after(this.at),
+        };
+        this
+    }
+
+    /// The next arrival that `shard` owns: the others are drawn and passed
+    /// over, so every shard sees the instants of the one stream.
+    pub fn next_for(&mut self, shard: Shard) -> Arrival {
+        loop {
+            let a = self.next_arrival();
+            if shard.owns(a.index) {
+                return a;
+            }
+        }
+    }
+}
+
+/// How many requests a session makes: geometric on 1, 2, ... with mean
+/// `K` (the chance of leaving after each request is 1/K).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SessionLength {
+    mean: f64,
+}
+
+impl SessionLength {
+    /// Sessions of `mean` requests on average; refuses a mean below 1 or
+    /// not finite.
+    pub fn new(mean: f64) -> Result<SessionLength, String> {
+        if !(mean.is_finite() && mean >= 1.0) {
+            return Err(format!(
+                "a session makes at least 1 request on average, not {mean}"
+            ));
+        }
+        Ok(SessionLength { mean })
+    }
+
+    /// The mean number of requests a session makes.
+    pub fn mean(&self) -> f64 {
+        self.mean
+    }
+
+    /// Draws one session's number of requests (always 1 when the mean is
+    /// 1: open traffic).
+    pub fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> u64 {
+        if self.mean == 1.0 {
+            return 1;
+        }
+        // Geometric counts the requests before the one after which the
+        // session leaves.
+        let p = 1.0 / self.mean;
+        1 + Geometric::new(p)
+            .expect("0 < 1/K < 1")
+            .sample(rng)
+            .min(u64::MAX - 1)
+    }
+}
+
+/// The random generator of the session that arrival `index` starts, in a
+/// run seeded with `seed`: its own stream, whichever shard runs it.
+pub fn session_rng(seed: u64, index: u64) -> Xoshiro256PlusPlus {
+    user_rng(seed ^ SESSION_SALT, index)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secs(s: f64) -> Duration {
+        Duration::from_secs_f64(s)
+    }
+
+    /// Arrivals per whole second of `[0, seconds)`.
+    fn counts(rate: f64, seed: u64, seconds: usize) -> Vec<u64> {
+        let mut arrivals = Arrivals::new(rate, seed, Duration::ZERO).unwrap();
+        let mut counts = vec![0u64; seconds];
+        loop {
+            let a = arrivals.next_arrival();
+            let s = a.at.as_secs() as usize;
+            if s >= seconds {
+                return counts;
+            }
+            counts[s] += 1;
+        }
+    }
+
+    #[test]
+    fn arrivals_come_at_the_rate() {
+        // 50 a second for 2,000 s: 100,000 expected, standard deviation
+        // sqrt(100,000) = 316; within four of them.
+        let total: u64 = counts(50.0, 7, 2000).iter().sum();
+        assert!((total as f64 - 100_000.0).abs() < 4.0 * 316.3, "{total}");
+    }
+
+    #[test]
+    fn counts_per_second_are_poisson_dispersed() {
+        // Poisson counts have variance equal to their mean: over n = 2,000
+        // intervals the dispersion index D = s^2 / mean has (n - 1) D
+        // chi-square with n - 1 degrees of freedom, so D lies within
+        // 1 +- 4 sqrt(2 / (n - 1)) = 1 +- 0.127 but for 1 in 15,000 seeds.
+        // Evenly spaced arrivals (k6's, wrk2's) give D = 0.
+        for seed in [1, 2, 3] {
+            let c = counts(20.0, seed, 2000);
+            let n = c.len() as f64;
+            let mean = c.iter().sum::<u64>() as f64 / n;
+            let var = c.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / (n - 1.0);
+            let d = var / mean;
+            assert!((d - 1.0).abs() < 0.127, "seed {seed}: D = {d}");
+            assert!((mean - 20.0).abs() < 4.0 * (20.0f64 / n).sqrt(), "{mean}");
+        }
+    }
+
+    #[test]
+    fn shards_split_the_one_stream_exactly() {
+        // Three shards' arrivals, merged, are the whole stream's: the same
+        // indices at the same instants, none twice.
+        let whole: Vec<Arrival> = {
+            let mut a = Arrivals::new(100.0, 11, secs(5.0)).unwrap();
+            (0..3000).map(|_| a.next_arrival()).collect()
+        };
+        let mut merged = Vec::new();
+        for index in 0..3 {
+            let shard = Shard::new(index, 3).unwrap();
+            let mut a = Arrivals::new(100.0, 11, secs(5.0)).unwrap();
+            merged.extend((0..1000).map(|_| a.next_for(shard)));
+        }
+        merged.sort_by_key(|a| a.index);
+        assert_eq!(merged, whole);
+        assert!(whole.iter().all(|a| a.at > secs(5.0)));
+        assert!(whole.windows(2).all(|w| w[0].at <= w[1].at));
+        // Shard 1 of 3 owns arrivals 1, 4, 7, ...
+        let mut a = Arrivals::new(100.0, 11, secs(5.0)).unwrap();
+        let shard = Shard::new(1, 3).unwrap();
+        let owned: Vec<u64> = (0..4).map(|_| a.next_for(shard).index).collect();
+        assert_eq!(owned, [1, 4, 7, 10]);
+    }
+
+    #[test]
+    fn a_session_of_mean_one_is_one_request_and_longer_ones_are_geometric() {
+        let mut rng = session_rng(3, 0);
+        let open = SessionLength::new(1.0).unwrap();
+        assert!((0..1000).all(|_| open.sample(&mut rng) == 1));
+        // Mean 4: P(1 request) = 1/4, mean 4, variance (1 - p) / p^2 = 12;
+        // over 100,000 sessions the mean's standard error is 0.011.
+        let four = SessionLength::new(4.0).unwrap();
+        let n = 100_000;
+        let draws: Vec<u64> = (0..n).map(|_| four.sample(&mut rng)).collect();
+        let mean = draws.iter().sum::<u64>() as f64 / n as f64;
+        assert!((mean - 4.0).abs() < 0.05, "{mean}");
+        let ones = draws.iter().filter(|&&k| k == 1).count() as f64 / n as f64;
+        assert!((ones - 0.25).abs() < 0.006, "{ones}");
+        assert!(draws.iter().all(|&k| k >= 1));
+    }
+
+    #[test]
+    fn bad_rates_and_means_are_refused() {
+        for rate in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            assert!(Arrivals::new(rate, 1, Duration::ZERO).is_err(), "{rate}");
+        }
+        for mean in [0.5, 0.0, f64::NAN, f64::INFINITY] {
+            assert!(SessionLength::new(mean).is_err(), "{mean}");
+        }
+    }
+
+    #[test]
+    fn sessions_draw_streams_of_their_own_whatever_the_shard() {
+        let draw = |index| session_rng(5, index).random::<u64>();
+        assert_eq!(draw(42), draw(42));
+        assert_ne!(draw(42), draw(43));
+        assert_ne!(
+            session_rng(5, 0).random::<u64>(),
+            user_rng(5, 0).random::<u64>()
+        );
+    }
+}

@@ -465,6 +465,13 @@ client_run() {
   client_ok=1
   wait_job 60 "$client_job" || client_ok=0
   check client "the job (both tasks and the merge) completed" test "$client_ok" == 1
+  if [[ $client_ok == 0 ]]; then
+    # What the job and Slurm said, in the log: the folder is gone once
+    # the script exits without --keep.
+    echo "cluster-test: client job $client_job: state $(job_state "$client_job" | tr '\n' ' ')" \
+      "$(ctl scontrol show job -o "$client_job" | grep -o 'ExitCode=[0-9:]*' | head -n 1)"
+    tail -n 30 "$run/client-job.out" 2> /dev/null | sed 's/^/cluster-test: client job: /' || true
+  fi
   # The server's last rows are written as it stops.
   kill -INT "$server_pid"
   wait_for 10 "the server to stop" eval '! alive "$server_pid"' || true

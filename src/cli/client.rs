@@ -12,6 +12,7 @@ use super::generate::GenerateArgs;
 use super::report::ReportArgs;
 use super::retry::{HedgingArgs, LimitArgs, StrategyArgs, ThrottleArgs};
 use super::runtime::RuntimeArgs;
+use super::traffic::TrafficArgs;
 use super::values::{
     duration, http_url, positive, positive_duration, resolve_shard, seconds_or_duration, shard,
     time_scale, timer_resolution, wall_clock,
@@ -66,6 +67,9 @@ pub struct ClientArgs {
     /// Number of simulated users, each with at most one request in flight.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..), value_name = "N")]
     pub clients: u32,
+    /// Open or partly-open traffic instead of a closed population.
+    #[command(flatten)]
+    pub traffic: TrafficArgs,
     /// Mean think time between a user's requests, in seconds (or a duration
     /// such as 500ms); total demand is about CLIENTS / LAMBDA req/s.
     #[arg(long, default_value = "10", value_parser = seconds_or_duration, value_name = "SECONDS")]
@@ -196,9 +200,11 @@ impl ClientArgs {
             .throttle
             .throttle(self.hedging.default_throttle(&strategy))
             .map_err(conflict)?;
+        let open = self.traffic.open().map_err(conflict)?;
         let config = ClientConfig {
             url: self.url.clone(),
-            clients: self.clients,
+            clients: if open.is_some() { 0 } else { self.clients },
+            open,
             shard,
             start_at: self.start_at,
             think: ThinkTime::new(self.lambda),

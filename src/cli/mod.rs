@@ -16,6 +16,7 @@ mod server;
 mod service;
 mod storm;
 mod sweep;
+mod traffic;
 pub(crate) mod values;
 mod view;
 
@@ -31,6 +32,7 @@ pub use runtime::RuntimeArgs;
 pub use server::{ServerArgs, ShedStatusArg};
 pub use storm::{ExecArgs, RunArgs, StormArgs, StormCli, StormCommand};
 pub use sweep::SweepArgs;
+pub use traffic::{DEFAULT_MAX_OUTSTANDING, TrafficArgs};
 pub use view::ViewArgs;
 
 use crate::experiment::Flags;

@@ -54,6 +54,14 @@ fn finite(s: &str) -> Result<f64, String> {
     }
 }
 
+/// A session's mean number of requests: a number of at least 1.
+pub fn session_requests(s: &str) -> Result<f64, String> {
+    match finite(s)? {
+        x if x >= 1.0 => Ok(x),
+        _ => Err("must be at least 1 (a session makes one request or more)".to_string()),
+    }
+}
+
 /// A growth factor: a number of at least 1.
 pub fn growth_factor(s: &str) -> Result<f64, String> {
     match finite(s)? {

@@ -23,7 +23,7 @@ use crate::model::shard::Shard;
 use crate::plot::{self, RunChart};
 use crate::report::histogram::{Percentiles, add_recorded, latency_histogram};
 use crate::report::hlog::{Hlog, HlogWriter, LogRun};
-use crate::report::output::{CsvRow, CsvSink, read_rows};
+use crate::report::output::{CsvSink, client_columns, read_rows};
 use crate::report::rows::{ClientRow, ServerRow};
 use crate::report::verdict::{Figures, Timeline, figures};
 
@@ -361,11 +361,10 @@ fn merge_run(
         .filter(|i| !i.rows.is_empty())
         .map(|i| ClientRow::merged(&i.rows, &i.attempts))
         .collect();
-    let hedging = rows.iter().any(|r| r.cancelled_per_s.is_some());
-    let mut header = ClientRow::HEADER.to_vec();
-    if hedging {
-        header.push("cancelled_per_s");
-    }
+    let header = client_columns(
+        rows.iter().any(|r| r.cancelled_per_s.is_some()),
+        rows.iter().any(|r| r.outstanding.is_some()),
+    );
     let csv_path = out.join(format!("{name}.csv"));
     let mut csv = CsvSink::with_header(&csv_path, &header)
         .map_err(|e| StormError::Io(e.path.display().to_string(), e.source))?;

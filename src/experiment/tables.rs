@@ -14,11 +14,37 @@ impl StormReport {
         } else {
             runs(self)
         };
-        match behind(self) {
-            Some(note) => format!("{table}\n{note}"),
-            None => table,
+        let notes: Vec<String> = [behind(self), refused(self)]
+            .into_iter()
+            .flatten()
+            .collect();
+        match notes.is_empty() {
+            true => table,
+            false => format!("{table}\n{}", notes.join("\n")),
         }
     }
+}
+
+/// A note naming every run whose client refused arrivals at the source
+/// (open traffic beyond its --max-outstanding), with how many; none if
+/// none did.
+pub fn refused(report: &StormReport) -> Option<String> {
+    let refused: Vec<String> = report
+        .runs
+        .iter()
+        .filter_map(|r| {
+            let n = r.figures.refused_at_source.filter(|&n| n > 0)?;
+            Some(format!("{} ({n})", run_name(report, &r.case, r.run)))
+        })
+        .collect();
+    (!refused.is_empty()).then(|| {
+        format!(
+            "Note: the client refused arrivals at the source in {}: it held its bound of \
+             sessions (--max-outstanding), so the server saw less than the traffic asked for, \
+             and those requests count as neither succeeded nor given up.\n",
+            refused.join(", ")
+        )
+    })
 }
 
 /// A warning naming every run whose client fell behind its users'
@@ -207,6 +233,10 @@ pub fn markdown(engine: &str, report: &StormReport) -> String {
         },
         runs(report),
         after_resume(report),
-        behind(report).map_or(String::new(), |note| format!("\n{note}")),
+        [behind(report), refused(report)]
+            .into_iter()
+            .flatten()
+            .map(|note| format!("\n{note}"))
+            .collect::<String>(),
     )
 }

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 use super::arrivals::ThinkTime;
+use super::open::OpenTraffic;
 use super::shard::Shard;
 use super::timescale::compress;
 use super::user::Rules;
@@ -17,8 +18,12 @@ pub struct ClientConfig {
     /// The `http://host:port/path` URL every attempt requests (the virtual
     /// engine has none).
     pub url: String,
-    /// Number of simulated users in the whole population (all shards).
+    /// Number of simulated users in the whole population (all shards):
+    /// a closed population. None under open traffic.
     pub clients: u32,
+    /// Sessions arriving whatever the service does, instead of a closed
+    /// population (DESIGN.md section 12).
+    pub open: Option<OpenTraffic>,
     /// Which of the population's users this process runs.
     pub shard: Shard,
     /// When the run starts on the wall clock (shards launched apart start
@@ -105,6 +110,22 @@ impl ClientConfig {
         self.report_interval = compress(self.report_interval, k);
         self.duration = self.duration.map(|d| compress(d, k));
         self.ramp_up = compress(self.ramp_up, k);
+        self.open = self.open.map(|o| o.scaled(k));
         self
+    }
+
+    /// Logical requests a second this process's users and sessions ask
+    /// for, when nothing fails.
+    pub fn demand(&self) -> f64 {
+        let think = self.think.mean().as_secs_f64();
+        let closed = match think > 0.0 {
+            true => self.users().count() as f64 / think,
+            false => f64::INFINITY,
+        };
+        let closed = if self.clients == 0 { 0.0 } else { closed };
+        closed
+            + self
+                .open
+                .map_or(0.0, |o| o.demand() / f64::from(self.shard.count))
     }
 }

@@ -20,6 +20,7 @@ use rand_distr::{Distribution, Exp1, Geometric};
 
 use super::arrivals::user_rng;
 use super::shard::Shard;
+use super::user::{Rules, User};
 
 /// Keeps the arrival stream's generator apart from every user's and
 /// session's (`user_rng(seed, index)`).
@@ -139,6 +140,100 @@ pub fn session_rng(seed: u64, index: u64) -> Xoshiro256PlusPlus {
     user_rng(seed ^ SESSION_SALT, index)
 }
 
+/// Open or partly-open traffic, as a client is told to send it: sessions
+/// arriving at `rate` a second, each of a [`SessionLength`], at most
+/// `max_outstanding` of them at once in one process.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OpenTraffic {
+    /// Sessions arriving a second, in the whole stream (all shards).
+    pub rate: f64,
+    /// How many requests each session makes.
+    pub session: SessionLength,
+    /// The most sessions one process holds at once; an arrival beyond it
+    /// is refused at the source and counted.
+    pub max_outstanding: u64,
+}
+
+impl OpenTraffic {
+    /// Logical requests a second the whole stream asks for: `R * K`.
+    pub fn demand(&self) -> f64 {
+        self.rate * self.session.mean()
+    }
+
+    /// The same traffic with time compressed `k` times: `k` times the rate.
+    pub fn scaled(self, k: f64) -> OpenTraffic {
+        OpenTraffic {
+            rate: self.rate * k,
+            ..self
+        }
+    }
+}
+
+/// A session that has just arrived: its place in the global stream and
+/// its user, whose first request is due at the arrival.
+#[derive(Debug, Clone)]
+pub struct Session {
+    /// Its index in the global stream of arrivals.
+    pub index: u64,
+    /// Its request cycle.
+    pub user: User<Xoshiro256PlusPlus>,
+}
+
+/// Where one process's sessions come from: its share of the global stream
+/// of arrivals, and the bound on the sessions it holds at once.
+#[derive(Debug, Clone)]
+pub struct Source {
+    traffic: OpenTraffic,
+    arrivals: Arrivals,
+    shard: Shard,
+    seed: u64,
+    /// This shard's next arrival.
+    next: Arrival,
+}
+
+impl Source {
+    /// The source of `traffic` for `shard` of a run seeded with `seed`,
+    /// arrivals starting after `start`.
+    pub fn new(
+        traffic: OpenTraffic,
+        seed: u64,
+        shard: Shard,
+        start: Duration,
+    ) -> Result<Source, String> {
+        let mut arrivals = Arrivals::new(traffic.rate, seed, start)?;
+        let next = arrivals.next_for(shard);
+        Ok(Source {
+            traffic,
+            arrivals,
+            shard,
+            seed,
+            next,
+        })
+    }
+
+    /// When this shard's next arrival comes.
+    pub fn next_at(&self) -> Duration {
+        self.next.at
+    }
+
+    /// Takes the arrival that is due, under `rules`, the process holding
+    /// `held` sessions: the session admitted if that is below the bound;
+    /// else `None`, the arrival refused at the source, never sent.
+    pub fn arrive(&mut self, rules: &Rules, held: u64) -> Option<Session> {
+        let arrival = self.next;
+        self.next = self.arrivals.next_for(self.shard);
+        if held >= self.traffic.max_outstanding {
+            return None;
+        }
+        let mut rng = session_rng(self.seed, arrival.index);
+        let requests = self.traffic.session.sample(&mut rng);
+        Some(Session {
+            index: arrival.index,
+            user: User::arriving(rules, rng, arrival.at, requests),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -227,6 +322,85 @@ mod tests {
         let ones = draws.iter().filter(|&&k| k == 1).count() as f64 / n as f64;
         assert!((ones - 0.25).abs() < 0.006, "{ones}");
         assert!(draws.iter().all(|&k| k >= 1));
+    }
+
+    fn open(rate: f64, mean: f64, max_outstanding: u64) -> OpenTraffic {
+        OpenTraffic {
+            rate,
+            session: SessionLength::new(mean).unwrap(),
+            max_outstanding,
+        }
+    }
+
+    fn rules() -> Rules {
+        Rules {
+            think: crate::model::arrivals::ThinkTime::new(secs(1.0)),
+            timeout: secs(2.0),
+            strategy: crate::policy::Strategy::Fixed { delay: secs(0.1) },
+            limits: crate::policy::RetryLimits::default(),
+            hedging: None,
+        }
+    }
+
+    #[test]
+    fn the_source_admits_below_its_bound_and_refuses_at_it() {
+        let (r, traffic) = (rules(), open(10.0, 1.0, 3));
+        let mut source = Source::new(traffic, 4, Shard::WHOLE, Duration::ZERO).unwrap();
+        let mut stream = Arrivals::new(10.0, 4, Duration::ZERO).unwrap();
+        for held in [0, 1, 2, 3, 7] {
+            let expected = stream.next_arrival();
+            assert_eq!(source.next_at(), expected.at);
+            match source.arrive(&r, held) {
+                Some(s) if held < 3 => {
+                    assert_eq!(s.index, expected.index);
+                    assert_eq!(s.user.due(), Some(expected.at), "due at its arrival");
+                }
+                None if held >= 3 => {}
+                other => panic!("holding {held}: {other:?}"),
+            }
+        }
+        assert_eq!(traffic.demand(), 10.0);
+        assert_eq!(open(10.0, 4.0, 1).scaled(10.0).demand(), 400.0);
+    }
+
+    #[test]
+    fn a_session_is_the_same_whichever_shard_runs_it() {
+        let (r, traffic) = (rules(), open(50.0, 3.0, 100));
+        let whole = |index: u64| {
+            let mut source = Source::new(traffic, 9, Shard::WHOLE, Duration::ZERO).unwrap();
+            loop {
+                if let Some(s) = source.arrive(&r, 0)
+                    && s.index == index
+                {
+                    return s;
+                }
+            }
+        };
+        let shard = Shard::new(2, 3).unwrap();
+        let mut source = Source::new(traffic, 9, shard, Duration::ZERO).unwrap();
+        let mut longer = 0;
+        for _ in 0..20 {
+            let Some(mut mine) = source.arrive(&r, 0) else {
+                panic!("admitted");
+            };
+            assert_eq!(mine.index % 3, 2);
+            let mut same = whole(mine.index);
+            assert_eq!(mine.user.due(), same.user.due());
+            // The same draws from there on: the same think times.
+            for user in [&mut mine.user, &mut same.user] {
+                let t = user.due().unwrap();
+                let crate::model::user::Attempt::Send { sent, .. } = user.begin(&r, None, t) else {
+                    panic!("sent");
+                };
+                let ok = crate::model::outcome::Outcome::Ok;
+                user.finish(&r, None, sent, ok, Default::default(), t + secs(0.1));
+            }
+            assert_eq!(mine.user.due(), same.user.due());
+            assert_eq!(mine.user.is_gone(), same.user.is_gone());
+            longer += u32::from(!mine.user.is_gone());
+        }
+        // Two thirds of sessions of mean 3 make a second request.
+        assert!((5..20).contains(&longer), "{longer}");
     }
 
     #[test]

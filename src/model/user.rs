@@ -128,14 +128,40 @@ pub struct User<R> {
     /// The throttle is to decide on the retry that is due when it is due
     /// (grpc-js), not at the failure.
     ask_when_due: bool,
+    /// Logical requests still to come after the current one: `u64::MAX`
+    /// for a user of a closed population (it never leaves), fewer for a
+    /// session of open traffic, which leaves when its last one ends.
+    more: u64,
+    /// The session's last request has ended.
+    gone: bool,
 }
 
 impl<R: Rng> User<R> {
-    /// A user that starts thinking at `now`, drawing from `rng`.
+    /// A user of a closed population, which starts thinking at `now`,
+    /// drawing from `rng`, and never leaves.
     pub fn new(rules: &Rules, rng: R, now: Duration) -> Self {
-        let mut user = User {
+        let mut user = Self::idle(rng, u64::MAX);
+        user.next_request(rules, now);
+        user
+    }
+
+    /// A session of open or partly-open traffic (DESIGN.md section 12)
+    /// that arrives at `now`, drawing from `rng`: its first request is due
+    /// at once, then `requests - 1` more with think times between, and it
+    /// is gone when the last ends ([`User::is_gone`]). `exponential-2014`
+    /// doubles the sleep before an attempt; before an arrival's first one,
+    /// that is a think time drawn as a closed user would have slept.
+    pub fn arriving(rules: &Rules, rng: R, now: Duration, requests: u64) -> Self {
+        let mut user = Self::idle(rng, requests.saturating_sub(1));
+        let think = rules.think.sample(&mut user.rng);
+        user.request_at(rules, now, think);
+        user
+    }
+
+    fn idle(rng: R, more: u64) -> Self {
+        User {
             rng,
-            first: now,
+            first: Duration::ZERO,
             next: None,
             hedges: None,
             backoff: Backoff::new(Duration::ZERO),
@@ -143,9 +169,15 @@ impl<R: Rng> User<R> {
             last: None,
             look_again: None,
             ask_when_due: false,
-        };
-        user.next_request(rules, now);
-        user
+            more,
+            gone: false,
+        }
+    }
+
+    /// Whether the user has made its last request and left (a session of
+    /// open traffic; a closed population's user never does).
+    pub fn is_gone(&self) -> bool {
+        self.gone
     }
 
     /// The intended start of the next attempt, or `None` while the user
@@ -463,13 +495,38 @@ impl<R: Rng> User<R> {
         }
     }
 
-    /// Thinks from `now` before the next logical request.
+    /// Thinks from `now` before the next logical request, if the user
+    /// makes another; else leaves.
     fn next_request(&mut self, rules: &Rules, now: Duration) {
+        if self.more == 0 {
+            self.leave();
+            return;
+        }
+        if self.more != u64::MAX {
+            self.more -= 1;
+        }
         let think = rules.think.sample(&mut self.rng);
-        self.first = now.saturating_add(think);
-        self.next = Some(self.first);
-        self.hedges = rules.hedging.map(|_| Hedges::new(self.first));
+        self.request_at(rules, now.saturating_add(think), think);
+    }
+
+    /// Starts a logical request whose first attempt is due at `at`, after
+    /// a sleep of `think`.
+    fn request_at(&mut self, rules: &Rules, at: Duration, think: Duration) {
+        self.first = at;
+        self.next = Some(at);
+        self.hedges = rules.hedging.map(|_| Hedges::new(at));
         self.backoff = Backoff::new(think);
+        self.attempts = 0;
+        self.last = None;
+        self.look_again = None;
+        self.ask_when_due = false;
+    }
+
+    /// The last request has ended: nothing is due any more.
+    fn leave(&mut self) {
+        self.gone = true;
+        self.next = None;
+        self.hedges = None;
         self.attempts = 0;
         self.last = None;
         self.look_again = None;

@@ -59,6 +59,12 @@ impl<T> Balance<T> {
         self.users[lane].fetch_add(1, Ordering::Relaxed);
     }
 
+    /// A user of `lane` has left the run (a session of open traffic that
+    /// made its last request).
+    pub(crate) fn left(&self, lane: usize) {
+        self.users[lane].fetch_sub(1, Ordering::Relaxed);
+    }
+
     /// Whether a user of `lane` with nothing in flight should move now, and
     /// where: the lane's quota, taken one at a time. Costs one load while
     /// the lane keeps its users.

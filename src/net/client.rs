@@ -25,6 +25,7 @@ use super::pool::{Pool, Target};
 use super::timer::{Sleep, Timer};
 use crate::model::arrivals::user_rng;
 use crate::model::client::ClientConfig;
+use crate::model::open::Source;
 use crate::model::outcome::{Hints, Outcome};
 use crate::model::shard::ShardSource;
 use crate::model::user::{Attempt, Rules, Sent, User};
@@ -46,6 +47,8 @@ pub enum StartError {
     /// No timerfd for the users' attempt starts (no file descriptor left),
     /// or no thread for a lane.
     Timer(std::io::Error),
+    /// The open traffic asked for is not one (a rate that is not above 0).
+    Traffic(String),
 }
 
 impl fmt::Display for StartError {
@@ -54,6 +57,7 @@ impl fmt::Display for StartError {
             StartError::Url(why) => write!(f, "--url: {why}"),
             StartError::Csv(e) => e.fmt(f),
             StartError::Timer(e) => write!(f, "cannot create a timer: {e}"),
+            StartError::Traffic(why) => write!(f, "--arrival-rate: {why}"),
         }
     }
 }
@@ -233,6 +237,12 @@ async fn user(shared: Arc<Shared>, mut user: Mover) {
     // dropped sleep stays in the timer's wheel until its deadline.
     let mut sleep: Option<(Duration, Pin<Box<Sleep>>)> = None;
     loop {
+        if user.is_gone() {
+            // A session of open traffic that made its last request.
+            common.balance.left(shared.lane);
+            common.recorder.session_left();
+            return;
+        }
         if flights.is_empty()
             && !user.is_waiting()
             && let Some(to) = common.balance.leave(shared.lane)
@@ -283,6 +293,30 @@ async fn user(shared: Arc<Shared>, mut user: Mover) {
                             landing: Box::pin(attempt(shared.clone(), deadline)),
                         });
                     }
+                }
+            }
+        }
+    }
+}
+
+/// Open traffic's sessions, forever: each arrival of `source` at its
+/// instant (on `shared`'s timer), admitted and handed to the first `dealt`
+/// lanes in turn, or refused at the source. Arrivals that fell due while
+/// the lane was busy are taken at once, each keeping its own instant: its
+/// first attempt starts late and says so.
+async fn send_sessions(shared: Arc<Shared>, mut source: Source, dealt: usize) {
+    let common = &shared.common;
+    let mut turn = 0;
+    loop {
+        shared.timer.sleep_until(common.at(source.next_at())).await;
+        let now = common.now();
+        while source.next_at() <= now {
+            match source.arrive(&common.rules, common.recorder.outstanding()) {
+                None => common.recorder.arrival_refused(),
+                Some(session) => {
+                    common.recorder.session_arrived();
+                    common.balance.arrive(turn, session.user);
+                    turn = (turn + 1) % dealt;
                 }
             }
         }
@@ -342,10 +376,20 @@ pub async fn run_with(
         .collect();
     // As many lanes as the users ask for get users at the start; the
     // others, up to one per core, take users from busy lanes in a storm.
-    let demand = population.len() as f64 / config.think.mean().as_secs_f64();
+    let source = match config.open {
+        Some(open) if !stopped_early => Some(
+            Source::new(open, config.seed, config.shard, Duration::ZERO)
+                .map_err(StartError::Traffic)?,
+        ),
+        _ => None,
+    };
     let count = lanes::count(config.threads);
-    let dealt = lanes::for_demand(config.threads, demand)
-        .min(population.len().max(1))
+    let users = match source {
+        Some(_) => usize::MAX,
+        None => population.len().max(1),
+    };
+    let dealt = lanes::for_demand(config.threads, config.demand())
+        .min(users)
         .min(count);
     let (balance, mut arrivals) = Balance::new(count);
     let common = Arc::new(Common {
@@ -362,6 +406,13 @@ pub async fn run_with(
     let lanes = start_lanes(arrivals, dealt, &population, &target, &config, &common).await?;
     let mut home = Home::new(Arc::new(shared), first, &population, dealt, config.seed);
     let start = common.epoch;
+    let door = home.shared.clone();
+    let mut arriving = pin!(async move {
+        match source {
+            Some(source) => send_sessions(door, source, dealt).await,
+            None => std::future::pending().await,
+        }
+    });
 
     let until = async {
         match config.duration {
@@ -400,6 +451,7 @@ pub async fn run_with(
                 }
                 _ = weigh.tick(), if count > 1 => common.balance.plan(load.measure()),
                 () = &mut serving => {}
+                () = &mut arriving => {}
                 _ = &mut stop => break,
             }
         }
@@ -414,6 +466,7 @@ pub async fn run_with(
         now - start,
         config.users().count() as u32,
         common.balance.moves(),
+        &common.recorder,
     ))
 }
 
@@ -472,7 +525,7 @@ async fn start_lanes(
 /// Human-readable description of a run, for the client's start-up line;
 /// `shard` says where a shard was named.
 pub fn describe(config: &ClientConfig, shard: ShardSource) -> String {
-    let demand = config.users().count() as f64 / config.think.mean().as_secs_f64();
+    let demand = config.demand();
     let policy = match &config.hedging {
         Some(h) => format!(
             "hedging every {}, at most {} copies",
@@ -481,7 +534,22 @@ pub fn describe(config: &ClientConfig, shard: ShardSource) -> String {
         ),
         None => format!("strategy {}", config.strategy.name()),
     };
-    let population = if config.shard.is_whole() {
+    let population = if let Some(open) = config.open {
+        let share = match config.shard.is_whole() {
+            true => String::new(),
+            false => format!(
+                ", arrivals {} mod {} (shard {} from {shard})",
+                config.shard.index, config.shard.count, config.shard
+            ),
+        };
+        format!(
+            "open traffic: {} arrivals/s, sessions of {} requests on average, at most {} \
+             outstanding{share}",
+            open.rate,
+            open.session.mean(),
+            open.max_outstanding
+        )
+    } else if config.shard.is_whole() {
         format!("{} clients", config.clients)
     } else {
         format!(

@@ -116,6 +116,8 @@ mod tests {
             best_ok_per_s: Some(99.0),
             calm_s: Some(3.0),
             end_concurrency: Some(peak / 2),
+            peak_outstanding: None,
+            refused_at_source: None,
         }
     }
 

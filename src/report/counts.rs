@@ -54,6 +54,18 @@ pub struct Tally {
     /// Finished logical requests (succeeded or given up) by attempts made,
     /// in the buckets of [`ATTEMPT_BUCKETS`].
     pub attempts_per_request: [u64; 7],
+    /// Sessions of open traffic that arrived and were admitted (absent
+    /// from a closed population's output).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub arrived: u64,
+    /// Arrivals refused at the source: the process held its bound of
+    /// sessions (`--max-outstanding`). Never sent.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub refused: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Tally {
@@ -84,6 +96,8 @@ impl Tally {
         self.gave_up += other.gave_up;
         self.throttled += other.throttled;
         self.rejected += other.rejected;
+        self.arrived += other.arrived;
+        self.refused += other.refused;
         for (mine, theirs) in self
             .attempts_per_request
             .iter_mut()
@@ -203,6 +217,8 @@ impl Interval {
 pub struct ClientRecorder {
     current: Mutex<Interval>,
     in_flight: AtomicU64,
+    /// Sessions of open traffic held now.
+    outstanding: AtomicU64,
     /// Prometheus metrics fed as events come, if a program serves them.
     metrics: Option<Arc<ClientMetrics>>,
 }
@@ -214,6 +230,7 @@ impl Clone for ClientRecorder {
         ClientRecorder {
             current: Mutex::new(self.current.lock().expect("recorder lock poisoned").clone()),
             in_flight: AtomicU64::new(self.in_flight()),
+            outstanding: AtomicU64::new(self.outstanding()),
             metrics: self.metrics.clone(),
         }
     }
@@ -315,9 +332,74 @@ impl ClientRecorder {
         self.current.get_mut().expect("recorder lock poisoned")
     }
 
+    /// A session of open traffic arrived and was admitted.
+    pub fn session_arrived(&self) {
+        self.outstanding.fetch_add(1, Ordering::Relaxed);
+        if let Some(m) = &self.metrics {
+            m.session_arrived();
+        }
+        self.current
+            .lock()
+            .expect("recorder lock poisoned")
+            .tally
+            .arrived += 1;
+    }
+
+    /// A session of open traffic made its last request and left.
+    pub fn session_left(&self) {
+        self.outstanding.fetch_sub(1, Ordering::Relaxed);
+        if let Some(m) = &self.metrics {
+            m.session_left();
+        }
+    }
+
+    /// An arrival was refused at the source.
+    pub fn arrival_refused(&self) {
+        if let Some(m) = &self.metrics {
+            m.arrival_refused();
+        }
+        self.current
+            .lock()
+            .expect("recorder lock poisoned")
+            .tally
+            .refused += 1;
+    }
+
+    /// [`ClientRecorder::session_arrived`] for a recorder held by one
+    /// owner.
+    pub fn session_arrived_mut(&mut self) {
+        *self.outstanding.get_mut() += 1;
+        if let Some(m) = &self.metrics {
+            m.session_arrived();
+        }
+        self.current_mut().tally.arrived += 1;
+    }
+
+    /// [`ClientRecorder::session_left`] for a recorder held by one owner.
+    pub fn session_left_mut(&mut self) {
+        *self.outstanding.get_mut() -= 1;
+        if let Some(m) = &self.metrics {
+            m.session_left();
+        }
+    }
+
+    /// [`ClientRecorder::arrival_refused`] for a recorder held by one
+    /// owner.
+    pub fn arrival_refused_mut(&mut self) {
+        if let Some(m) = &self.metrics {
+            m.arrival_refused();
+        }
+        self.current_mut().tally.refused += 1;
+    }
+
     /// Attempts in flight right now.
     pub fn in_flight(&self) -> u64 {
         self.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// Sessions of open traffic held right now.
+    pub fn outstanding(&self) -> u64 {
+        self.outstanding.load(Ordering::Relaxed)
     }
 
     /// Moves the counts gathered since the last call into `into` (which is

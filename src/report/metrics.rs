@@ -200,6 +200,9 @@ pub struct ClientMetrics {
     throttled: Counter,
     rejected: Counter,
     in_flight: Gauge,
+    arrived: Counter,
+    refused: Counter,
+    outstanding: Gauge,
     attempt_latency: Histogram,
     request_latency: Histogram,
 }
@@ -222,6 +225,9 @@ impl ClientMetrics {
             throttled: Counter::default(),
             rejected: Counter::default(),
             in_flight: Gauge::default(),
+            arrived: Counter::default(),
+            refused: Counter::default(),
+            outstanding: Gauge::default(),
             attempt_latency: latency_histogram(),
             request_latency: latency_histogram(),
         };
@@ -259,6 +265,21 @@ impl ClientMetrics {
         );
         m.registry
             .register("in_flight", "Attempts in flight now", m.in_flight.clone());
+        m.registry.register(
+            "sessions_arrived",
+            "Sessions of open traffic that arrived and were admitted (0 for a closed population)",
+            m.arrived.clone(),
+        );
+        m.registry.register(
+            "arrivals_refused",
+            "Arrivals of open traffic refused at the source, never sent: the process held              --max-outstanding sessions",
+            m.refused.clone(),
+        );
+        m.registry.register(
+            "outstanding",
+            "Sessions of open traffic held now (0 for a closed population)",
+            m.outstanding.clone(),
+        );
         m.registry.register_with_unit(
             "attempt_duration",
             "Latency of successful attempts, from their intended start",
@@ -298,6 +319,22 @@ impl ClientMetrics {
         if record.outcome == Outcome::Ok {
             self.attempt_latency.observe(seconds(record.latency));
         }
+    }
+
+    /// A session of open traffic arrived and was admitted.
+    pub fn session_arrived(&self) {
+        self.arrived.inc();
+        self.outstanding.inc();
+    }
+
+    /// A session of open traffic left.
+    pub fn session_left(&self) {
+        self.outstanding.dec();
+    }
+
+    /// An arrival was refused at the source.
+    pub fn arrival_refused(&self) {
+        self.refused.inc();
     }
 
     /// A logical request ended (as `ClientRecorder::request_finished`

@@ -63,11 +63,22 @@ impl CsvRow for ServerRow {
 }
 
 /// The header of `config`'s client CSV: a hedging client's adds the
-/// cancelled hedges.
+/// cancelled hedges, open traffic's the sessions outstanding and the
+/// arrivals refused at the source.
 pub fn client_header(config: &ClientConfig) -> Vec<&'static str> {
+    client_columns(config.hedging.is_some(), config.open.is_some())
+}
+
+/// The client CSV's columns: the 2014 client's and ours, then a hedging
+/// client's cancelled hedges, then open traffic's sessions outstanding and
+/// arrivals refused at the source.
+pub fn client_columns(hedging: bool, open: bool) -> Vec<&'static str> {
     let mut header = ClientRow::HEADER.to_vec();
-    if config.hedging.is_some() {
+    if hedging {
         header.push("cancelled_per_s");
+    }
+    if open {
+        header.extend_from_slice(&["outstanding", "refused_per_s"]);
     }
     header
 }
@@ -341,6 +352,7 @@ mod tests {
         let hedging = ClientConfig {
             url: String::new(),
             clients: 1,
+            open: None,
             shard: crate::model::shard::Shard::WHOLE,
             start_at: None,
             think: crate::model::arrivals::ThinkTime::new(Duration::from_secs(1)),

@@ -56,6 +56,14 @@ pub struct ClientRow {
     /// for a hedging client.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancelled_per_s: Option<f64>,
+    /// Sessions of open traffic held at the report; there only for open
+    /// or partly-open traffic.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outstanding: Option<u64>,
+    /// Arrivals refused at the source per second (the process held its
+    /// bound of sessions); there only for open or partly-open traffic.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused_per_s: Option<f64>,
 }
 
 impl ClientRow {
@@ -126,6 +134,18 @@ impl ClientRow {
             requests_per_s: round2(per_sec(t.started, secs)),
             sent_per_s: round2(per_sec(t.sent(), secs)),
             cancelled_per_s: None,
+            outstanding: None,
+            refused_per_s: None,
+        }
+    }
+
+    /// The row with its open traffic's columns: the sessions held now and
+    /// the interval's arrivals refused at the source.
+    pub fn with_open(self, tally: &Tally, interval: Duration, outstanding: u64) -> Self {
+        ClientRow {
+            outstanding: Some(outstanding),
+            refused_per_s: Some(round2(per_sec(tally.refused, interval.as_secs_f64()))),
+            ..self
         }
     }
 
@@ -150,6 +170,7 @@ impl ClientRow {
         let requests = sum(|r| r.requests_per_s);
         let sent = sum(|r| r.sent_per_s);
         let hedging = shards.iter().any(|r| r.cancelled_per_s.is_some());
+        let open = shards.iter().any(|r| r.outstanding.is_some());
         ClientRow {
             unix_ms: shards.iter().map(|r| r.unix_ms).max().unwrap_or(0),
             elapsed_s: shards.iter().map(|r| r.elapsed_s).fold(0.0, f64::max),
@@ -167,6 +188,8 @@ impl ClientRow {
             requests_per_s: requests,
             sent_per_s: sent,
             cancelled_per_s: hedging.then(|| sum(|r| r.cancelled_per_s.unwrap_or(0.0))),
+            outstanding: open.then(|| shards.iter().filter_map(|r| r.outstanding).sum()),
+            refused_per_s: open.then(|| sum(|r| r.refused_per_s.unwrap_or(0.0))),
         }
     }
 
@@ -203,10 +226,17 @@ impl fmt::Display for ClientRow {
             Some(a) => write!(f, ", attempts/request: {a:.2}")?,
             None => write!(f, ", attempts/request: -")?,
         }
-        match self.cancelled_per_s {
-            Some(c) => write!(f, ", cancelled: {c:.2} req/sec"),
-            None => Ok(()),
+        if let Some(c) = self.cancelled_per_s {
+            write!(f, ", cancelled: {c:.2} req/sec")?;
         }
+        if let Some(o) = self.outstanding {
+            write!(
+                f,
+                ", outstanding: {o}, refused: {:.2} req/sec",
+                self.refused_per_s.unwrap_or(0.0)
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -414,6 +444,8 @@ impl ClientRow {
                 requests_per_s: 100.0,
                 sent_per_s: 100.0,
                 cancelled_per_s: None,
+                outstanding: None,
+                refused_per_s: None,
             })
             .collect()
     }
@@ -442,6 +474,8 @@ mod tests {
             requests_per_s: requests,
             sent_per_s: sent,
             cancelled_per_s: None,
+            outstanding: None,
+            refused_per_s: None,
         };
         let a = row(10.0, 10.0, 12.0, 3, 1_000);
         let b = row(20.0, 30.0, 36.0, 4, 1_002);

@@ -35,6 +35,10 @@ pub struct ClientSummary {
     /// a less busy one (none in virtual time): more than a few means the
     /// client needed more threads than its users' demand asked for.
     pub moves: u64,
+    /// Under open traffic, the sessions still held at the end (their
+    /// requests neither succeeded nor were given up); `None` for a closed
+    /// population.
+    pub outstanding: Option<u64>,
 }
 
 impl fmt::Display for ClientSummary {
@@ -42,11 +46,14 @@ impl fmt::Display for ClientSummary {
         let t = &self.totals.tally;
         let secs = self.elapsed.as_secs_f64().max(f64::MIN_POSITIVE);
         let rate = |n: u64| n as f64 / secs;
+        let population = match self.outstanding {
+            Some(_) => "open traffic".to_string(),
+            None => format!("{} clients", self.clients),
+        };
         writeln!(
             f,
-            "summary: {:.1} s, {} clients, strategy {}, seed {}",
+            "summary: {:.1} s, {population}, strategy {}, seed {}",
             self.elapsed.as_secs_f64(),
-            self.clients,
             self.strategy,
             self.seed
         )?;
@@ -102,6 +109,14 @@ impl fmt::Display for ClientSummary {
             ms(late.p99_ms),
             ms(late.max_ms)
         )?;
+        if let Some(outstanding) = self.outstanding {
+            writeln!(
+                f,
+                "  open traffic: {} sessions arrived, {} refused at the source, {outstanding} \
+                 outstanding at the end",
+                t.arrived, t.refused
+            )?;
+        }
         if self.moves > 0 {
             writeln!(
                 f,
@@ -186,6 +201,8 @@ pub(crate) struct Reporter {
     hlog: Option<HlogWriter>,
     /// Rows carry the cancelled hedges.
     hedging: bool,
+    /// Rows carry open traffic's columns.
+    open: bool,
     status: Option<StatusSink>,
     quiet: bool,
     /// Intervals shorter than this only add to the totals.
@@ -233,6 +250,7 @@ impl Reporter {
             csv: client_csv(config)?,
             hlog,
             hedging: config.hedging.is_some(),
+            open: config.open.is_some(),
             status,
             quiet: config.quiet,
             sliver: config.report_interval / 20,
@@ -257,6 +275,7 @@ impl Reporter {
             csv: None,
             hlog: None,
             hedging: self.hedging,
+            open: self.open,
             status: None,
             quiet: self.quiet,
             sliver: self.sliver,
@@ -315,6 +334,9 @@ impl Reporter {
         if self.hedging {
             row = row.with_cancelled(&self.interval.tally, measured);
         }
+        if self.open {
+            row = row.with_open(&self.interval.tally, measured, recorder.outstanding());
+        }
         if !self.quiet {
             say(&row);
         }
@@ -326,10 +348,18 @@ impl Reporter {
 
 impl Reporter {
     /// The run's summary once its last interval is reported: `elapsed`
-    /// since its start, its `clients` and the `moves` between lanes. Its
-    /// totals go out as the last status line.
-    pub fn close(mut self, elapsed: Duration, clients: u32, moves: u64) -> ClientSummary {
+    /// since its start, its `clients`, the `moves` between lanes and the
+    /// sessions `recorder` holds at the end. Its totals go out as the last
+    /// status line.
+    pub fn close(
+        mut self,
+        elapsed: Duration,
+        clients: u32,
+        moves: u64,
+        recorder: &ClientRecorder,
+    ) -> ClientSummary {
         let summary = ClientSummary {
+            outstanding: self.open.then(|| recorder.outstanding()),
             elapsed,
             totals: self.totals,
             rows: self.rows,
@@ -367,6 +397,7 @@ mod tests {
             csv: None,
             hlog: None,
             hedging: false,
+            open: false,
             status: Some(status),
             quiet: true,
             sliver: Duration::from_millis(50),
@@ -383,7 +414,7 @@ mod tests {
         for us in [0, 100, 300, 2_000] {
             reporter.totals.lateness.record(us).unwrap();
         }
-        let summary = reporter.close(Duration::from_secs(3), 20, 0);
+        let summary = reporter.close(Duration::from_secs(3), 20, 0, &ClientRecorder::new());
         let lines: Vec<Status> = rx.try_iter().collect();
         let [Status::ClientTotals(totals)] = &lines[..] else {
             panic!("one totals line: {lines:?}");

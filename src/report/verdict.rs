@@ -113,6 +113,15 @@ pub struct Figures {
     /// The server's concurrency at its last report (up to the
     /// confirmation).
     pub end_concurrency: Option<u64>,
+    /// Open traffic: the most sessions the client held at a report (up to
+    /// the confirmation); absent for a closed population.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_outstanding: Option<u64>,
+    /// Open traffic: arrivals the client refused at the source because it
+    /// held its bound of sessions (`--max-outstanding`), over the whole
+    /// run; absent for a closed population.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused_at_source: Option<u64>,
 }
 
 /// One client interval: its span and goodput.
@@ -306,7 +315,21 @@ pub fn figures(client: &[ClientRow], server: &[ServerRow], timeline: &Timeline) 
         best_ok_per_s,
         calm_s: calm(server, timeline).map(since_resume),
         end_concurrency: server.last().map(|r| r.concurrency),
+        peak_outstanding: spans.iter().filter_map(|s| s.row.outstanding).max(),
+        refused_at_source: refused_at_source(&all),
     }
+}
+
+/// Arrivals refused at the source over every interval, if the client
+/// sent open traffic.
+fn refused_at_source(intervals: &[Interval]) -> Option<u64> {
+    let mut refused = None;
+    for s in intervals {
+        let rate = s.row.refused_per_s?;
+        let secs = (s.end_ms - s.start_ms) as f64 / 1000.0;
+        *refused.get_or_insert(0.0) += rate * secs;
+    }
+    refused.map(|r: f64| r.round() as u64)
 }
 
 /// When the server is calm again after the resume: the first report, at or
@@ -491,6 +514,27 @@ mod tests {
         // From the stop: 15 intervals of 100 started, one of them (not the
         // warm-up's last) with 900 sent: 2300 / 1500.
         assert_eq!(f.amplification, Some(1.53));
+    }
+
+    #[test]
+    fn open_traffic_counts_its_peak_of_sessions_and_its_refusals() {
+        let closed = run(&[100.0; 25]);
+        assert_eq!(
+            (closed.peak_outstanding, closed.refused_at_source),
+            (None, None)
+        );
+        let mut rows = ClientRow::each_second(&[100.0; 25]);
+        for (i, row) in rows.iter_mut().enumerate() {
+            row.outstanding = Some(10 * i as u64);
+            row.refused_per_s = Some(if i >= 20 { 2.5 } else { 0.0 });
+        }
+        let f = figures(&rows, &[], &timeline());
+        // Held up to the confirmation (rows ending at 1 s to 22 s);
+        // refused over every second: 5 intervals of 2.5 a second.
+        assert_eq!(f.peak_outstanding, Some(210));
+        assert_eq!(f.refused_at_source, Some(13));
+        let json = serde_json::to_string(&closed).unwrap();
+        assert!(!json.contains("outstanding") && !json.contains("refused"));
     }
 
     #[test]

@@ -206,6 +206,7 @@ impl Course {
         let engine = &mut self.engine;
         match event {
             Event::Due(user) => engine.due(user, now),
+            Event::Arrival => engine.arrival(now),
             Event::Deadline(id) => engine.deadline(id, now),
             Event::Syn(id) => engine.syn(id, now),
             Event::ClientTick => {
@@ -267,7 +268,9 @@ impl Course {
             self.server_rows.push(row);
         }
         SimOutcome {
-            client: self.reporter.close(end, self.config.client.clients, 0),
+            client: self
+                .reporter
+                .close(end, self.config.client.clients, 0, &engine.recorder),
             server: engine.host.summary(),
             server_rows: self.server_rows,
             events,

@@ -11,6 +11,7 @@ use super::live::Live;
 use super::queue::{EventQueue, Key};
 use super::slot::{Flight, Flights, Slot, State, in_flight};
 use crate::model::arrivals::user_rng;
+use crate::model::open::Source;
 use crate::model::outcome::{Hints, Outcome};
 use crate::model::service::{Exit, Refusal};
 use crate::model::user::{Attempt, Rules, User};
@@ -56,6 +57,10 @@ pub(super) struct Engine {
     /// Users waiting for a rate limiter's token, longest first, with the
     /// number of their wait.
     waiters: VecDeque<(u32, u32)>,
+    /// Where open traffic's sessions come from, if the client sends it.
+    source: Option<Source>,
+    /// Slots whose session has left, to be taken by the next arrivals.
+    free: Vec<u32>,
     pub(super) events: u64,
 }
 
@@ -94,10 +99,15 @@ impl Engine {
             Attempt::Refused(request) => {
                 self.recorder.request_finished_mut(request);
                 self.schedule(user, now, true);
+                self.retire_if_gone(user);
             }
             Attempt::Rejected(finished) => {
+                let ended = finished.request.is_some();
                 self.recorder.finished_mut(finished);
                 self.schedule(user, now, true);
+                if ended {
+                    self.retire_if_gone(user);
+                }
             }
             // A refused hedge, or (grpc-js) a failure's timer with nothing
             // to send: whatever is due later.
@@ -187,8 +197,57 @@ impl Engine {
             self.cancel_flights(id.user, now);
         }
         self.schedule(id.user, now, instant);
+        if finished.request.is_some() {
+            self.retire_if_gone(id.user);
+        }
         if finished.wake_a_waiter {
             self.wake_a_waiter(now);
+        }
+    }
+
+    /// The next session of open traffic arrives at `now`: it takes a free
+    /// slot (or a new one) and its first attempt is due at once, unless
+    /// the client holds its bound of sessions; the arrival after it is
+    /// queued.
+    pub(super) fn arrival(&mut self, now: Duration) {
+        let source = self.source.as_mut().expect("arrivals come from a source");
+        let admitted = source.arrive(&self.rules, self.recorder.outstanding());
+        let next = source.next_at();
+        self.push(next, Event::Arrival);
+        let Some(session) = admitted else {
+            self.recorder.arrival_refused_mut();
+            return;
+        };
+        self.recorder.session_arrived_mut();
+        let user = match self.free.pop() {
+            Some(free) => {
+                // The slot keeps its attempt numbers and its count of
+                // waits, so that events of the session before are stale.
+                self.slots[free as usize].user = session.user;
+                free
+            }
+            None => {
+                self.slots.push(Slot {
+                    user: session.user,
+                    generation: 0,
+                    flights: Flights::default(),
+                    due_at: None,
+                    waits: 0,
+                });
+                self.live.grow(self.slots.len());
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.schedule(user, now, false);
+    }
+
+    /// Frees the slot of a session that has made its last request.
+    fn retire_if_gone(&mut self, user: u32) {
+        let slot = &self.slots[user as usize];
+        if slot.user.is_gone() {
+            debug_assert!(slot.flights.iter().next().is_none() && slot.due_at.is_none());
+            self.free.push(user);
+            self.recorder.session_left_mut();
         }
     }
 
@@ -362,10 +421,18 @@ impl Engine {
             answered: Vec::new(),
             recomplete: false,
             waiters: VecDeque::new(),
+            source: client.open.map(|open| {
+                Source::new(open, client.seed, client.shard, Duration::ZERO)
+                    .expect("a validated arrival rate")
+            }),
+            free: Vec::new(),
             events: 0,
         };
         for user in 0..client.clients {
             engine.schedule(user, Duration::ZERO, false);
+        }
+        if let Some(source) = &engine.source {
+            engine.push(source.next_at(), Event::Arrival);
         }
         engine.push(client.report_interval, Event::ClientTick);
         engine.push(config.server.report_interval, Event::ServerTick);

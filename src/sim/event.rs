@@ -12,7 +12,8 @@ pub(super) struct AttemptId {
 /// scheduler always knows its next one, and a completion comes before any
 /// event at the same instant (an answer due when the timeout falls is in
 /// time). At one instant, events come in the order of this list (a resume
-/// before a stop, so that back-to-back pauses stay two pauses), then by
+/// before a stop, so that back-to-back pauses stay two pauses; an arrival
+/// before the attempt it makes due), then by
 /// attempt number, then by user.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Event {
@@ -21,6 +22,8 @@ pub(super) enum Event {
     Resume,
     /// The server is stopped for pause number `.0`.
     Stop(u32),
+    /// The next session of open traffic arrives.
+    Arrival,
     /// A user's next attempt is due.
     Due(u32),
     /// An attempt's timeout (stale if the attempt has ended).
@@ -40,9 +43,10 @@ impl Event {
             Event::ServerTick => (1, 0, 0),
             Event::Resume => (2, 0, 0),
             Event::Stop(i) => (3, 0, i),
-            Event::Due(user) => (4, 0, user),
-            Event::Deadline(id) => (5, id.generation, id.user),
-            Event::Syn(id) => (6, id.generation, id.user),
+            Event::Arrival => (4, 0, 0),
+            Event::Due(user) => (5, 0, user),
+            Event::Deadline(id) => (6, id.generation, id.user),
+            Event::Syn(id) => (7, id.generation, id.user),
         };
         (kind << 60) | (u64::from(generation) << 32) | u64::from(user)
     }
@@ -58,8 +62,9 @@ impl Event {
             1 => Event::ServerTick,
             2 => Event::Resume,
             3 => Event::Stop(user),
-            4 => Event::Due(user),
-            5 => Event::Deadline(id),
+            4 => Event::Arrival,
+            5 => Event::Due(user),
+            6 => Event::Deadline(id),
             _ => Event::Syn(id),
         }
     }

@@ -25,6 +25,13 @@ impl Live {
         Live(vec![NONE; users])
     }
 
+    /// Makes room for `users` users, the new ones with none in flight.
+    pub(super) fn grow(&mut self, users: usize) {
+        if users > self.0.len() {
+            self.0.resize(users, NONE);
+        }
+    }
+
     /// Records the numbers of the attempts `user` has in flight now.
     pub(super) fn set(&mut self, user: u32, mut generations: impl Iterator<Item = u32>) {
         self.0[user as usize] = match (generations.next(), generations.next()) {

@@ -271,7 +271,7 @@ fn client_figures(row: Option<&ClientRow>) -> Vec<Text<'static>> {
     let Some(r) = row else {
         return vec![Text::raw("waiting for the first report...")];
     };
-    vec![
+    let mut lines = vec![
         pair("OK", rate(r.ok_per_s)),
         pair("errors", rate(r.errors_per_s)),
         pair("timeouts", rate(r.timeouts_per_s)),
@@ -287,7 +287,21 @@ fn client_figures(row: Option<&ClientRow>) -> Vec<Text<'static>> {
         pair("latency p50", latency(r.p50_ms)),
         pair("latency p99", latency(r.p99_ms)),
         pair("latency max", latency(r.max_ms)),
-    ]
+    ];
+    lines.extend(open_figures(r));
+    lines
+}
+
+/// Open traffic's figures of a client row: the sessions held and the
+/// arrivals refused at the source (none for a closed population).
+fn open_figures(r: &ClientRow) -> Vec<Text<'static>> {
+    match (r.outstanding, r.refused_per_s) {
+        (Some(held), Some(refused)) => vec![
+            pair("outstanding", held.to_string()),
+            pair("refused", rate(refused)),
+        ],
+        _ => Vec::new(),
+    }
 }
 
 /// The last server row's figures.
@@ -341,6 +355,7 @@ fn storm_figures(board: &Board, run: usize, look: Look, now_ms: u64) -> Vec<Text
         lines.push(pair("latency p50", latency(r.p50_ms)));
         lines.push(pair("latency p99", latency(r.p99_ms)));
         lines.push(pair("latency max", latency(r.max_ms)));
+        lines.extend(open_figures(r));
     }
     if let Some(r) = state.server.last() {
         lines.push(pair("concurrency", r.concurrency.to_string()));
@@ -423,6 +438,8 @@ mod tests {
                 requests_per_s: 95.0,
                 sent_per_s: 95.0,
                 cancelled_per_s: None,
+                outstanding: None,
+                refused_per_s: None,
             };
             let status = Status::ClientRow(row);
             board.apply(Feed::Status { run, status }, no);
@@ -471,6 +488,24 @@ mod tests {
         assert!(small.contains("OK") && !small.contains("░"), "{small}");
         // Tiny: no panic.
         screen(&board, 10, 3);
+    }
+
+    #[test]
+    fn open_traffic_shows_its_sessions_held_and_arrivals_refused() {
+        let mut board = storm();
+        assert!(!screen(&board, 120, 40).contains("outstanding"));
+        let row = ClientRow {
+            outstanding: Some(4321),
+            refused_per_s: Some(12.5),
+            ..board.runs[0].client.last().unwrap().clone()
+        };
+        let status = Status::ClientRow(row);
+        board.apply(Feed::Status { run: 0, status }, |_: &Board, _: usize| {
+            String::new()
+        });
+        let text = screen(&board, 120, 40);
+        assert!(text.contains("outstanding   4321"), "{text}");
+        assert!(text.contains("refused       12.50"), "{text}");
     }
 
     #[test]

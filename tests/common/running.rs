@@ -102,6 +102,7 @@ pub fn client_config(url: String) -> ClientConfig {
     ClientConfig {
         url,
         clients: 20,
+        open: None,
         shard: Shard::WHOLE,
         start_at: None,
         think: ThinkTime::new(ms(20)),

@@ -366,3 +366,40 @@ fn plan_target_ratio_picks_the_geometric_factor() {
     let p = plan(&["--attempts", "4", "--max-attempts", "10"]).unwrap();
     assert_eq!(p.retries, 4);
 }
+
+#[test]
+fn open_traffic_replaces_the_population_and_its_flags_are_checked() {
+    let c = client(&["--arrival-rate", "250", "--session-requests", "4"]).unwrap();
+    let open = c.open.unwrap();
+    assert_eq!((c.clients, open.rate, open.session.mean()), (0, 250.0, 4.0));
+    assert_eq!(open.max_outstanding, crate::cli::DEFAULT_MAX_OUTSTANDING);
+    assert_eq!(c.demand(), 1000.0);
+    // Time compressed ten times: ten times the arrivals.
+    let c = client(&["--arrival-rate", "5", "--time-scale", "10"]).unwrap();
+    assert_eq!(c.open.unwrap().rate, 50.0);
+    assert_eq!(client(&["--seed", "1"]).unwrap().open, None);
+    let kind = |args: &[&str]| client(args).unwrap_err().kind();
+    assert_eq!(
+        kind(&["--arrival-rate", "5", "--clients", "10"]),
+        ErrorKind::ArgumentConflict
+    );
+    assert_eq!(
+        kind(&["--session-requests", "3"]),
+        ErrorKind::MissingRequiredArgument
+    );
+    assert_eq!(
+        kind(&["--max-outstanding", "3"]),
+        ErrorKind::MissingRequiredArgument
+    );
+    for bad in [
+        ["--arrival-rate", "0"],
+        ["--arrival-rate", "-3"],
+        ["--arrival-rate", "x"],
+    ] {
+        assert_eq!(kind(&bad), ErrorKind::ValueValidation, "{bad:?}");
+    }
+    let err = client(&["--arrival-rate", "5", "--session-requests", "0.5"]).unwrap_err();
+    assert!(err.to_string().contains("at least 1"), "{err}");
+    let err = client(&["--arrival-rate", "5", "--max-outstanding", "0"]).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::ValueValidation);
+}

@@ -481,3 +481,64 @@ fn a_wait_for_a_token_past_the_deadline_gives_the_request_up() {
     );
     assert!(due(&user) > at, "the next request thinks first");
 }
+
+#[test]
+fn a_session_sends_at_its_arrival_thinks_between_its_requests_and_leaves() {
+    let r = rules(Some(2));
+    let mut rng = user_rng(8, 0);
+    let mut user = User::arriving(&r, user_rng(8, 0), ms(5000), 3);
+    // The arrival's first attempt is due at once; the think time drawn
+    // first is the sleep exponential-2014 would double, not a wait.
+    assert_eq!(user.due(), Some(ms(5000)));
+    let _ = r.think.sample(&mut rng);
+    // Request 1: succeeds; request 2 is due one think time later.
+    let (_, sent) = send(&mut user, &r, ms(5000));
+    let f = user.finish(&r, None, sent, Outcome::Ok, Hints::default(), ms(5100));
+    assert!(f.request.is_some() && !user.is_gone());
+    let think = r.think.sample(&mut rng);
+    assert_eq!(user.due(), Some(ms(5100) + think));
+    // Request 2: fails twice and is given up (two attempts at most).
+    let t = due(&user);
+    let (_, sent) = send(&mut user, &r, t);
+    let f = user.finish(&r, None, sent, Outcome::Error, Hints::default(), t);
+    assert_eq!(f.request, None);
+    let retry = due(&user);
+    let (_, sent) = send(&mut user, &r, retry);
+    let f = user.finish(
+        &r,
+        None,
+        sent,
+        Outcome::Error,
+        Hints::default(),
+        t + ms(100),
+    );
+    assert_eq!(f.request.map(|q| q.latency), Some(None), "given up");
+    assert!(!user.is_gone());
+    // Request 3, the last: once it ends, nothing is due and it has left.
+    let t = due(&user);
+    let (_, sent) = send(&mut user, &r, t);
+    assert!(!user.is_gone(), "in flight, not gone");
+    let f = user.finish(&r, None, sent, Outcome::Ok, Hints::default(), t + ms(100));
+    assert_eq!(f.request.map(|q| q.attempts), Some(1));
+    assert!(user.is_gone());
+    assert_eq!(user.due(), None);
+}
+
+#[test]
+fn a_closed_populations_user_never_leaves() {
+    let r = rules(Some(1));
+    let mut user = User::new(&r, user_rng(9, 0), Duration::ZERO);
+    for _ in 0..1000 {
+        let t = due(&user);
+        let (_, sent) = send(&mut user, &r, t);
+        let f = user.finish(&r, None, sent, Outcome::Error, Hints::default(), t);
+        assert!(f.request.is_some());
+        assert!(!user.is_gone());
+    }
+    // A session of one request is open traffic: gone after it, even when
+    // a throttle refuses it before it is sent.
+    let mut one = User::arriving(&r, user_rng(9, 1), ms(1), 1);
+    let (_, sent) = send(&mut one, &r, ms(1));
+    one.finish(&r, None, sent, Outcome::Timeout, Hints::default(), ms(2001));
+    assert!(one.is_gone());
+}

@@ -92,6 +92,13 @@ fn a_client_counts_as_its_recorder_does() {
     });
     // Still in flight at the scrape.
     recorder.attempt_started();
+    // Open traffic: three sessions admitted, one left, two refused.
+    for _ in 0..3 {
+        recorder.session_arrived();
+    }
+    recorder.session_left();
+    recorder.arrival_refused();
+    recorder.arrival_refused();
     for (latency, throttled) in [(Some(ms(250)), false), (None, true), (None, false)] {
         recorder.request_finished(RequestRecord {
             attempts: 2,
@@ -140,8 +147,11 @@ fn a_client_counts_as_its_recorder_does() {
     assert_eq!(at(&format!("{h}_sum")), "0.25");
     assert_eq!(at(&format!("{h}_bucket{{le=\"0.2\"}}")), "0");
     assert_eq!(at(&format!("{h}_bucket{{le=\"0.5\"}}")), "1");
-    // 9 counter series, 1 gauge, 2 histograms of 20 buckets, sum, count.
-    assert_eq!(s.len(), 9 + 1 + 2 * 22);
+    assert_eq!(at(&format!("{c}sessions_arrived_total")), "3");
+    assert_eq!(at(&format!("{c}arrivals_refused_total")), "2");
+    assert_eq!(at(&format!("{c}outstanding")), "2");
+    // 11 counter series, 2 gauges, 2 histograms of 20 buckets, sum, count.
+    assert_eq!(s.len(), 11 + 2 + 2 * 22);
 
     // The recorder's own tally says the same.
     let mut counts = Interval::default();
@@ -159,7 +169,9 @@ fn a_client_counts_as_its_recorder_does() {
         (3, 2, 1, 1, 4, 3)
     );
     assert_eq!((t.gave_up, t.throttled, t.rejected), (2, 2, 1));
+    assert_eq!((t.arrived, t.refused), (3, 2));
     assert_eq!(recorder.in_flight(), 1);
+    assert_eq!(recorder.outstanding(), 2);
     // Counters are cumulative: taking the interval resets nothing.
     assert_eq!(metrics.render(), text);
 }
@@ -206,6 +218,9 @@ fn the_exposition_names_units_and_totals_as_prometheus_asks() {
             "retry_storm_client_throttled counter",
             "retry_storm_client_rejected_locally counter",
             "retry_storm_client_in_flight gauge",
+            "retry_storm_client_sessions_arrived counter",
+            "retry_storm_client_arrivals_refused counter",
+            "retry_storm_client_outstanding gauge",
             "retry_storm_client_attempt_duration_seconds histogram",
             "retry_storm_client_request_duration_seconds histogram",
         ]

@@ -1,0 +1,49 @@
+//! Open and partly-open traffic's flags (DESIGN.md section 12): sessions
+//! that arrive whatever the service does, instead of a closed population.
+
+use clap::Args;
+
+use super::values::{positive, session_requests};
+use crate::model::open::{OpenTraffic, SessionLength};
+
+/// The default bound on the sessions one process holds at once. A session
+/// holds about 0.3 KB in virtual time and a few KB in the real client
+/// (its task, and a connection while an attempt is in flight; results/
+/// bench.md measures both): a million fits this machine's 24 GB with room
+/// to spare either way.
+pub const DEFAULT_MAX_OUTSTANDING: u64 = 1_000_000;
+
+/// Flags of open and partly-open traffic.
+#[derive(Debug, Clone, Args)]
+pub struct TrafficArgs {
+    /// Open traffic: logical requests arrive as a Poisson process of R a
+    /// second, whatever the service does (a user stuck in a retry does not
+    /// hold the next one back), each retried under the policy until it
+    /// succeeds or is given up, then gone. Instead of --clients.
+    #[arg(long, value_parser = positive, value_name = "R", conflicts_with_all = ["clients", "ramp_up"], help_heading = "Open traffic")]
+    pub arrival_rate: Option<f64>,
+    /// Partly-open traffic: each arrival is a session making a geometric
+    /// number of requests with mean K, a think time (--lambda) between
+    /// them; demand is about R * K req/s. 1 is open traffic.
+    #[arg(long, default_value = "1", value_parser = session_requests, value_name = "K", requires = "arrival_rate", help_heading = "Open traffic")]
+    pub session_requests: f64,
+    /// The most sessions this process holds at once (its memory): an
+    /// arrival beyond it is refused at the source, never sent, and counted
+    /// ("refused" in the report line, refused_per_s in the CSV).
+    #[arg(long, default_value_t = DEFAULT_MAX_OUTSTANDING, value_parser = clap::value_parser!(u64).range(1..), value_name = "N", requires = "arrival_rate", help_heading = "Open traffic")]
+    pub max_outstanding: u64,
+}
+
+impl TrafficArgs {
+    /// The open traffic asked for, if any.
+    pub fn open(&self) -> Result<Option<OpenTraffic>, String> {
+        let Some(rate) = self.arrival_rate else {
+            return Ok(None);
+        };
+        Ok(Some(OpenTraffic {
+            rate,
+            session: SessionLength::new(self.session_requests)?,
+            max_outstanding: self.max_outstanding,
+        }))
+    }
+}

@@ -2,7 +2,8 @@
 //! four shards gives the files of one process byte for byte; a storm's
 //! repeated runs in shards give its summaries; two client shards of 500
 //! users against one server on loopback do the work of one client of
-//! 1,000, and their merged percentiles are those of all their samples.
+//! 1,000, and their merged percentiles are those of all their samples;
+//! two shards of open traffic take the one stream's arrivals between them.
 
 mod common;
 
@@ -371,5 +372,105 @@ async fn two_client_shards_do_the_work_of_one_client_and_merge_exactly() {
     let kept: Vec<&str> = text.lines().take(text.lines().count() / 2).collect();
     std::fs::write(copy.join("client.csv"), kept.join("\n") + "\n").unwrap();
     refused(&[s0.clone(), copy.clone()], "cut short");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_shards_of_open_traffic_take_the_one_streams_arrivals_and_merge() {
+    use retry_storm::model::open::{OpenTraffic, SessionLength};
+    let dir = temp_dir("open-clients");
+    let server = Running::start(model(ms(20)), OnDisconnect::Continue);
+    let url = server.url();
+    let config = |shard: Shard, name: &str| retry_storm::model::client::ClientConfig {
+        clients: 0,
+        open: Some(OpenTraffic {
+            rate: 400.0,
+            session: SessionLength::new(2.0).unwrap(),
+            max_outstanding: 1_000_000,
+        }),
+        shard,
+        think: ThinkTime::new(ms(200)),
+        report_interval: ms(500),
+        duration: Some(Duration::from_secs(3)),
+        csv: Some(dir.join(name).join("client.csv")),
+        hlog: Some(dir.join(name).join("client.hlog")),
+        ..client_config(url.clone())
+    };
+    let start = SystemTime::now() + ms(300);
+    let shard = |i: u32| retry_storm::model::client::ClientConfig {
+        start_at: Some(start),
+        ..config(Shard::new(i, 2).unwrap(), &format!("shard-{i}"))
+    };
+    let (a, b) = tokio::join!(
+        client::run(shard(0), std::future::pending()),
+        client::run(shard(1), std::future::pending())
+    );
+    let (a, b) = (a.unwrap(), b.unwrap());
+    let one = client::run(config(Shard::WHOLE, "one"), std::future::pending())
+        .await
+        .unwrap();
+    server.stop().await;
+
+    // The arrivals are the one stream's instants, split by index: the
+    // shards admit what one process admits, but for an arrival or two at
+    // the run's last instant.
+    let (ta, tb, whole) = (a.totals.tally, b.totals.tally, one.totals.tally);
+    let sharded = ta.arrived + tb.arrived;
+    assert!(
+        sharded.abs_diff(whole.arrived) <= 4,
+        "{sharded} against {}",
+        whole.arrived
+    );
+    assert!(
+        ta.arrived.abs_diff(tb.arrived) < whole.arrived / 5,
+        "{ta:?} {tb:?}"
+    );
+    assert!((1_000..1_400).contains(&whole.arrived), "{whole:?}");
+
+    let merged = dir.join("merged");
+    clients::merge(&MergeRequest {
+        dirs: &[dir.join("shard-0"), dir.join("shard-1")],
+        out: &merged,
+        server_csv: None,
+        protocol: None,
+        png: false,
+    })
+    .unwrap();
+    let rows: Vec<ClientRow> = read_rows(&merged.join("client.csv")).unwrap();
+    assert_eq!(rows.len(), a.rows.len());
+    for (k, row) in rows.iter().enumerate() {
+        let held = a.rows[k].outstanding.unwrap() + b.rows[k].outstanding.unwrap();
+        assert_eq!(row.outstanding, Some(held), "row {k}");
+        assert_eq!(row.refused_per_s, Some(0.0));
+    }
+    // An open shard and a closed one are not one run (the server gone,
+    // its attempts fail: only its log's header counts here).
+    let closed = dir.join("closed");
+    client::run(
+        retry_storm::model::client::ClientConfig {
+            clients: 10,
+            open: None,
+            start_at: Some(start),
+            duration: Some(ms(600)),
+            ..config(Shard::new(1, 2).unwrap(), "closed")
+        },
+        std::future::pending(),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    let err = clients::merge(&MergeRequest {
+        dirs: &[dir.join("shard-0"), closed],
+        out: &dir.join("refused"),
+        server_csv: None,
+        protocol: None,
+        png: false,
+    })
+    .expect_err("open and closed")
+    .to_string();
+    assert!(err.contains("not shards of one run"), "{err}");
+    assert!(
+        err.contains("400 arrivals/s") && err.contains("10 clients"),
+        "{err}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

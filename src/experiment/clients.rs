@@ -178,6 +178,7 @@ fn whole(name: &str, parts: &[Part]) -> Result<Option<LogRun>, StormError> {
             let differs = [
                 ("seed", run.seed != other.seed),
                 ("clients", run.clients != other.clients),
+                ("open traffic", run.open != other.open),
                 ("retry policy", run.policy != other.policy),
                 (
                     "report interval",
@@ -216,10 +217,12 @@ fn whole(name: &str, parts: &[Part]) -> Result<Option<LogRun>, StormError> {
             ));
         }
     }
-    // Logs that name no run are checked by what they carry.
+    // Logs that name no run are checked by what they carry; those that
+    // name one carry their report interval, and a first interval measured
+    // a few milliseconds long on a loaded machine is not another run.
     let step = |p: &Part| p.log.intervals.first().map(|i| i.length);
     for part in &parts[1..] {
-        if let (Some(a), Some(b)) = (step(first), step(part))
+        if let (None, Some(a), Some(b)) = (&run, step(first), step(part))
             && a.abs_diff(b) > Duration::from_millis(1)
         {
             return refuse(format!(
@@ -259,9 +262,13 @@ fn describe_run(run: &LogRun) -> String {
     let start = run
         .start_at_ms
         .map_or("no --start-at".to_string(), |ms| format!("start {ms} ms"));
+    let population = run
+        .open
+        .clone()
+        .unwrap_or_else(|| format!("{} clients", run.clients));
     format!(
-        "shard {}/{}, seed {}, {} clients, {}, every {} ms, {start}",
-        run.shard.index, run.shard.count, run.seed, run.clients, run.policy, run.report_interval_ms
+        "shard {}/{}, seed {}, {population}, {}, every {} ms, {start}",
+        run.shard.index, run.shard.count, run.seed, run.policy, run.report_interval_ms
     )
 }
 
@@ -518,6 +525,7 @@ mod tests {
             policy: "fixed".to_string(),
             report_interval_ms: 5_000,
             start_at_ms: Some(10_000),
+            open: None,
         };
         let shards = |runs: [LogRun; 3]| runs.map(|r| part("s", 10_000, 5_000, 4, Some(r)));
         let all = shards([run(2, 4), run(0, 4), run(1, 4)]);
@@ -525,6 +533,13 @@ mod tests {
         assert!(refusal(&shards([run(0, 4), run(1, 5), run(2, 4)])).contains("seed differs"));
         assert!(refusal(&shards([run(0, 4), run(1, 4), run(1, 4)])).contains("1/3 is given twice"));
         assert!(refusal(&all[..2]).contains("missing 1/3"));
+        let open = |index| LogRun {
+            open: Some("100 arrivals/s, sessions of 1 requests".to_string()),
+            ..run(index, 4)
+        };
+        let err = refusal(&shards([open(0), run(1, 4), open(2)]));
+        assert!(err.contains("open traffic differs"), "{err}");
+        assert!(err.contains("100 arrivals/s"), "{err}");
         let mixed = [
             part("a", 10_000, 5_000, 4, None),
             part("b", 10_000, 5_000, 4, Some(run(0, 4))),

@@ -53,6 +53,10 @@ pub struct LogRun {
     /// The common start the shards were given (`--start-at`), in
     /// milliseconds since the Unix epoch.
     pub start_at_ms: Option<u64>,
+    /// Open traffic's arrivals, in words (`100 arrivals/s, sessions of 5
+    /// requests`); absent for a closed population.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open: Option<String>,
 }
 
 /// Writes a client's interval log.
@@ -414,6 +418,7 @@ mod tests {
             policy: "fixed 100ms".to_string(),
             report_interval_ms: 5000,
             start_at_ms: Some(1_795_000_000_000),
+            open: Some("20 arrivals/s, sessions of 5 requests".to_string()),
         };
         let mut log = HlogWriter::create(&path).unwrap().with_run(run.clone());
         let h = histogram(&[100]);

@@ -235,6 +235,13 @@ impl Reporter {
                     .unwrap_or_default()
                     .as_millis() as u64
             }),
+            open: config.open.map(|o| {
+                format!(
+                    "{} arrivals/s, sessions of {} requests",
+                    o.rate,
+                    o.session.mean()
+                )
+            }),
         };
         let hlog = config
             .hlog

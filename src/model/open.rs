@@ -9,6 +9,16 @@
 //! by its global index, so the shards together make exactly the arrivals
 //! and sessions of one process.
 //!
+//! Traffic starts as if it had been arriving for ever ([`Source`]), as a
+//! closed population starts with every user thinking: sessions arriving at
+//! rate R, each thinking (K - 1) think times, are at any instant a Poisson
+//! number with mean R (K - 1) E[think] between two requests (the time in
+//! requests, a small part, aside). Think times and the number of requests
+//! left are memoryless, so each of those sessions thinks a fresh think time
+//! and then makes a geometric number of requests with mean K. Without them
+//! a partly-open run would fill up over the first (K - 1) think times, and
+//! its warm-up would see a fraction of the demand.
+//!
 //! Pure: the engines ask for the next arrival and drive each session's
 //! requests through the same user state machine as a closed population.
 
@@ -16,9 +26,9 @@ use std::time::Duration;
 
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{Rng, RngExt};
-use rand_distr::{Distribution, Exp1, Geometric};
+use rand_distr::{Distribution, Exp1, Geometric, Poisson};
 
-use super::arrivals::user_rng;
+use super::arrivals::{ThinkTime, user_rng};
 use super::shard::Shard;
 use super::user::{Rules, User};
 
@@ -28,6 +38,10 @@ const STREAM_SALT: u64 = 0x6F70_656E_2D61_7272;
 
 /// Keeps the sessions' generators apart from a closed population's users'.
 const SESSION_SALT: u64 = 0x7365_7373_696F_6E73;
+
+/// The user index, under [`STREAM_SALT`], of the generator that draws how
+/// many sessions are there at the start (the stream's gaps use 0).
+const INITIAL_DRAW: u64 = 1;
 
 /// One arrival: its index in the one global stream, and its instant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +65,16 @@ impl Arrivals {
     /// Arrivals at `rate` a second from `start`, drawn from `seed`; refuses
     /// a rate that is not a positive finite number.
     pub fn new(rate: f64, seed: u64, start: Duration) -> Result<Arrivals, String> {
+        Arrivals::numbered_from(rate, seed, start, 0)
+    }
+
+    /// [`Arrivals::new`], the first arrival's index `first`.
+    fn numbered_from(
+        rate: f64,
+        seed: u64,
+        start: Duration,
+        first: u64,
+    ) -> Result<Arrivals, String> {
         if !(rate.is_finite() && rate > 0.0) {
             return Err(format!("an arrival rate must be above 0, not {rate}"));
         }
@@ -58,7 +82,7 @@ impl Arrivals {
             gap: 1.0 / rate,
             rng: user_rng(seed ^ STREAM_SALT, 0),
             next: Arrival {
-                index: 0,
+                index: first,
                 at: start,
             },
         };
@@ -179,58 +203,104 @@ pub struct Session {
     pub user: User<Xoshiro256PlusPlus>,
 }
 
-/// Where one process's sessions come from: its share of the global stream
-/// of arrivals, and the bound on the sessions it holds at once.
+/// Where one process's sessions come from: the sessions there at the
+/// start (see the module's documentation), then its share of the global
+/// stream of arrivals; and the bound on the sessions it holds at once.
+/// Sessions there at the start take the stream's first indices, so that
+/// they too belong to shard k mod N.
 #[derive(Debug, Clone)]
 pub struct Source {
     traffic: OpenTraffic,
     arrivals: Arrivals,
     shard: Shard,
     seed: u64,
+    start: Duration,
+    /// Sessions there at the start, in the whole stream.
+    initial: u64,
+    /// The index of this shard's next session there at the start.
+    next_initial: u64,
     /// This shard's next arrival.
     next: Arrival,
 }
 
 impl Source {
     /// The source of `traffic` for `shard` of a run seeded with `seed`,
-    /// arrivals starting after `start`.
+    /// starting at `start`, its sessions thinking `think` on average
+    /// between requests.
     pub fn new(
         traffic: OpenTraffic,
         seed: u64,
         shard: Shard,
         start: Duration,
+        think: ThinkTime,
     ) -> Result<Source, String> {
-        let mut arrivals = Arrivals::new(traffic.rate, seed, start)?;
+        let initial = Self::initial_sessions(&traffic, seed, think)?;
+        let mut arrivals = Arrivals::numbered_from(traffic.rate, seed, start, initial)?;
         let next = arrivals.next_for(shard);
         Ok(Source {
             traffic,
             arrivals,
             shard,
             seed,
+            start,
+            initial,
+            next_initial: u64::from(shard.index),
             next,
         })
     }
 
-    /// When this shard's next arrival comes.
-    pub fn next_at(&self) -> Duration {
-        self.next.at
+    /// How many sessions are there at the start: a Poisson number with
+    /// mean R (K - 1) E[think], drawn alike by every shard.
+    fn initial_sessions(traffic: &OpenTraffic, seed: u64, think: ThinkTime) -> Result<u64, String> {
+        let mean = traffic.rate * (traffic.session.mean() - 1.0) * think.mean().as_secs_f64();
+        if mean <= 0.0 {
+            return Ok(0);
+        }
+        let poisson = Poisson::new(mean).map_err(|e| {
+            format!("{mean} sessions at the start on average (rate x (K - 1) x think): {e}")
+        })?;
+        let drawn: f64 = poisson.sample(&mut user_rng(seed ^ STREAM_SALT, INITIAL_DRAW));
+        Ok(drawn as u64)
     }
 
-    /// Takes the arrival that is due, under `rules`, the process holding
+    /// Sessions there at the start, in the whole stream (all shards).
+    pub fn initial(&self) -> u64 {
+        self.initial
+    }
+
+    /// When this shard's next session comes: at the start while some of
+    /// those there at the start are still to come.
+    pub fn next_at(&self) -> Duration {
+        if self.next_initial < self.initial {
+            self.start
+        } else {
+            self.next.at
+        }
+    }
+
+    /// Takes the session that is due, under `rules`, the process holding
     /// `held` sessions: the session admitted if that is below the bound;
     /// else `None`, the arrival refused at the source, never sent.
     pub fn arrive(&mut self, rules: &Rules, held: u64) -> Option<Session> {
-        let arrival = self.next;
-        self.next = self.arrivals.next_for(self.shard);
+        let (index, at, there) = if self.next_initial < self.initial {
+            let index = self.next_initial;
+            self.next_initial += u64::from(self.shard.count);
+            (index, self.start, true)
+        } else {
+            let arrival = self.next;
+            self.next = self.arrivals.next_for(self.shard);
+            (arrival.index, arrival.at, false)
+        };
         if held >= self.traffic.max_outstanding {
             return None;
         }
-        let mut rng = session_rng(self.seed, arrival.index);
+        let mut rng = session_rng(self.seed, index);
         let requests = self.traffic.session.sample(&mut rng);
-        Some(Session {
-            index: arrival.index,
-            user: User::arriving(rules, rng, arrival.at, requests),
-        })
+        let user = match there {
+            true => User::thinking(rules, rng, at, requests),
+            false => User::arriving(rules, rng, at, requests),
+        };
+        Some(Session { index, user })
     }
 }
 
@@ -345,7 +415,7 @@ mod tests {
     #[test]
     fn the_source_admits_below_its_bound_and_refuses_at_it() {
         let (r, traffic) = (rules(), open(10.0, 1.0, 3));
-        let mut source = Source::new(traffic, 4, Shard::WHOLE, Duration::ZERO).unwrap();
+        let mut source = Source::new(traffic, 4, Shard::WHOLE, Duration::ZERO, r.think).unwrap();
         let mut stream = Arrivals::new(10.0, 4, Duration::ZERO).unwrap();
         for held in [0, 1, 2, 3, 7] {
             let expected = stream.next_arrival();
@@ -367,7 +437,8 @@ mod tests {
     fn a_session_is_the_same_whichever_shard_runs_it() {
         let (r, traffic) = (rules(), open(50.0, 3.0, 100));
         let whole = |index: u64| {
-            let mut source = Source::new(traffic, 9, Shard::WHOLE, Duration::ZERO).unwrap();
+            let mut source =
+                Source::new(traffic, 9, Shard::WHOLE, Duration::ZERO, r.think).unwrap();
             loop {
                 if let Some(s) = source.arrive(&r, 0)
                     && s.index == index
@@ -377,7 +448,7 @@ mod tests {
             }
         };
         let shard = Shard::new(2, 3).unwrap();
-        let mut source = Source::new(traffic, 9, shard, Duration::ZERO).unwrap();
+        let mut source = Source::new(traffic, 9, shard, Duration::ZERO, r.think).unwrap();
         let mut longer = 0;
         for _ in 0..20 {
             let Some(mut mine) = source.arrive(&r, 0) else {
@@ -401,6 +472,61 @@ mod tests {
         }
         // Two thirds of sessions of mean 3 make a second request.
         assert!((5..20).contains(&longer), "{longer}");
+    }
+
+    #[test]
+    fn partly_open_traffic_starts_with_its_sessions_thinking() {
+        // 10 sessions a second of 10 requests, thinking 1 s between them:
+        // 10 x 9 x 1 = 90 sessions there on average, Poisson (sd 9.5).
+        let r = rules();
+        let traffic = open(10.0, 10.0, u64::MAX);
+        let start = secs(3.0);
+        let counts: Vec<u64> = (0..200)
+            .map(|seed| {
+                Source::new(traffic, seed, Shard::WHOLE, start, r.think)
+                    .unwrap()
+                    .initial()
+            })
+            .collect();
+        let mean = counts.iter().sum::<u64>() as f64 / 200.0;
+        assert!((mean - 90.0).abs() < 4.0 * 9.5 / 200f64.sqrt(), "{mean}");
+        let var = counts
+            .iter()
+            .map(|&c| (c as f64 - mean).powi(2))
+            .sum::<f64>()
+            / 199.0;
+        assert!(
+            (var / mean - 1.0).abs() < 0.4,
+            "Poisson: variance {var}, mean {mean}"
+        );
+        // Open traffic has none: every arrival is one request, at once.
+        let none = Source::new(open(10.0, 1.0, 9), 1, Shard::WHOLE, start, r.think).unwrap();
+        assert_eq!(none.initial(), 0);
+
+        // Those there come first, at the start, thinking; the stream's
+        // arrivals follow, numbered after them; three shards share both.
+        let whole = Source::new(traffic, 5, Shard::WHOLE, start, r.think).unwrap();
+        let n = whole.initial();
+        let mut seen = Vec::new();
+        for index in 0..3 {
+            let shard = Shard::new(index, 3).unwrap();
+            let mut source = Source::new(traffic, 5, shard, start, r.think).unwrap();
+            for _ in 0..n.div_ceil(3) + 5 {
+                let at = source.next_at();
+                let s = source.arrive(&r, 0).unwrap();
+                assert_eq!(s.index % 3, u64::from(index));
+                if s.index < n {
+                    assert_eq!(at, start);
+                    assert!(s.user.due().unwrap() > start, "thinks first");
+                } else {
+                    assert!(at > start);
+                    assert_eq!(s.user.due(), Some(at), "an arrival sends at once");
+                }
+                seen.push(s.index);
+            }
+        }
+        seen.sort_unstable();
+        assert!(seen.iter().take(n as usize).copied().eq(0..n), "each once");
     }
 
     #[test]

@@ -158,6 +158,14 @@ impl<R: Rng> User<R> {
         user
     }
 
+    /// A session of partly-open traffic already there at `now`, between
+    /// two of its requests: it thinks first, then makes `requests` more.
+    pub fn thinking(rules: &Rules, rng: R, now: Duration, requests: u64) -> Self {
+        let mut user = Self::idle(rng, requests.max(1));
+        user.next_request(rules, now);
+        user
+    }
+
     fn idle(rng: R, more: u64) -> Self {
         User {
             rng,

@@ -378,8 +378,14 @@ pub async fn run_with(
     // others, up to one per core, take users from busy lanes in a storm.
     let source = match config.open {
         Some(open) if !stopped_early => Some(
-            Source::new(open, config.seed, config.shard, Duration::ZERO)
-                .map_err(StartError::Traffic)?,
+            Source::new(
+                open,
+                config.seed,
+                config.shard,
+                Duration::ZERO,
+                config.think,
+            )
+            .map_err(StartError::Traffic)?,
         ),
         _ => None,
     };

@@ -422,8 +422,14 @@ impl Engine {
             recomplete: false,
             waiters: VecDeque::new(),
             source: client.open.map(|open| {
-                Source::new(open, client.seed, client.shard, Duration::ZERO)
-                    .expect("a validated arrival rate")
+                Source::new(
+                    open,
+                    client.seed,
+                    client.shard,
+                    Duration::ZERO,
+                    client.think,
+                )
+                .expect("a validated arrival rate")
             }),
             free: Vec::new(),
             events: 0,

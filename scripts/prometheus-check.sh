@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # shellcheck disable=SC2016 # the $ in single-quoted jq programs are jq's
-# A real Prometheus (Debian's package) scraping a server and a client every
-# second on loopback through a short storm, then asked over its HTTP API
+# A real Prometheus (Debian's package) scraping a server and two clients
+# (a closed population, and open traffic beside it) every second on loopback through a short storm, then asked over its HTTP API
 # what it saw. Installs prometheus (and jq, curl) if missing, without
 # starting the package's own service; builds the programs (cargo build
-# --release --locked); starts a server and a client with --metrics-listen,
+# --release --locked); starts a server and the clients with --metrics-listen,
 # and a Prometheus with its own configuration and storage in a temporary
 # folder (--web.listen-address on 127.0.0.1, scrape_interval 1s); runs the
 # storm by hand, every time divided by 2 (--time-scale 2): a 12 s warm-up,
@@ -39,6 +39,11 @@
 #                holds the bursts between scrapes) too
 #   dashboard    every query of deploy/grafana/dashboard.json (variables
 #                set to all jobs and a 5 s window) answers with series
+#   open         a second client, of open traffic (a session a second, one
+#                attempt each, 10 s to answer), scraped as its own job:
+#                its sessions keep arriving through the pause at the
+#                warm-up's rate, and it holds more of them in the pause
+#                than it ever did in the warm-up
 # Prints PASS/FAIL per check; exits 1 if one fails, 2 on a usage or setup
 # error. Everything it started is stopped, and its folder (and a
 # policy-rc.d it wrote) removed, when it exits, whatever happened.
@@ -148,7 +153,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/prometheus-check.XXXXXX")
 # ports below the ephemeral range: a port from binding port 0, released,
 # may be taken again by any bind to port 0 or as a connection's source
 # port before the client or Prometheus binds it; these never are.
-read -r client_port prom_port < <(python3 -c '
+read -r client_port prom_port open_port < <(python3 -c '
 import os, socket
 low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
 high = min(low, 21000)
@@ -164,10 +169,10 @@ for i in range(high - start):
         pass
     finally:
         s.close()
-    if len(found) == 2:
+    if len(found) == 3:
         break
 print(*found)')
-[[ -n ${prom_port:-} ]] || { echo "prometheus-check: no two free ports below the ephemeral range" >&2; exit 1; }
+[[ -n ${open_port:-} ]] || { echo "prometheus-check: no three free ports below the ephemeral range" >&2; exit 1; }
 
 # wait_for SECONDS WHAT COMMAND...: polls until the command succeeds.
 wait_for() {
@@ -207,6 +212,9 @@ scrape_configs:
   - job_name: retry-storm-client
     static_configs:
       - targets: ['127.0.0.1:$client_port']
+  - job_name: retry-storm-open
+    static_configs:
+      - targets: ['127.0.0.1:$open_port']
 EOF
 prometheus --config.file="$tmp/prometheus.yml" --storage.tsdb.path="$tmp/tsdb" \
   --web.listen-address="127.0.0.1:$prom_port" > "$tmp/prometheus.log" 2>&1 &
@@ -219,6 +227,13 @@ wait_for 30 "Prometheus to be ready" curl -sf "$prom/-/ready"
 pids+=($!)
 client_pid=$!
 wait_for 10 "the client's start line" grep -q 'metrics on http' "$tmp/client.log"
+# Open traffic beside it: 1 % of its demand, one attempt a request, so
+# that it adds next to nothing to the storm, each waiting up to 10 s.
+"$bin/client" --url "$server_url" --metrics-listen "127.0.0.1:$open_port" --time-scale "$scale" \
+  --arrival-rate 1 --max-attempts 1 --timeout 10s --seed 21 > "$tmp/open.log" 2>&1 &
+pids+=($!)
+open_pid=$!
+wait_for 10 "the open client's start line" grep -q 'metrics on http' "$tmp/open.log"
 
 # query EXPR TIME: the value of the first series at TIME, or "none".
 query() {
@@ -232,14 +247,14 @@ range() {
     jq -r '.data.result[0].values[]? | "\(.[0]) \(.[1])"'
 }
 up() { echo "up{job=\"retry-storm-$1\"}"; }
-# Both targets scraped before the warm-up counts.
-both_up() { [[ $(query 'sum(up)' "$(now)") == 2 ]]; }
-wait_for 15 "both targets up" both_up
+# Every target scraped before the warm-up counts.
+both_up() { [[ $(query 'sum(up)' "$(now)") == 3 ]]; }
+wait_for 15 "every target up" both_up
 
 # promtool's lint of each exposition as curl gets it (Prometheus's text
 # format), kept for the verdicts below.
 lint=""
-for target in "$server_metrics" "127.0.0.1:$client_port"; do
+for target in "$server_metrics" "127.0.0.1:$client_port" "127.0.0.1:$open_port"; do
   curl -sf "http://$target/metrics" > "$tmp/exposition.txt" || lint+="$target: no answer; "
   promtool check metrics < "$tmp/exposition.txt" > "$tmp/lint.txt" 2>&1 || lint+="$target: $(head -1 "$tmp/lint.txt"); "
 done
@@ -272,7 +287,7 @@ verdict() {
   fi
 }
 
-verdict lint "promtool check metrics finds nothing in either exposition${lint:+ ($lint)}" \
+verdict lint "promtool check metrics finds nothing in any exposition${lint:+ ($lint)}" \
   "${#lint} == 0"
 num() { [[ $1 =~ ^[0-9.e+-]+$ ]] && echo "$1" || echo -1; }
 # short NUMBER: one decimal, for the lines printed.
@@ -336,6 +351,21 @@ if [[ -e $dashboard ]]; then
     "${#empty[@]} == 0 && $total > 0"
 fi
 
+# Open traffic arrives whatever the service does: at the warm-up's rate
+# through the pause, and held longer, so more of it is outstanding.
+job='{job="retry-storm-open"}'
+# Rates over the whole phase: some 16 and 18 arrivals of a Poisson stream.
+arrivals="retry_storm_client_sessions_arrived_total$job"
+warm_arrivals=$(num "$(query "rate(${arrivals}[$warm_window])" "$at_stop")")
+pause_arrivals=$(num "$(query "rate(${arrivals}[$((pause - 2))s])" "$at_resume")")
+verdict open "sessions arrive through the pause ($(short "$pause_arrivals")/s against $(short "$warm_arrivals")/s in the warm-up)" \
+  "$warm_arrivals > 0 && $pause_arrivals >= $warm_arrivals / 3"
+held="retry_storm_client_outstanding$job"
+warm_held=$(num "$(query "max_over_time(${held}[$warm_window])" "$at_stop")")
+pause_held=$(num "$(query "max_over_time(${held}[$((pause - 2))s])" "$at_resume")")
+verdict open "sessions held in the pause above the warm-up's (highest $pause_held against $warm_held)" \
+  "$pause_held > $warm_held && $warm_held >= 0"
+
 # For the record: what an SRE would have seen.
 delay=$(query "max_over_time(retry_storm_server_modelled_delay_seconds[$((watch))s])" "$end")
 p99_warm=$(query 'histogram_quantile(0.99, rate(retry_storm_client_attempt_duration_seconds_bucket[5s]))' "$at_stop")
@@ -343,5 +373,5 @@ retries=$(query 'max_over_time(rate(retry_storm_client_retries_total[3s])[30s:1s
 echo "seen: highest modelled delay after resume ${delay}s; p99 attempt latency in the warm-up ${p99_warm}s; highest retry rate ${retries}/s"
 echo "timeline: start $start, stop $stopped, resume $resumed, end $end (unix seconds)"
 
-kill -INT "$client_pid" 2> /dev/null || true
+kill -INT "$client_pid" "$open_pid" 2> /dev/null || true
 [[ $failures == 0 ]] || exit 1

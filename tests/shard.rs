@@ -198,6 +198,43 @@ fn case_names_like_formulas_are_text_in_a_sweeps_csv_files_and_merge_back() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A scenario of closed and open cases, swept at two numbers of clients
+/// (the open case at its own rate), in shards: the rows of both kinds of
+/// load read back and merge into the files of one process.
+#[test]
+fn closed_and_open_cases_swept_in_shards_merge_into_the_files_of_one_process() {
+    let dir = temp_dir("open");
+    let scenario = dir.join("mixed.toml");
+    std::fs::write(
+        &scenario,
+        "seed = 1\n\
+         [[case]]\nname = \"closed\"\nclient = \"--strategy fixed\"\n\
+         [[case]]\nname = \"partly-open\"\n\
+         client = \"--strategy fixed --arrival-rate 7.5 --session-requests 4\"\n",
+    )
+    .unwrap();
+    let sweep = |out: &Path, shard: Option<&str>| {
+        let mut args = vec!["sweep", path(&scenario), "--clients", "300,600"];
+        args.extend(["--seeds", "2", "--max-pause", "20s", "--step", "10s"]);
+        args.extend(["--threads", "1", "--quiet", "--out", path(out)]);
+        if let Some(s) = shard {
+            args.extend(["--shard", s]);
+        }
+        storm(&args, &[]);
+    };
+    let whole = dir.join("whole");
+    sweep(&whole, None);
+    let critical = String::from_utf8(read(whole.join("critical.csv"))).unwrap();
+    let rows: Vec<&str> = critical.lines().collect();
+    assert_eq!(rows.len(), 4, "two closed settings, one open: {critical}");
+    assert!(rows[3].starts_with("partly-open,,7.5,"), "{critical}");
+    let shards = [dir.join("a"), dir.join("b")];
+    sweep(&shards[0], Some("0/2"));
+    sweep(&shards[1], Some("1/2"));
+    merged_like(&dir, &shards, &whole, &["critical.csv", "phase.csv"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn a_storms_runs_in_shards_merge_into_its_summaries() {
     let dir = temp_dir("runs");

@@ -414,7 +414,7 @@ fn sweep_writes_the_edge_every_pause_and_the_maps() {
     let mut lines = critical.lines();
     assert_eq!(
         lines.next().unwrap(),
-        "case,clients,lambda_s,timeout_s,server_limit,seeds,critical_pause_s,at_least,\
+        "case,clients,arrival_rate,lambda_s,timeout_s,server_limit,seeds,critical_pause_s,at_least,\
          overloaded,recovery_s,t50_s,t50_ci_low_s,t50_ci_high_s,t10_s,t90_s,t50_outside"
     );
     let rows: Vec<&str> = lines.collect();
@@ -424,11 +424,11 @@ fn sweep_writes_the_edge_every_pause_and_the_maps() {
     let phase = std::fs::read_to_string(out.join("phase.csv")).unwrap();
     let mut lines = phase.lines();
     assert!(lines.next().unwrap().starts_with(
-        "case,clients,lambda_s,timeout_s,server_limit,pause_s,runs,recovered_runs,p_recovered,"
+        "case,clients,arrival_rate,lambda_s,timeout_s,server_limit,pause_s,runs,recovered_runs,"
     ));
     let pauses: Vec<&str> = lines
         .filter(|l| l.starts_with("fixed,200,"))
-        .map(|l| l.split(',').nth(5).unwrap())
+        .map(|l| l.split(',').nth(6).unwrap())
         .collect();
     for grid in ["0.0", "10.0", "20.0"] {
         assert!(pauses.contains(&grid), "{grid}: {phase}");
@@ -485,7 +485,7 @@ fn sweep_at_one_pause_maps_two_settings() {
     let rows: Vec<&str> = phase.lines().skip(1).collect();
     assert_eq!(rows.len(), 4, "{phase}");
     assert!(
-        rows.iter().all(|r| r.split(',').nth(5) == Some("6.0")),
+        rows.iter().all(|r| r.split(',').nth(6) == Some("6.0")),
         "{phase}"
     );
     assert!(!out.join("critical.csv").exists() && !out.join("heatmap.svg").exists());
@@ -511,7 +511,7 @@ fn sweep_at_one_pause_maps_two_settings() {
         "{summary}"
     );
     assert!(
-        summary.contains("| fixed | 200 | - | 1 | 30 |"),
+        summary.contains("| fixed | 200 | - | - | 1 | 30 |"),
         "{summary}"
     );
     std::fs::remove_dir_all(&out).unwrap();
@@ -566,15 +566,15 @@ fn sweep_maps_a_scenarios_cases_over_think_times() {
     let rows: Vec<&str> = critical.lines().skip(1).collect();
     let keys: Vec<String> = rows
         .iter()
-        .map(|r| r.split(',').take(3).collect::<Vec<_>>().join(","))
+        .map(|r| r.split(',').take(4).collect::<Vec<_>>().join(","))
         .collect();
     assert_eq!(
         keys,
         [
-            "fixed,300,5.0",
-            "fixed,300,10.0",
-            "shedding,300,5.0",
-            "shedding,300,10.0"
+            "fixed,300,,5.0",
+            "fixed,300,,10.0",
+            "shedding,300,,5.0",
+            "shedding,300,,10.0"
         ]
     );
     // A shedding server recovers from every pause tried: no edge within.

@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use clap::Parser;
-use retry_storm::cli::{ProgramFlags, StormCli};
+use retry_storm::cli::{ProgramFlags, StormCli, StormCommand};
 use retry_storm::experiment::StormError;
-use retry_storm::experiment::sweep::{Outside, Point, SweepConfig, run};
+use retry_storm::experiment::sweep::{Outside, Point, SweepConfig, run, write};
 
 /// A sweep of fixed retries and the 2014 client, seed 1, from the storm's
 /// own flags.
@@ -30,6 +30,7 @@ fn sweep(clients: Vec<u32>) -> SweepConfig {
     SweepConfig {
         storm,
         clients,
+        rates: vec![],
         thinks: vec![],
         timeouts: vec![Duration::from_secs(2)],
         limits: vec![30],
@@ -49,8 +50,9 @@ fn settings_cover_every_combination_in_order() {
     c.limits = vec![30, 60];
     let s = c.settings();
     assert_eq!(s.len(), 2 * 2 * 2);
-    assert_eq!((s[0].case, s[0].clients, s[0].limit), (0, 100, 30));
-    assert_eq!((s[1].clients, s[1].limit), (100, 60));
+    assert_eq!((s[0].case, s[0].clients, s[0].limit), (0, Some(100), 30));
+    assert_eq!(s[0].arrival_rate, None, "a closed case");
+    assert_eq!((s[1].clients, s[1].limit), (Some(100), 60));
     assert_eq!(s[7].case, 1, "the second case, exponential-2014");
 }
 
@@ -198,15 +200,15 @@ fn one_pause_judges_each_setting_once_and_finds_no_edge() {
     let report = run(&c, &ProgramFlags, |_| {}).unwrap();
     assert!(report.critical.is_empty(), "no edge at one pause");
     assert_eq!(report.runs, 2 * 4);
-    let shares: Vec<(u32, f64, u32)> = report
+    let shares: Vec<(Option<u32>, f64, u32)> = report
         .points
         .iter()
         .map(|p| (p.clients, p.pause_s, p.recovered_runs))
         .collect();
     assert_eq!(shares.len(), 2, "{shares:?}");
-    assert_eq!((shares[0].0, shares[0].1), (300, 6.0));
+    assert_eq!((shares[0].0, shares[0].1), (Some(300), 6.0));
     assert!(shares[0].2 >= 3, "300 clients mostly recover: {shares:?}");
-    assert_eq!(shares[1].0, 2000);
+    assert_eq!(shares[1].0, Some(2000));
     assert!(shares[1].2 <= 1, "2,000 clients mostly do not: {shares:?}");
     assert!(report.points[0].to_string().contains("pause 6 s: "));
 }
@@ -230,4 +232,144 @@ fn a_setting_that_fails_without_a_pause_says_so() {
     assert!(edge.to_string().contains("fewer than half"), "{edge}");
     // Four runs that all failed put T50 below the shortest pause.
     assert_eq!(edge.t50_ci_high_s, Some(0.0), "{edge:?}");
+}
+
+#[test]
+fn arrival_rates_are_a_load_axis_and_a_higher_rate_breaks_sooner() {
+    // Fixed retries under open traffic: at 5 arrivals a second a 10 s
+    // pause leaves a backlog the server clears; at 100 it does not.
+    let mut c = sweep(vec![1000]);
+    c.storm.scenario.cases.truncate(1);
+    c.rates = vec![5.0, 100.0];
+    c.seeds = 4;
+    c.max_pause = Duration::from_secs(20);
+    c.resolution = Duration::from_secs(10);
+    c.step = Duration::from_secs(10);
+    let settings = c.settings();
+    assert_eq!(settings.len(), 2, "the rates replace the clients");
+    assert!(settings.iter().all(|s| s.clients.is_none()));
+    let report = run(&c, &ProgramFlags, |_| {}).unwrap();
+    let rates: Vec<(Option<u32>, Option<f64>)> = report
+        .critical
+        .iter()
+        .map(|c| (c.clients, c.arrival_rate))
+        .collect();
+    assert_eq!(rates, [(None, Some(5.0)), (None, Some(100.0))]);
+    let share = |rate: f64| {
+        let p = report
+            .points
+            .iter()
+            .find(|p| p.arrival_rate == Some(rate) && p.pause_s == 10.0)
+            .unwrap();
+        assert!(p.to_string().contains(&format!("{rate} arrivals/s")), "{p}");
+        p.p_recovered
+    };
+    assert!(share(5.0) >= 0.75, "5/s after 10 s: {}", share(5.0));
+    assert!(share(100.0) <= 0.25, "100/s after 10 s: {}", share(100.0));
+}
+
+/// A temporary folder of this test's own.
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("sweep-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `storm sweep ARGS`'s configuration, or clap's refusal.
+fn sweep_args(args: &[&str]) -> Result<SweepConfig, String> {
+    let cli = StormCli::try_parse_from(["storm", "sweep"].iter().chain(args))
+        .map_err(|e| e.to_string())?;
+    let Some(StormCommand::Sweep(args)) = cli.command else {
+        panic!("a sweep");
+    };
+    args.config().map_err(|e| e.to_string())
+}
+
+/// Closed, open and partly-open cases of one demand (30 requests a second),
+/// swept by seconds: a few seeds, a coarse grid.
+const MIXED: &str = "seed = 1\n\
+    [[case]]\nname = \"closed\"\nclient = \"--strategy exponential-2014\"\n\
+    [[case]]\nname = \"open\"\nclient = \"--strategy exponential-2014 --arrival-rate 30\"\n\
+    [[case]]\nname = \"partly-open\"\n\
+    client = \"--strategy exponential-2014 --arrival-rate 10 --session-requests 3\"\n";
+
+const QUICK: &[&str] = &[
+    "--seeds",
+    "2",
+    "--max-pause",
+    "20s",
+    "--step",
+    "10s",
+    "--resolution",
+    "10s",
+    "--threads",
+    "2",
+    "--quiet",
+];
+
+#[test]
+fn a_scenario_of_closed_and_open_cases_sweeps_each_at_its_own_load() {
+    let dir = temp_dir("mixed");
+    let file = dir.join("mixed.toml");
+    std::fs::write(&file, MIXED).unwrap();
+    let out = dir.join("out");
+    let mut args = vec![file.to_str().unwrap(), "--clients", "300"];
+    args.extend(QUICK);
+    args.extend(["--out", out.to_str().unwrap()]);
+    let c = sweep_args(&args).unwrap();
+    let report = run(&c, &ProgramFlags, |_| {}).unwrap();
+    let loads: Vec<(&str, Option<u32>, Option<f64>)> = report
+        .critical
+        .iter()
+        .map(|c| (c.case.as_str(), c.clients, c.arrival_rate))
+        .collect();
+    assert_eq!(
+        loads,
+        [
+            ("closed", Some(300), None),
+            ("open", None, Some(30.0)),
+            ("partly-open", None, Some(10.0)),
+        ]
+    );
+    // Every case holds its load without a pause.
+    for p in report.points.iter().filter(|p| p.pause_s == 0.0) {
+        assert!(p.recovered_runs > 0, "{p}");
+    }
+    write(&c, &report, "storm sweep mixed.toml").unwrap();
+    let critical = std::fs::read_to_string(out.join("critical.csv")).unwrap();
+    let rows: Vec<&str> = critical.lines().collect();
+    assert!(rows[0].starts_with("case,clients,arrival_rate,lambda_s,"));
+    assert!(rows[1].starts_with("closed,300,,,2.0,30,"), "{critical}");
+    assert!(rows[2].starts_with("open,,30.0,,2.0,30,"), "{critical}");
+    let summary = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(summary.contains("| case | clients | arrival rate (/s) |"));
+    assert!(
+        summary.contains("| partly-open | - | 10 | - | 2 | 30 |"),
+        "{summary}"
+    );
+    let heat = std::fs::read_to_string(out.join("heatmap.svg")).unwrap();
+    for label in ["closed, 300 clients", "open, 30 arrivals/s"] {
+        assert!(heat.contains(label), "{label}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_sweeps_rate_refuses_its_clients_and_a_case_with_its_own_load() {
+    let e = sweep_args(&["--clients", "300", "--arrival-rate", "30"]).unwrap_err();
+    assert!(
+        e.contains("'--clients <N,...>' cannot be used with '--arrival-rate"),
+        "{e}"
+    );
+    // Closed cases of a file run open at the sweep's rate; an open case
+    // of its own is refused before anything runs.
+    let dir = temp_dir("own-rate");
+    let file = dir.join("mixed.toml");
+    std::fs::write(&file, MIXED).unwrap();
+    let c = sweep_args(&[file.to_str().unwrap(), "--arrival-rate", "30,60"]).unwrap();
+    let e = c.validate(&ProgramFlags).unwrap_err();
+    assert!(matches!(e, StormError::Flags(_)), "{e}");
+    assert!(e.to_string().contains("case open sets its own load"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -7,7 +7,9 @@ use clap::Args;
 
 use super::generate::GenerateArgs;
 use super::protocol::{OutputArgs, ProtocolArgs, default_out};
-use super::values::{duration, positive_duration, resolve_shard, seconds_or_duration, shard};
+use super::values::{
+    duration, positive, positive_duration, resolve_shard, seconds_or_duration, shard,
+};
 use crate::experiment::scenario::{Engine, Scenario, ScenarioError};
 use crate::experiment::sweep::SweepConfig;
 use crate::experiment::{Stop, Storm};
@@ -15,8 +17,9 @@ use crate::model::shard::{Shard, ShardSource};
 use crate::policy::StrategyKind;
 
 /// `storm sweep [FILE]`: where each policy breaks. For each case (the
-/// scenario file's, or one per strategy), under each number of clients,
-/// think time, timeout and server limit given, how often the system
+/// scenario file's, or one per strategy), under each number of clients
+/// (or arrival rate), think time, timeout and server limit given, how
+/// often the system
 /// recovers against the pause, in virtual time: T50 (where half the runs
 /// recover) with its interval, T90 and T10; critical.csv, phase.csv, a
 /// heat map and a phase diagram. With --pause, how often each setting
@@ -30,10 +33,20 @@ pub struct SweepArgs {
     /// Strategies to map, comma-separated, one case each [default: all].
     #[arg(long, value_enum, value_delimiter = ',', value_name = "NAMES")]
     pub strategies: Vec<StrategyKind>,
-    /// Numbers of clients, comma-separated.
+    /// Numbers of clients, comma-separated, for each closed case; a case
+    /// whose client flags hold --arrival-rate is open traffic at its own
+    /// rate, and gets none.
     #[arg(long, value_delimiter = ',', default_value = "1000", value_name = "N,...",
           value_parser = clap::value_parser!(u32).range(1..))]
     pub clients: Vec<u32>,
+    /// Arrival rates (sessions a second), comma-separated, instead of
+    /// --clients: every case runs as open traffic at each, keeping its own
+    /// --session-requests (its flags may not set --arrival-rate or
+    /// --clients) [default: --clients for a closed case, its own rate for
+    /// an open one].
+    #[arg(long, value_delimiter = ',', value_parser = positive, value_name = "R,...",
+          conflicts_with = "clients")]
+    pub arrival_rate: Vec<f64>,
     /// Mean think times, comma-separated (seconds or durations) [default:
     /// each case's own].
     #[arg(long, value_delimiter = ',', value_parser = seconds_or_duration,
@@ -155,6 +168,7 @@ impl SweepArgs {
         Ok(SweepConfig {
             storm,
             clients: self.clients.clone(),
+            rates: self.arrival_rate.clone(),
             thinks: self.lambda.clone(),
             timeouts: self.timeout.clone(),
             limits: self.limit.clone(),

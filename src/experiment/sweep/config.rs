@@ -13,8 +13,12 @@ pub struct SweepConfig {
     /// The experiment every point runs (cases, protocol, base seed); its
     /// pause is set per point, its engine is virtual.
     pub storm: Storm,
-    /// Numbers of clients to sweep.
+    /// Numbers of clients to sweep, for each closed case (one whose
+    /// client flags hold no `--arrival-rate`) when `rates` is empty.
     pub clients: Vec<u32>,
+    /// Arrival rates to sweep (sessions a second): every case then runs as
+    /// open traffic at each (none: each case's own load).
+    pub rates: Vec<f64>,
     /// Mean think times to sweep (none: the cases' own).
     pub thinks: Vec<Duration>,
     /// Client timeouts to sweep.
@@ -38,13 +42,16 @@ pub struct SweepConfig {
     pub shard: Shard,
 }
 
-/// One line of the map: a case under one setting.
+/// One line of the map: a case under one setting. Its load is either a
+/// number of clients (closed) or an arrival rate (open), never both.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Setting {
     /// The case, by its place in the scenario.
     pub case: usize,
-    /// Number of clients.
-    pub clients: u32,
+    /// Number of clients (none: open traffic).
+    pub clients: Option<u32>,
+    /// Sessions arriving a second (none: a closed population).
+    pub arrival_rate: Option<f64>,
     /// Mean think time, if the sweep sets it.
     pub think: Option<Duration>,
     /// Client timeout.
@@ -61,12 +68,39 @@ fn is_pool(case: &Case) -> bool {
     flag_value(&case.server, "--model") == Some("pool")
 }
 
+/// The arrival rate `case`'s own client flags give, if they give one: the
+/// case is open (or partly open) traffic. A value that is not a number
+/// reads as NaN, and the client's own parse refuses it when the sweep's
+/// settings are checked.
+fn own_rate(case: &Case) -> Option<f64> {
+    flag_value(&case.client, ARRIVAL_RATE).map(|r| r.parse().unwrap_or(f64::NAN))
+}
+
+/// The client's flag of open traffic.
+const ARRIVAL_RATE: &str = "--arrival-rate";
+
+/// A setting's load: clients, or sessions arriving a second.
+type Load = (Option<u32>, Option<f64>);
+
 pub(super) fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
 }
 
 impl SweepConfig {
-    /// Every setting, cases outermost.
+    /// The loads `case` runs under: the sweep's arrival rates if it has
+    /// any; else the case's own rate, once, if its flags give one; else
+    /// the sweep's numbers of clients.
+    fn loads(&self, case: &Case) -> Vec<Load> {
+        if !self.rates.is_empty() {
+            return self.rates.iter().map(|&r| (None, Some(r))).collect();
+        }
+        match own_rate(case) {
+            Some(rate) => vec![(None, Some(rate))],
+            None => self.clients.iter().map(|&n| (Some(n), None)).collect(),
+        }
+    }
+
+    /// Every setting, cases outermost, then the load.
     pub fn settings(&self) -> Vec<Setting> {
         let thinks: Vec<Option<Duration>> = if self.thinks.is_empty() {
             vec![None]
@@ -74,14 +108,15 @@ impl SweepConfig {
             self.thinks.iter().copied().map(Some).collect()
         };
         let mut out = Vec::new();
-        for case in 0..self.storm.scenario.cases.len() {
-            for &clients in &self.clients {
+        for (case, flags) in self.storm.scenario.cases.iter().enumerate() {
+            for (clients, arrival_rate) in self.loads(flags) {
                 for &think in &thinks {
                     for &timeout in &self.timeouts {
                         for &limit in &self.limits {
                             out.push(Setting {
                                 case,
                                 clients,
+                                arrival_rate,
                                 think,
                                 timeout,
                                 limit,
@@ -99,16 +134,23 @@ impl SweepConfig {
         &self.storm.scenario.cases[setting.case].name
     }
 
-    /// A setting's case: the scenario's, with the setting's clients, think
-    /// time, timeout and server limit.
+    /// A setting's case: the scenario's, with the setting's load (its
+    /// clients, or the sweep's arrival rate; a case's own rate is in its
+    /// flags already), think time, timeout and server limit.
     pub(super) fn case_for(&self, setting: &Setting) -> Case {
         let mut case = self.storm.scenario.cases[setting.case].clone();
-        case.client.extend([
-            "--clients".to_string(),
-            setting.clients.to_string(),
-            "--timeout".to_string(),
-            format_duration(setting.timeout),
-        ]);
+        if let Some(clients) = setting.clients {
+            case.client
+                .extend(["--clients".to_string(), clients.to_string()]);
+        }
+        if let Some(rate) = setting.arrival_rate
+            && !self.rates.is_empty()
+        {
+            case.client
+                .extend([ARRIVAL_RATE.to_string(), rate.to_string()]);
+        }
+        case.client
+            .extend(["--timeout".to_string(), format_duration(setting.timeout)]);
         if let Some(think) = setting.think {
             case.client
                 .extend(["--lambda".to_string(), format_duration(think)]);
@@ -136,6 +178,18 @@ impl SweepConfig {
     pub fn validate(&self, flags: &dyn Flags) -> Result<(), StormError> {
         if self.seeds == 0 {
             return Err(StormError::Flags("--seeds: must be at least 1".into()));
+        }
+        if !self.rates.is_empty()
+            && let Some(case) = self.storm.scenario.cases.iter().find(|c| {
+                flag_value(&c.client, ARRIVAL_RATE).is_some()
+                    || flag_value(&c.client, "--clients").is_some()
+            })
+        {
+            return Err(StormError::Flags(format!(
+                "--arrival-rate: case {} sets its own load (--arrival-rate or --clients \
+                 in its client flags), which the sweep's rates would replace",
+                case.name
+            )));
         }
         if self.limits != [DEFAULT_LIMIT]
             && let Some(pool) = self.storm.scenario.cases.iter().find(|c| is_pool(c))
@@ -183,5 +237,130 @@ impl SweepConfig {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::super::super::folder::Existing;
+    use super::super::super::scenario::{Engine, Scenario};
+    use super::super::super::stop::Stop;
+    use super::*;
+    use crate::model::client::ClientConfig;
+    use crate::model::server::ServerConfig;
+
+    /// A sweep of `cases` (TOML) over 500 and 1,000 clients.
+    fn sweep(cases: &str) -> SweepConfig {
+        let scenario = Scenario::from_toml(&format!("seed = 1\n{cases}")).unwrap();
+        SweepConfig {
+            storm: Storm {
+                scenario,
+                engine: Engine::Sim,
+                time_scale: 1.0,
+                parallel: 0,
+                out: PathBuf::new(),
+                existing: Existing::Refuse,
+                png: false,
+                progress: false,
+                watch: None,
+                verbose: false,
+                program: PathBuf::new(),
+                shard: Shard::WHOLE,
+                stop: Stop::new(),
+            },
+            clients: vec![500, 1000],
+            rates: Vec::new(),
+            thinks: Vec::new(),
+            timeouts: vec![Duration::from_secs(2)],
+            limits: vec![DEFAULT_LIMIT],
+            seeds: 1,
+            pause: None,
+            max_pause: Duration::from_secs(60),
+            resolution: Duration::from_secs(1),
+            step: Duration::from_secs(5),
+            threads: 1,
+            shard: Shard::WHOLE,
+        }
+    }
+
+    const MIXED: &str = "[[case]]\nname = \"closed\"\nclient = \"--strategy fixed\"\n\
+         [[case]]\nname = \"partly-open\"\n\
+         client = \"--strategy fixed --arrival-rate 20 --session-requests 5\"\n";
+
+    /// Flags that are never asked for.
+    struct Unused;
+
+    impl Flags for Unused {
+        fn server(&self, _: &[String]) -> Result<ServerConfig, String> {
+            Err("unused".into())
+        }
+        fn client(&self, _: &[String]) -> Result<ClientConfig, String> {
+            Err("unused".into())
+        }
+    }
+
+    fn client(c: &SweepConfig, s: &Setting) -> String {
+        c.case_for(s).client.join(" ")
+    }
+
+    #[test]
+    fn a_case_with_its_own_rate_keeps_it_and_gets_no_clients() {
+        let c = sweep(MIXED);
+        let s = c.settings();
+        let loads: Vec<(usize, Option<u32>, Option<f64>)> = s
+            .iter()
+            .map(|s| (s.case, s.clients, s.arrival_rate))
+            .collect();
+        assert_eq!(
+            loads,
+            [
+                (0, Some(500), None),
+                (0, Some(1000), None),
+                (1, None, Some(20.0))
+            ]
+        );
+        assert_eq!(
+            client(&c, &s[1]),
+            "--strategy fixed --clients 1000 --timeout 2s"
+        );
+        assert_eq!(
+            client(&c, &s[2]),
+            "--strategy fixed --arrival-rate 20 --session-requests 5 --timeout 2s"
+        );
+    }
+
+    #[test]
+    fn the_sweeps_rates_make_every_case_open_at_each() {
+        let mut c = sweep(
+            "[[case]]\nname = \"closed\"\nclient = \"--strategy fixed\"\n\
+             [[case]]\nname = \"sessions\"\nclient = \"--strategy fixed --session-requests 5\"\n",
+        );
+        c.rates = vec![50.0, 12.5];
+        let s = c.settings();
+        assert_eq!(s.len(), 4, "two cases at two rates; no clients: {s:?}");
+        assert!(s.iter().all(|s| s.clients.is_none()));
+        assert_eq!(s[1].arrival_rate, Some(12.5));
+        assert_eq!(
+            client(&c, &s[1]),
+            "--strategy fixed --arrival-rate 12.5 --timeout 2s"
+        );
+        assert_eq!(
+            client(&c, &s[2]),
+            "--strategy fixed --session-requests 5 --arrival-rate 50 --timeout 2s"
+        );
+    }
+
+    #[test]
+    fn the_sweeps_rates_refuse_a_case_that_sets_its_own_load() {
+        for own in ["--arrival-rate 20", "--clients=300"] {
+            let mut c = sweep(&format!(
+                "[[case]]\nname = \"own\"\nclient = \"--strategy fixed {own}\"\n"
+            ));
+            c.rates = vec![50.0];
+            let e = c.validate(&Unused).unwrap_err().to_string();
+            assert!(e.contains("case own sets its own load"), "{own}: {e}");
+        }
     }
 }

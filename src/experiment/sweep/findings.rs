@@ -11,8 +11,12 @@ pub struct Point {
     /// The case's name (a CSV cell safe from spreadsheets).
     #[serde(with = "crate::report::output::csv_text")]
     pub case: String,
-    /// Number of clients.
-    pub clients: u32,
+    /// Number of clients (empty: open traffic).
+    pub clients: Option<u32>,
+    /// Sessions arriving a second (empty: a closed population; absent
+    /// from files written before the sweep had open traffic).
+    #[serde(default)]
+    pub arrival_rate: Option<f64>,
     /// Mean think time, seconds (empty: the case's own).
     pub lambda_s: Option<f64>,
     /// Client timeout, seconds.
@@ -49,8 +53,12 @@ pub struct Critical {
     /// The case's name (a CSV cell safe from spreadsheets).
     #[serde(with = "crate::report::output::csv_text")]
     pub case: String,
-    /// Number of clients.
-    pub clients: u32,
+    /// Number of clients (empty: open traffic).
+    pub clients: Option<u32>,
+    /// Sessions arriving a second (empty: a closed population; absent
+    /// from files written before the sweep had open traffic).
+    #[serde(default)]
+    pub arrival_rate: Option<f64>,
     /// Mean think time, seconds (empty: the case's own).
     pub lambda_s: Option<f64>,
     /// Client timeout, seconds.
@@ -167,8 +175,10 @@ impl fmt::Display for Point {
 pub(super) struct Key<'a> {
     /// The case's name.
     pub case: &'a str,
-    /// Number of clients.
-    pub clients: u32,
+    /// Number of clients (none: open traffic).
+    pub clients: Option<u32>,
+    /// Sessions arriving a second (none: a closed population).
+    pub arrival_rate: Option<f64>,
     /// Mean think time, seconds (none: the case's own).
     pub lambda_s: Option<f64>,
     /// Client timeout, seconds.
@@ -182,6 +192,7 @@ impl<'a> From<&'a Critical> for Key<'a> {
         Key {
             case: &c.case,
             clients: c.clients,
+            arrival_rate: c.arrival_rate,
             lambda_s: c.lambda_s,
             timeout_s: c.timeout_s,
             limit: c.server_limit,
@@ -194,6 +205,7 @@ impl<'a> From<&'a Point> for Key<'a> {
         Key {
             case: &p.case,
             clients: p.clients,
+            arrival_rate: p.arrival_rate,
             lambda_s: p.lambda_s,
             timeout_s: p.timeout_s,
             limit: p.server_limit,
@@ -201,14 +213,79 @@ impl<'a> From<&'a Point> for Key<'a> {
     }
 }
 
-/// The setting in words: its case, clients, think time (where the sweep
-/// sets it), timeout and server limit.
+/// The setting in words: its case, its load (clients, or arrivals a
+/// second), think time (where the sweep sets it), timeout and server
+/// limit.
 impl fmt::Display for Key<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}, {} clients", self.case, self.clients)?;
+        write!(f, "{}", self.case)?;
+        if let Some(clients) = self.clients {
+            write!(f, ", {clients} clients")?;
+        }
+        if let Some(rate) = self.arrival_rate {
+            write!(f, ", {rate} arrivals/s")?;
+        }
         if let Some(think) = self.lambda_s {
             write!(f, ", think {think} s")?;
         }
         write!(f, ", timeout {} s, limit {}", self.timeout_s, self.limit)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rows<T: serde::de::DeserializeOwned>(csv: &str) -> Vec<T> {
+        csv::Reader::from_reader(csv.as_bytes())
+            .deserialize()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    }
+
+    #[test]
+    fn rows_written_before_open_traffic_read_as_closed() {
+        let points: Vec<Point> = rows(
+            "case,clients,lambda_s,timeout_s,server_limit,pause_s,runs,recovered_runs,\
+             p_recovered,p_low,p_high,recovery_s\n\
+             fixed,250,,2.0,30,2.0,20,20,1.0,0.83,1.0,1.5\n",
+        );
+        assert_eq!(
+            (points[0].clients, points[0].arrival_rate),
+            (Some(250), None)
+        );
+        let critical: Vec<Critical> = rows(
+            "case,clients,lambda_s,timeout_s,server_limit,seeds,critical_pause_s,at_least,\
+             overloaded,recovery_s,t50_s,t50_ci_low_s,t50_ci_high_s,t10_s,t90_s,t50_outside\n\
+             fixed,250,,2.0,30,10,13.0,false,false,9.5,13.38,11.0,14.0,13.88,11.8,\n",
+        );
+        assert_eq!(critical[0].arrival_rate, None);
+        assert_eq!(
+            critical[0].to_string(),
+            "fixed, 250 clients, timeout 2 s, limit 30: T50 13.4 s (11.0-14.0)"
+        );
+    }
+
+    #[test]
+    fn an_open_setting_is_named_by_its_rate_right_after_the_clients_column() {
+        let mut w = csv::Writer::from_writer(Vec::new());
+        let point: Point = rows::<Point>(
+            "case,clients,arrival_rate,lambda_s,timeout_s,server_limit,pause_s,runs,\
+             recovered_runs,p_recovered,p_low,p_high,recovery_s\n\
+             open,,100.0,,2.0,30,5.0,4,1,0.25,0.05,0.7,\n",
+        )
+        .remove(0);
+        assert_eq!((point.clients, point.arrival_rate), (None, Some(100.0)));
+        assert_eq!(
+            point.to_string(),
+            "open, 100 arrivals/s, timeout 2 s, limit 30, pause 5 s: 1 of 4 recovered (0.05-0.70)"
+        );
+        w.serialize(&point).unwrap();
+        let text = String::from_utf8(w.into_inner().unwrap()).unwrap();
+        assert!(
+            text.starts_with("case,clients,arrival_rate,lambda_s,")
+                && text.contains("\nopen,,100.0,,2.0,"),
+            "{text}"
+        );
     }
 }

@@ -83,6 +83,7 @@ impl<'a> Line<'a> {
         let critical = Critical {
             case: c.name(&s).to_string(),
             clients: s.clients,
+            arrival_rate: s.arrival_rate,
             lambda_s: s.think.map(secs),
             timeout_s: secs(s.timeout),
             server_limit: s.limit,
@@ -147,6 +148,7 @@ impl<'a> Line<'a> {
         Ok(Point {
             case: c.name(&s).to_string(),
             clients: s.clients,
+            arrival_rate: s.arrival_rate,
             lambda_s: s.think.map(secs),
             timeout_s: secs(s.timeout),
             server_limit: s.limit,

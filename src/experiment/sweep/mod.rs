@@ -1,8 +1,8 @@
 //! The map of where each policy breaks. For each case, under each setting
-//! (clients, think time, timeout, server limit), how often the system
-//! recovers against the pause's length, in virtual time: a grid of pauses,
-//! each run with several seeds, and a bisection that looks closer at the
-//! edge. From every pause tried comes the edge as a curve: T50, where half
+//! (its load as clients or as an arrival rate, think time, timeout, server
+//! limit), how often the system recovers against the pause's length, in
+//! virtual time: a grid of pauses, each run with several seeds, and a
+//! bisection that looks closer at the edge. From every pause tried comes the edge as a curve: T50, where half
 //! the runs recover, with its interval, and T90 and T10, where it begins
 //! and ends (see [`crate::report::estimate::Edge`]); beside it the critical
 //! pause the bisection finds, where most runs still recover.

@@ -4,22 +4,24 @@
 
 use std::collections::HashMap;
 
-use super::axis::{Axis, title, varying};
+use super::axis::{Axis, except, swept, title, varying};
 use super::config::SweepConfig;
 use super::findings::{Key, Point, SweepReport};
-use super::summary::{RECOVERS, head, setting_cells};
+use super::summary::{RECOVERS, SETTING_HEAD, head, setting_cells};
 
 use crate::plot::{Across, Axes, Panel, Row, panel_titled};
 
-/// The map: a panel per case (and per value of any setting beyond the
-/// second that varies), the first setting that varies across and the
-/// second up the side; with fewer than two varying, one panel with a row
-/// per case. Each row is marked where its share first passes one half.
+/// The map: a panel per case (and per value of any other setting that
+/// varies), the first setting swept within a case across and the second
+/// up the side; with fewer than two swept, one panel with a row per case
+/// (and per value of any other setting that varies). Each row is marked
+/// where its share first passes one half.
 pub(super) fn panels(report: &SweepReport, pause_s: f64) -> (Vec<Panel>, Axes) {
     let keys: Vec<Key> = report.points.iter().map(Key::from).collect();
-    let vary = varying(&keys);
+    let vary = swept(&keys);
     let across = vary.first().copied();
     let up = vary.get(1).copied();
+    let named = except(&varying(&keys), &vary[..vary.len().min(2)]);
     let columns = match across {
         Some(axis) => values(&keys, axis),
         None => vec![format!("{pause_s} s")],
@@ -35,8 +37,8 @@ pub(super) fn panels(report: &SweepReport, pause_s: f64) -> (Vec<Panel>, Axes) {
     for p in points {
         let key = Key::from(p);
         let (panel_title, label) = match up {
-            Some(up) => (title(&key, &vary[2..]), up.value(&key)),
-            None => (String::new(), key.case.to_string()),
+            Some(up) => (title(&key, &named), up.value(&key)),
+            None => (String::new(), title(&key, &named)),
         };
         let rows = &mut panel_titled(&mut panels, panel_title, up.is_some()).rows;
         let row = match rows.iter().position(|r| r.label == label) {
@@ -96,10 +98,11 @@ pub(super) fn summary(
     let title = format!("Who recovers from a {pause_s} s pause");
     let pauses = format!("one pause of {pause_s} s");
     let mut md = head(config, report, &title, command, (&pauses, "setting"));
-    md.push_str(
-        "| case | clients | think (s) | timeout (s) | server limit | recovered | P(recovered) | 95 % interval | median recovery (s) |\n\
-         | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
-    );
+    md.push_str(&format!(
+        "{SETTING_HEAD} recovered | P(recovered) | 95 % interval | median recovery (s) |\n\
+         |{}\n",
+        " --- |".repeat(10)
+    ));
     for p in &report.points {
         md.push_str(&format!(
             "{} {} of {} | {:.2} | {:.2}-{:.2} | {} |\n",
@@ -131,7 +134,8 @@ mod tests {
     fn point(case: &str, clients: u32, timeout_s: f64, limit: u64, p: f64) -> Point {
         Point {
             case: case.into(),
-            clients,
+            clients: Some(clients),
+            arrival_rate: None,
             lambda_s: None,
             timeout_s,
             server_limit: limit,
@@ -213,6 +217,66 @@ mod tests {
                 labels: vec!["20 s".into()],
             }
         );
+    }
+
+    #[test]
+    fn a_case_at_its_own_rate_is_a_row_named_by_it_beside_closed_ones() {
+        let open = |rate: f64, p: f64| Point {
+            case: "open".into(),
+            clients: None,
+            arrival_rate: Some(rate),
+            ..point("open", 0, 2.0, 30, p)
+        };
+        // Clients swept for the closed case; the open ones at their rates.
+        let points = vec![
+            point("closed", 250, 2.0, 30, 1.0),
+            point("closed", 500, 2.0, 30, 0.0),
+            open(25.0, 1.0),
+            Point {
+                case: "sessions".into(),
+                ..open(5.0, 0.0)
+            },
+        ];
+        let (maps, axes) = panels(&report(points.clone()), 20.0);
+        assert_eq!(maps.len(), 1);
+        let labels: Vec<&str> = maps[0].rows.iter().map(|r| r.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            ["closed", "open, 25 arrivals/s", "sessions, 5 arrivals/s"]
+        );
+        // Where clients do not apply, the column is a dash's.
+        assert_eq!(
+            axes.across,
+            Across::Settings {
+                name: "clients".into(),
+                labels: vec!["-".into(), "250".into(), "500".into()],
+            }
+        );
+        assert_eq!(maps[0].rows[1].cells, vec![(0.0, 1.0)]);
+        let md = summary_rows(&points);
+        assert!(
+            md.contains("| closed | 250 | - | - | 2 | 30 | 10 of 10 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| open | - | 25 | - | 2 | 30 | 10 of 10 |"),
+            "{md}"
+        );
+    }
+
+    /// The rows of the summary's table.
+    fn summary_rows(points: &[Point]) -> String {
+        points
+            .iter()
+            .map(|p| {
+                format!(
+                    "{} {} of {} |\n",
+                    setting_cells(&p.into()),
+                    p.recovered_runs,
+                    p.runs
+                )
+            })
+            .collect()
     }
 
     #[test]

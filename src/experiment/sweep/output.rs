@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::super::error::StormError;
-use super::axis::{title, varying};
+use super::axis::{except, swept, title, varying};
 use super::config::{SweepConfig, secs};
 use super::findings::{Critical, Key, SweepReport};
 use super::one_pause;
@@ -57,13 +57,15 @@ fn heat_panel(report: &SweepReport, step_s: f64) -> Panel {
     }
 }
 
-/// The phase diagram: a panel per case (and per value of any setting that
-/// varies besides the first), the first varying setting up the side.
+/// The phase diagram: a panel per case (and per value of any other setting
+/// that varies), the first setting swept within a case up the side; with
+/// none swept, the heat map.
 fn phase_panels(report: &SweepReport, step_s: f64) -> (Vec<Panel>, String) {
-    let vary = varying(&keys(report));
-    let Some((&up, others)) = vary.split_first() else {
+    let keys = keys(report);
+    let Some(&up) = swept(&keys).first() else {
         return (vec![heat_panel(report, step_s)], "case".to_string());
     };
+    let others = &except(&varying(&keys), &[up]);
     let mut panels: Vec<Panel> = Vec::new();
     // Rows go up in the order of their values, whatever order they were
     // given in.

@@ -10,13 +10,19 @@ use super::findings::{Critical, Key, Outside, SweepReport};
 pub(super) const RECOVERS: &str = "A run recovers when its goodput is back to 90 % of the \
      baseline for three report intervals, the first starting within the observation window.";
 
-/// A setting's first cells in a summary's table: its case, clients, think
-/// time, timeout and server limit.
+/// The head of a setting's first cells in a summary's table.
+pub(super) const SETTING_HEAD: &str =
+    "| case | clients | arrival rate (/s) | think (s) | timeout (s) | server limit |";
+
+/// A setting's first cells in a summary's table: its case, clients, arrival
+/// rate, think time, timeout and server limit (a dash where one does not
+/// apply, or is the case's own).
 pub(super) fn setting_cells(k: &Key) -> String {
     format!(
-        "| {} | {} | {} | {} | {} |",
+        "| {} | {} | {} | {} | {} | {} |",
         k.case,
-        k.clients,
+        Axis::Clients.value(k),
+        Axis::Rate.value(k),
         Axis::Think.value(k),
         k.timeout_s,
         k.limit
@@ -88,10 +94,11 @@ pub(super) fn summary(config: &SweepConfig, report: &SweepReport, command: &str)
         command,
         (&pauses, "pause"),
     );
-    md.push_str(
-        "| case | clients | think (s) | timeout (s) | server limit | T50 (s) | T50 95 % interval (s) | T90 (s) | T10 (s) | critical pause (s) |\n\
-         | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
-    );
+    md.push_str(&format!(
+        "{SETTING_HEAD} T50 (s) | T50 95 % interval (s) | T90 (s) | T10 (s) | critical pause (s) |\n\
+         |{}\n",
+        " --- |".repeat(11)
+    ));
     for c in &report.critical {
         let critical = if c.overloaded {
             "overloaded".to_string()

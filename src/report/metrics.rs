@@ -272,7 +272,8 @@ impl ClientMetrics {
         );
         m.registry.register(
             "arrivals_refused",
-            "Arrivals of open traffic refused at the source, never sent: the process held              --max-outstanding sessions",
+            "Arrivals of open traffic refused at the source, never sent: the process held \
+             --max-outstanding sessions",
             m.refused.clone(),
         );
         m.registry.register(

@@ -203,6 +203,11 @@ fn the_exposition_names_units_and_totals_as_prometheus_asks() {
             "retry_storm_client_request_duration_seconds_bucket{le=\"+Inf\"} 0\n# EOF\n"
         )
     );
+    // Help texts continued across source lines keep one space at the
+    // break.
+    for help in text.lines().filter(|l| l.starts_with("# HELP")) {
+        assert!(!help.contains("  "), "{help}");
+    }
     // Every family once, counters without `_total` in their TYPE line.
     let families: Vec<&str> = text
         .lines()

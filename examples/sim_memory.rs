@@ -1,7 +1,6 @@
 //! `sim_memory`: one virtual-time run, and what it took: the process's
 //! peak resident memory, the engine's events a second, and the most
-//! sessions of open traffic it held at once (`scripts/bench-sim.sh
-//! --memory`, `scripts/bench.sh open`).
+//! sessions of open traffic it held at once (`scripts/bench.sh open`).
 //!
 //! The server's and the client's flags are the programs' own; the client
 //! needs a `--duration`. Each run is a process of its own, so that the
@@ -12,7 +11,8 @@
 //!
 //! ```sh
 //! cargo run --release --example sim_memory -- \
-//!     --client-args "--arrival-rate 100000 --duration 40s --seed 1" \
+//!     --server-args "--limit 1000000" \
+//!     --client-args "--arrival-rate 100000 --max-outstanding 10000000 --duration 40s" \
 //!     --pause-at 5s --pause 30s
 //! ```
 //!

@@ -7,7 +7,7 @@
 #
 #   scripts/bench.sh [--rounds N] [SCENARIO...]
 #
-# Scenarios (default: peers storm rate sim):
+# Scenarios (default: peers storm rate sim open):
 #   peers     4,500 req/s (5,000 users, 1 s mean think) against
 #             `server --limit 1000000`, interleaved with oha (-c 500 -q 4500)
 #             and hey (-c 500 -q 9) against the same server, and with the
@@ -26,6 +26,19 @@
 #             rate, 56,000 users at 1 s mean think, then users asking 80 %
 #             of that ceiling (whether this pair holds what the host can)
 #   sim       the virtual engine (scripts/bench-sim.sh)
+#   open      the virtual engine carrying millions of open requests: open
+#             traffic at 100,000 req/s with fixed retries and the server
+#             stopped from 5 s to 35 s of 40 s (about 3,000,000 requests
+#             outstanding at the resume), against the same traffic without
+#             the pause; beside it a closed population of 3,000,000 users
+#             asking the same rate through the same pause, against 1,000
+#             users. Each run is a process of its own on one core
+#             (examples/sim_memory): peak resident memory per request held,
+#             and events a second. Then the real client, 300 sessions a
+#             second against the server stopped from 5 s to 35 s (some
+#             9,000 held), against the same without the pause: its peak
+#             memory per session held, before the resume and through it.
+#             N rounds, about 3 minutes each
 #   memory    the client's peak resident memory, 100,000 users
 #   lateness  how late attempts start at 10,000 req/s
 #   ks        the think times' Kolmogorov-Smirnov test
@@ -38,7 +51,8 @@
 # Needs oha (`cargo install oha`) and hey (`apt-get install hey`) for the
 # peers scenario, and oha for the rate scenario's ceiling and its 80 % run;
 # a missing peer's runs are skipped and said so. The lateness scenario
-# reads the client's status lines with jq.
+# reads the client's status lines with jq, and the open scenario its runs'
+# lines. The open scenario takes about 2 GB of memory at once.
 #
 # CPU is user + system time from /proc/PID/stat (10 ms ticks), taken over
 # the steady middle of each run; requests are counted from the CSV rows of
@@ -67,16 +81,17 @@ while (( $# )); do
   esac
 done
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || { echo "--rounds: a positive whole number, not '$ROUNDS'" >&2; exit 2; }
-ALL=(peers storm rate sim memory lateness ks)
-[[ ${#scenarios[@]} -gt 0 ]] || scenarios=(peers storm rate sim)
+ALL=(peers storm rate sim open memory lateness ks)
+[[ ${#scenarios[@]} -gt 0 ]] || scenarios=(peers storm rate sim open)
 for s in "${scenarios[@]}"; do
   [[ " ${ALL[*]} " == *" $s "* ]] || { echo "unknown scenario: $s (${ALL[*]})" >&2; exit 2; }
 done
 
-cargo build --release --quiet --bins --example storm_floor --example sleep_floor
+cargo build --release --quiet --bins --example storm_floor --example sleep_floor --example sim_memory
 BIN=${BENCH_BIN:-target/release}
 STORM_FLOOR=target/release/examples/storm_floor
 SLEEP_FLOOR=target/release/examples/sleep_floor
+SIM_MEMORY=target/release/examples/sim_memory
 WORK=$(mktemp -d)
 PIDS=()
 cleanup() {
@@ -451,6 +466,147 @@ bench_sim() {
   [[ -n ${BENCH_BASE:-} ]] && args=(--base-rev "$BENCH_BASE")
   scripts/bench-sim.sh "${args[@]}" | tee "$WORK/sim.txt"
   while IFS= read -r line; do RATIOS+=("5. ${line}"); done < <(grep -E 'PASS|FAIL' "$WORK/sim.txt" || true)
+}
+
+# ---- open: the virtual engine carrying millions of open requests
+
+# The open storm: 100,000 requests a second arriving whatever the server
+# does, fixed retries that never give up, the server stopped from 5 s to
+# 35 s of 40 s: some 3,000,000 requests outstanding at the resume. The
+# server's limit keeps it at its base latency until then, its backlog is
+# Linux's usual 4,096 whatever this host's, and the bound on sessions is
+# raised above the default million so that nothing is refused.
+OPEN_SERVER="--seed 1 --limit 1000000 --backlog 4096"
+OPEN_CLIENT="--duration 40s --seed 1 --report-interval 1s --max-outstanding 10000000"
+OPEN_RATE=100000
+OPEN_PAUSE=(--pause-at 5s --pause 30s)
+# The closed population beside it: as many users as the open storm holds
+# requests at its peak, asking the same 100,000 a second (30 s mean
+# think), through the same pause.
+CLOSED_USERS=3000000
+CLOSED_THINK=30
+# Each floor: the same engine and length with few requests held (the
+# open traffic without the pause; 1,000 users), so that what the process
+# takes whatever the run (the program, the reports) cancels.
+CLOSED_FLOOR_USERS=1000
+OPEN_LIMIT=300
+
+# open_run NAME ROUND CLIENT_FLAGS [PAUSE_FLAGS...]: one virtual run in a
+# process of its own on one core; appends "NAME ROUND peak_kb held events
+# wall_s refused" to open.txt, where held is the most sessions outstanding
+# at once (open traffic) or the users (closed), and prints it.
+open_run() {
+  local name=$1 round=$2 client=$3 out; shift 3
+  out=$(timeout "$OPEN_LIMIT" "${OPEN_PIN[@]}" "$SIM_MEMORY" --server-args "$OPEN_SERVER"     --client-args "$client $OPEN_CLIENT" "$@") || { echo "sim_memory failed for $name" >&2; exit 1; }
+  jq -r --arg n "$name" --arg r "$round"     '"\($n) \($r) \(.hwm_kb) \(.peak_outstanding // .clients) \(.events) \(.wall_s) \(.refused)"'     <<<"$out" >> "$WORK/open.txt"
+  read -r _ _ kb held events wall _ < <(tail -1 "$WORK/open.txt")
+  figure "  round $round: $name, $held held" \
+    "$(awk -v k="$kb" -v e="$events" -v w="$wall" 'BEGIN { printf "%.0f MB, %.1f", k / 1024, e / w / 1e6 }')" \
+    "M ev/s" "-" "-"
+}
+
+# open_per A FLOOR [ROUND]: bytes of peak memory per request held, A
+# against its FLOOR: in ROUND, or pooled over every round.
+open_per() {
+  awk -v a="$1" -v f="$2" -v r="${3:-}" '
+    r != "" && $2 != r { next }
+    $1 == a { kb += $3; n += $4 } $1 == f { kb -= $3; n -= $4 }
+    END { printf "%.0f", (n > 0 ? kb * 1024 / n : 0) }' "$WORK/open.txt"
+}
+
+# open_speed A [ROUND]: M events a second of A: in ROUND, or over every
+# round (all its events over all its time).
+open_speed() {
+  awk -v a="$1" -v r="${2:-}" '
+    r != "" && $2 != r { next }
+    $1 == a { e += $5; w += $6 } END { printf "%.2f", (w > 0 ? e / w / 1e6 : 0) }' "$WORK/open.txt"
+}
+
+# The real client under open traffic: 300 sessions a second against the
+# server, stopped from 5 s to 35 s (some 9,000 sessions held; each holds a
+# socket, and this host allows 20,000 descriptors), against the same
+# without the pause.
+REAL_RATE=300
+
+# open_real NAME ROUND PAUSE: the real client's run NAME (PAUSE 1 stops
+# the server); appends "NAME ROUND kb_at_resume kb held" to real.txt:
+# the client's peak resident memory just before the resume and at the
+# end, and the most sessions it held (its CSV's outstanding).
+open_real() {
+  local name=$1-$2 pause=$3 at_resume kb held
+  start_server "$name" --limit 1000000
+  start_client "$name" --arrival-rate "$REAL_RATE" --duration 45s
+  sleep 5
+  if (( pause )); then kill -STOP "$SERVER"; fi
+  sleep 30
+  at_resume=$(awk '/VmHWM/ { print $2 }' "/proc/$LOADER/status")
+  if (( pause )); then kill -CONT "$SERVER"; fi
+  sleep 8
+  kb=$(awk '/VmHWM/ { print $2 }' "/proc/$LOADER/status")
+  wait "$LOADER" || true; stop_server
+  held=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "outstanding") c = i; next } $c > m { m = $c } END { print m + 0 }' "$WORK/$name.client.csv")
+  echo "$1 $2 $at_resume $kb $held" >> "$WORK/real.txt"
+  figure "  round $2: real $1, $held held" "$(awk -v a="$at_resume" -v k="$kb" 'BEGIN { printf "%.0f, %.0f", a / 1024, k / 1024 }')" "MB" "-" "-"
+}
+
+# real_per FIELD [ROUND]: bytes of the real client's peak memory per
+# session held, the storm against the floor, FIELD 3 just before the
+# resume, 4 over the whole run: in ROUND, or pooled over every round.
+real_per() {
+  awk -v f="$1" -v r="${2:-}" '
+    r != "" && $2 != r { next }
+    $1 == "storm" { kb += $f; n += $5 } $1 == "floor" { kb -= $f; n -= $5 }
+    END { printf "%.0f", (n > 0 ? kb * 1024 / n : 0) }' "$WORK/real.txt"
+}
+
+bench_open() {
+  OPEN_PIN=()
+  local core="one core"
+  if command -v taskset > /dev/null && taskset -c 0 true 2> /dev/null; then
+    OPEN_PIN=(taskset -c 0)
+  else
+    core="unpinned"
+  fi
+  local round
+  for round in $(seq "$ROUNDS"); do
+    open_run open-storm "$round" "--arrival-rate $OPEN_RATE" "${OPEN_PAUSE[@]}"
+    open_run open-floor "$round" "--arrival-rate $OPEN_RATE"
+    open_run closed-storm "$round" "--clients $CLOSED_USERS --lambda $CLOSED_THINK" "${OPEN_PAUSE[@]}"
+    open_run closed-floor "$round" "--clients $CLOSED_FLOOR_USERS --lambda $CLOSED_THINK" "${OPEN_PAUSE[@]}"
+    open_real storm "$round" 1
+    open_real floor "$round" 0
+  done
+  local peak refused open closed per=() users=() memory=() speed=() what
+  peak=$(awk '$1 == "open-storm" { print $4 }' "$WORK/open.txt" | sort -g | head -1)
+  refused=$(awk '$1 == "open-storm" { s += $7 } END { print s + 0 }' "$WORK/open.txt")
+  RATIOS+=("$(figure "open storm: requests outstanding (least round)" "$peak" "" ">= 2,000,000" "$(check "$peak" '>=' 2000000)")")
+  RATIOS+=("$(figure "   arrivals refused at the source" "$refused" "" "0" "$(check "$refused" '<=' 0)")")
+  for round in $(seq "$ROUNDS"); do
+    per+=("$(open_per open-storm open-floor "$round")")
+    users+=("$(open_per closed-storm closed-floor "$round")")
+    memory+=("$(ratio "${per[-1]}" "${users[-1]}")")
+    speed+=("$(ratio "$(open_speed open-storm "$round")" "$(open_speed closed-storm "$round")")")
+  done
+  open=$(open_per open-storm open-floor); closed=$(open_per closed-storm closed-floor)
+  RATIOS+=("$(figure "   memory per outstanding request, open" "$open" "B" "-" "-")")
+  if (( ROUNDS > 1 )); then RATIOS+=("$(figure "     each round" "$(spread "${per[@]}")" "B" "" "")"); fi
+  RATIOS+=("$(figure "   memory per user, closed ($CLOSED_USERS users)" "$closed" "B" "-" "-")")
+  if (( ROUNDS > 1 )); then RATIOS+=("$(figure "     each round" "$(spread "${users[@]}")" "B" "" "")"); fi
+  RATIOS+=("$(target "   open / closed, memory per request" "$(ratio "$open" "$closed")" "" "-" "${memory[@]}")")
+  # The closed floor is a few milliseconds, too short to time.
+  for what in open-storm closed-storm open-floor; do
+    local rounds=()
+    for round in $(seq "$ROUNDS"); do rounds+=("$(open_speed "$what" "$round")"); done
+    RATIOS+=("$(figure "   $what, $core, events a second" "$(open_speed "$what")" "M ev/s" "-" "-")")
+    if (( ROUNDS > 1 )); then RATIOS+=("$(figure "     each round" "$(spread "${rounds[@]}")" "M ev/s" "" "")"); fi
+  done
+  RATIOS+=("$(target "   open / closed storm, events a second" "$(ratio "$(open_speed open-storm)" "$(open_speed closed-storm)")" "" "-" "${speed[@]}")")
+  local stopped=() burst=()
+  for round in $(seq "$ROUNDS"); do stopped+=("$(real_per 3 "$round")"); burst+=("$(real_per 4 "$round")"); done
+  RATIOS+=("$(figure "   real client, memory per session, server stopped" "$(real_per 3)" "B" "-" "-")")
+  if (( ROUNDS > 1 )); then RATIOS+=("$(figure "     each round" "$(spread "${stopped[@]}")" "B" "" "")"); fi
+  RATIOS+=("$(figure "   real client, the same through the resume" "$(real_per 4)" "B" "-" "-")")
+  if (( ROUNDS > 1 )); then RATIOS+=("$(figure "     each round" "$(spread "${burst[@]}")" "B" "" "")"); fi
 }
 
 # ---- memory, lateness, ks: figures without a peer

@@ -7,10 +7,14 @@ use super::values::{positive, session_requests};
 use crate::model::open::{OpenTraffic, SessionLength};
 
 /// The default bound on the sessions one process holds at once. A session
-/// holds about 0.3 KB in virtual time and a few KB in the real client
-/// (its task, and a connection while an attempt is in flight; results/
-/// bench.md measures both): a million fits this machine's 24 GB with room
-/// to spare either way.
+/// took about 0.54 KB in virtual time, in a storm holding 3 million (its
+/// user's slot and its events); in the real client, holding 9,000, about
+/// 4 KB while the server was stopped (its task, and an attempt in flight
+/// on a socket) and 12 KB through the resume, when every session's
+/// connection is answered at once (`scripts/bench.sh open`, results/
+/// bench.md). A million take about 0.5 GB in virtual time and, at that
+/// rate, 4 to 12 GB in the real client, which this machine's 24 GB holds;
+/// the real client also needs a descriptor for each attempt in flight.
 pub const DEFAULT_MAX_OUTSTANDING: u64 = 1_000_000;
 
 /// Flags of open and partly-open traffic.

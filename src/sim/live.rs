@@ -1,9 +1,9 @@
 //! Which attempt each user has in flight, one word per user: most events
 //! about an attempt (a timeout, a retransmitted SYN, an answer) ask
 //! first whether it is still in flight, and for a timeout it usually is
-//! not (the answer came first). A user's slot is some 200 bytes with its
-//! flights behind a pointer, two cache misses per question; this table
-//! of 4 bytes a user answers most questions from the cache.
+//! not (the answer came first). A user's slot is 360 bytes, a cache
+//! miss per question; this table of 4 bytes a user answers most
+//! questions from the cache.
 
 use super::event::{AttemptId, GENERATION_MASK};
 

@@ -299,18 +299,32 @@ async fn user(shared: Arc<Shared>, mut user: Mover) {
     }
 }
 
-/// Open traffic's sessions, forever: each arrival of `source` at its
-/// instant (on `shared`'s timer), admitted and handed to the first `dealt`
-/// lanes in turn, or refused at the source. Arrivals that fell due while
-/// the lane was busy are taken at once, each keeping its own instant: its
-/// first attempt starts late and says so.
-async fn send_sessions(shared: Arc<Shared>, mut source: Source, dealt: usize) {
+/// Open traffic's sessions: each arrival of `source` at its instant (on
+/// `shared`'s timer), admitted and handed to the first `dealt` lanes in
+/// turn, or refused at the source. Arrivals that fell due while the lane
+/// was busy are taken at once, each keeping its own instant: its first
+/// attempt starts late and says so. With an `end`, returns at that instant
+/// having taken exactly the arrivals due before it, however late the
+/// timer, so a run's arrivals are its stream's and shards add up to the
+/// whole; without one, runs forever.
+async fn send_sessions(
+    shared: Arc<Shared>,
+    mut source: Source,
+    dealt: usize,
+    end: Option<Duration>,
+) {
     let common = &shared.common;
     let mut turn = 0;
     loop {
-        shared.timer.sleep_until(common.at(source.next_at())).await;
+        let next = source.next_at();
+        if let Some(end) = end.filter(|&end| next >= end) {
+            shared.timer.sleep_until(common.at(end)).await;
+            return;
+        }
+        shared.timer.sleep_until(common.at(next)).await;
         let now = common.now();
-        while source.next_at() <= now {
+        let before = |at: Duration| at <= now && end.is_none_or(|end| at < end);
+        while before(source.next_at()) {
             match source.arrive(&common.rules, common.recorder.outstanding()) {
                 None => common.recorder.arrival_refused(),
                 Some(session) => {
@@ -413,17 +427,22 @@ pub async fn run_with(
     let mut home = Home::new(Arc::new(shared), first, &population, dealt, config.seed);
     let start = common.epoch;
     let door = home.shared.clone();
+    // Open traffic's run ends when its stream reaches the duration (the
+    // arrivals counted are then exactly the stream's); a closed one's on
+    // its own clock.
+    let open = source.is_some();
+    let duration = config.duration;
     let mut arriving = pin!(async move {
         match source {
-            Some(source) => send_sessions(door, source, dealt).await,
+            Some(source) => send_sessions(door, source, dealt, duration).await,
             None => std::future::pending().await,
         }
     });
 
     let until = async {
         match config.duration {
-            Some(d) => tokio::time::sleep(d).await,
-            None => std::future::pending().await,
+            Some(d) if !open => tokio::time::sleep(d).await,
+            _ => std::future::pending().await,
         }
     };
     let mut stop = pin!(async {
@@ -457,7 +476,7 @@ pub async fn run_with(
                 }
                 _ = weigh.tick(), if count > 1 => common.balance.plan(load.measure()),
                 () = &mut serving => {}
-                () = &mut arriving => {}
+                () = &mut arriving => break,
                 _ = &mut stop => break,
             }
         }

@@ -16,6 +16,7 @@ mod server;
 mod service;
 mod storm;
 mod sweep;
+mod tier;
 mod traffic;
 pub(crate) mod values;
 mod view;

@@ -12,6 +12,7 @@ use super::refusal::refuse_strays;
 use super::report::ReportArgs;
 use super::runtime::RuntimeArgs;
 use super::service::ServiceArgs;
+use super::tier::TierArgs;
 use super::values::{
     duration, growth_factor, positive, positive_duration, time_scale, timer_resolution,
 };
@@ -80,6 +81,9 @@ pub struct ServerArgs {
     /// The server's shape and defences.
     #[command(flatten)]
     pub service: ServiceArgs,
+    /// As a tier of a chain.
+    #[command(flatten)]
+    pub tier: TierArgs,
     /// Seed of the server's draws (a pool's service times, admission
     /// control's rejections, Vegas' probes) [default: random, printed at
     /// start].
@@ -187,13 +191,19 @@ impl ServerArgs {
             "shedding (--shed-above)",
         )
         .map_err(|msg| conflict(&msg))?;
+        let seed = self.seed.unwrap_or_else(rand::random);
+        let call = self.tier.call(seed).map_err(|msg| conflict(&msg))?;
+        if call.is_some() {
+            return Err(conflict("--call: tiers are not served yet"));
+        }
         let config = ServerConfig {
             listen: self.listen,
             model,
             shape: service.shape,
             limiter: service.limiter,
             admission: service.admission,
-            seed: self.seed.unwrap_or_else(rand::random),
+            call,
+            seed,
             backlog: self.backlog.unwrap_or_else(default_backlog),
             on_disconnect: self.on_disconnect,
             pushback_ms: self.pushback_ms,

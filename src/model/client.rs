@@ -64,6 +64,39 @@ pub struct ClientConfig {
 }
 
 impl ClientConfig {
+    /// A quiet client of one user to `url` with the given policy, no
+    /// throttle, hedging, output or time limit, exact timers: what a
+    /// tier's call and a test start from.
+    pub fn with_policy(
+        url: String,
+        timeout: Duration,
+        strategy: Strategy,
+        limits: RetryLimits,
+    ) -> ClientConfig {
+        ClientConfig {
+            url,
+            clients: 1,
+            open: None,
+            shard: Shard::WHOLE,
+            start_at: None,
+            think: ThinkTime::new(Duration::from_secs(1)),
+            timeout,
+            strategy,
+            limits,
+            hedging: None,
+            throttle: None,
+            report_interval: Duration::from_secs(1),
+            duration: None,
+            ramp_up: Duration::ZERO,
+            timer_resolution: Duration::ZERO,
+            threads: None,
+            seed: 0,
+            csv: None,
+            hlog: None,
+            quiet: true,
+        }
+    }
+
     /// When user `index` starts thinking, since the start of the run.
     pub fn start_of(&self, index: u32) -> Duration {
         let share = f64::from(index) / f64::from(self.clients.max(1));

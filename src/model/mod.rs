@@ -15,6 +15,7 @@ pub mod planner;
 pub mod server;
 pub mod service;
 pub mod shard;
+pub mod tier;
 pub(crate) mod timescale;
 pub(crate) mod units;
 pub mod user;

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::latency::{Curve, LatencyModel};
+use super::tier::TierCall;
 use super::timescale::compress;
 use crate::policy::defence::{AdmissionConfig, CoDel, LimiterConfig, LimiterKind};
 
@@ -169,6 +170,9 @@ pub struct ServerConfig {
     pub limiter: Option<LimiterConfig>,
     /// Envoy's admission control, if on.
     pub admission: Option<AdmissionConfig>,
+    /// As a tier of a chain: the call made inward after its own work,
+    /// whose end decides the answer. `None`: a backend, answering OK.
+    pub call: Option<Box<TierCall>>,
     /// Seed of the server's own draws: service times, admission control's
     /// rejections, Vegas' probes.
     pub seed: u64,
@@ -200,6 +204,7 @@ impl Default for ServerConfig {
             pushback_ms: None,
             limiter: None,
             admission: None,
+            call: None,
             seed: 0,
             report_interval: Duration::from_secs(1),
             header_read_timeout: Duration::from_secs(60),
@@ -241,6 +246,9 @@ impl ServerConfig {
             }
         });
         self.admission = self.admission.map(|a| a.scaled(k));
+        if let Some(call) = &mut self.call {
+            call.client = call.client.clone().scaled(k);
+        }
         self.report_interval = compress(self.report_interval, k);
         self
     }

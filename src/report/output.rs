@@ -350,28 +350,15 @@ mod tests {
         let row = row.with_cancelled(&counts.tally, Duration::from_secs(2));
         assert_eq!(row.cancelled_per_s, Some(1.5));
         let hedging = ClientConfig {
-            url: String::new(),
-            clients: 1,
-            open: None,
-            shard: crate::model::shard::Shard::WHOLE,
-            start_at: None,
-            think: crate::model::arrivals::ThinkTime::new(Duration::from_secs(1)),
-            timeout: Duration::from_secs(1),
-            strategy: crate::policy::Strategy::Fixed {
-                delay: Duration::ZERO,
-            },
-            limits: crate::policy::RetryLimits::default(),
             hedging: Some(crate::policy::Hedging::new(Duration::ZERO, 2)),
-            throttle: None,
-            report_interval: Duration::from_secs(1),
-            duration: None,
-            ramp_up: Duration::ZERO,
-            timer_resolution: Duration::ZERO,
-            threads: None,
-            seed: 0,
-            csv: None,
-            hlog: None,
-            quiet: true,
+            ..ClientConfig::with_policy(
+                String::new(),
+                Duration::from_secs(1),
+                crate::policy::Strategy::Fixed {
+                    delay: Duration::ZERO,
+                },
+                crate::policy::RetryLimits::default(),
+            )
         };
         assert_eq!(
             client_header(&ClientConfig {

@@ -128,6 +128,11 @@ impl Course {
     /// The run of `config` at its start.
     fn new(config: &SimConfig) -> Result<Course, SimError> {
         let end = config.client.duration.ok_or(SimError::NoDuration)?;
+        if config.server.call.is_some() {
+            return Err(SimError::Unshared(
+                "a tier's call (--call) does not run in virtual time yet",
+            ));
+        }
         let reporter = Reporter::new(&config.client, None).map_err(SimError::Csv)?;
         let server_csv = server_csv(&config.server).map_err(SimError::Csv)?;
         Ok(Course {

@@ -193,9 +193,6 @@ impl ServerArgs {
         .map_err(|msg| conflict(&msg))?;
         let seed = self.seed.unwrap_or_else(rand::random);
         let call = self.tier.call(seed).map_err(|msg| conflict(&msg))?;
-        if call.is_some() {
-            return Err(conflict("--call: tiers are not served yet"));
-        }
         let config = ServerConfig {
             listen: self.listen,
             model,

@@ -15,6 +15,9 @@
 
 use std::time::Duration;
 
+/// The header that carries a caller's remaining time.
+pub const GRPC_TIMEOUT_HEADER: &str = "grpc-timeout";
+
 /// The most a `grpc-timeout` value holds: 8 digits.
 const MAX_VALUE: u128 = 99_999_999;
 

@@ -90,6 +90,31 @@ impl TierCall {
         }
     }
 
+    /// What the tier does after its own work, for its start-up line.
+    pub fn describe(&self) -> String {
+        let c = &self.client;
+        let limit = c
+            .limits
+            .max_attempts
+            .map_or("no limit".to_string(), |n| format!("at most {n} attempts"));
+        format!(
+            ", then calls {} ({}, {limit}, timeout {:?}{}{})",
+            self.url,
+            c.policy_name(),
+            c.timeout,
+            if self.propagate_deadline {
+                ", deadlines passed on"
+            } else {
+                ""
+            },
+            if self.propagate_cancel {
+                ", cancellation passed on"
+            } else {
+                ""
+            },
+        )
+    }
+
     /// The time a request arriving with `deadline` at this tier carries
     /// inward on its call, made at `now` (`None` unless the tier propagates
     /// deadlines and one came with the request). The call's own deadline

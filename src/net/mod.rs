@@ -15,4 +15,6 @@ pub mod rlimit;
 pub mod runtime;
 pub mod server;
 pub mod signals;
+mod tier;
 mod timer;
+mod user;

@@ -20,6 +20,7 @@ use tokio::net::TcpStream;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
+use crate::model::deadline::{GRPC_TIMEOUT_HEADER, encode_grpc_timeout};
 use crate::model::outcome::{Hints, Outcome};
 use crate::policy::read_hints;
 
@@ -35,6 +36,28 @@ impl Target {
     /// Resolves an `http://host:port/path` URL, or says why it cannot be
     /// used.
     pub(crate) async fn resolve(url: &str) -> Result<Target, String> {
+        let (url, host, port) = Target::parse(url)?;
+        let addr = tokio::net::lookup_host((host.as_str(), port))
+            .await
+            .ok()
+            .and_then(|mut addrs| addrs.next());
+        Target::at(&url, &host, addr)
+    }
+
+    /// [`Target::resolve`], blocking the thread while a host name is
+    /// looked up (for a server's start, before it serves anything).
+    pub(crate) fn resolve_now(url: &str) -> Result<Target, String> {
+        use std::net::ToSocketAddrs;
+        let (url, host, port) = Target::parse(url)?;
+        let addr = (host.as_str(), port)
+            .to_socket_addrs()
+            .ok()
+            .and_then(|mut addrs| addrs.next());
+        Target::at(&url, &host, addr)
+    }
+
+    /// An `http://` URL, its host and its port.
+    fn parse(url: &str) -> Result<(Uri, String, u16), String> {
         let url: Uri = url
             .parse()
             .map_err(|e| format!("'{url}' is not a URL: {e}"))?;
@@ -44,13 +67,17 @@ impl Target {
             ));
         }
         let host = url.host().ok_or_else(|| format!("'{url}' has no host"))?;
-        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let host = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
         let port = url.port_u16().unwrap_or(80);
-        let addr = tokio::net::lookup_host((host, port))
-            .await
-            .ok()
-            .and_then(|mut addrs| addrs.next())
-            .ok_or_else(|| format!("cannot resolve host '{host}'"))?;
+        Ok((url, host, port))
+    }
+
+    /// The target of `url` at `addr`, the address its `host` resolved to.
+    fn at(url: &Uri, host: &str, addr: Option<SocketAddr>) -> Result<Target, String> {
+        let addr = addr.ok_or_else(|| format!("cannot resolve host '{host}'"))?;
         let path = url
             .path_and_query()
             .map_or("/", |p| p.as_str())
@@ -227,9 +254,9 @@ impl Pool {
     /// One GET; returns the status and any `Retry-After` once the whole
     /// body has arrived. If the future is dropped midway (timeout), the
     /// connection is closed.
-    async fn get(&self) -> Result<(StatusCode, Hints), BoxError> {
+    async fn get(&self, deadline: Instant) -> Result<(StatusCode, Hints), BoxError> {
         if let Some(conn) = self.checkout() {
-            match self.exchange(conn).await {
+            match self.exchange(conn, deadline).await {
                 Ok(answer) => return Ok(answer),
                 Err(Failure::Other(e)) => return Err(e),
                 // The server closed this idle connection (its idle or
@@ -240,15 +267,24 @@ impl Pool {
             }
         }
         let conn = self.connect().await?;
-        self.exchange(conn).await.map_err(Failure::into_error)
+        self.exchange(conn, deadline)
+            .await
+            .map_err(Failure::into_error)
     }
 
     /// One request and its whole answer on `conn`, which goes back to the
-    /// pool if all went well.
-    async fn exchange(&self, mut conn: Conn) -> Result<(StatusCode, Hints), Failure> {
+    /// pool if all went well. The request says when the attempt times out
+    /// (`grpc-timeout`), for a tier that passes deadlines on.
+    async fn exchange(
+        &self,
+        mut conn: Conn,
+        deadline: Instant,
+    ) -> Result<(StatusCode, Hints), Failure> {
         conn.sender.ready().await.map_err(Failure::of)?;
+        let left = encode_grpc_timeout(deadline.saturating_duration_since(Instant::now()));
         let request = Request::get(self.target.path.clone())
             .header(header::HOST, &self.target.authority)
+            .header(GRPC_TIMEOUT_HEADER, left)
             .body(Empty::new())
             .map_err(|e| Failure::Other(e.into()))?;
         let response = conn
@@ -275,7 +311,7 @@ impl Pool {
     /// One attempt, classified, with what a refusal told (`Retry-After`,
     /// gRPC's pushback). `deadline` bounds connect and response.
     pub(crate) async fn attempt(&self, deadline: Instant) -> (Outcome, Hints) {
-        match tokio::time::timeout_at(deadline, self.get()).await {
+        match tokio::time::timeout_at(deadline, self.get(deadline)).await {
             Err(_) => (Outcome::Timeout, Hints::default()),
             Ok(Ok((status, _))) if status.is_success() => (Outcome::Ok, Hints::default()),
             Ok(Ok((_, hints))) => (Outcome::Error, hints),

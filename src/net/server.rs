@@ -30,10 +30,13 @@ use tokio::time::Instant;
 use super::lanes::{self, Lanes};
 pub use super::model_actor::Gauges;
 use super::model_actor::{ModelActor, Reply, ToModel};
+use super::tier::Caller;
 use super::timer::Alarm;
+use crate::model::deadline::{GRPC_TIMEOUT_HEADER, decode_grpc_timeout};
 use crate::model::outcome::{AMZ_RETRY_AFTER_HEADER, PUSHBACK_HEADER};
 use crate::model::server::{DEFAULT_BACKLOG, OnDisconnect, ServerConfig, Shape};
 use crate::model::service::Refusal;
+use crate::model::tier::TierAnswer;
 use crate::policy::format_retry_after;
 use crate::report::metrics::ServerMetrics;
 use crate::report::output::{CsvError, CsvSink, server_csv};
@@ -73,6 +76,8 @@ pub enum BindError {
     Csv(CsvError),
     /// No timerfd for the model's completions (no file descriptor left).
     Timer(io::Error),
+    /// A tier's call inward cannot be made (its URL does not resolve).
+    Call(String),
 }
 
 impl fmt::Display for BindError {
@@ -88,6 +93,7 @@ impl fmt::Display for BindError {
             BindError::Listen { addr, source } => write!(f, "--listen {addr}: {source}"),
             BindError::Csv(e) => e.fmt(f),
             BindError::Timer(e) => write!(f, "cannot create a timer: {e}"),
+            BindError::Call(why) => f.write_str(why),
         }
     }
 }
@@ -104,6 +110,8 @@ pub struct Server {
     status: Option<StatusSink>,
     gauges: Arc<Gauges>,
     metrics: Option<Arc<ServerMetrics>>,
+    /// As a tier: its calls inward.
+    caller: Option<Arc<Caller>>,
 }
 
 impl Server {
@@ -115,6 +123,10 @@ impl Server {
             listen(addr, config.backlog).map_err(|source| BindError::Listen { addr, source })?;
         let alarm = Alarm::new(config.timer_resolution).map_err(BindError::Timer)?;
         let csv = server_csv(&config).map_err(BindError::Csv)?;
+        let caller = match &config.call {
+            Some(call) => Some(Caller::start(call).map_err(BindError::Call)?),
+            None => None,
+        };
         Ok(Server {
             listener,
             alarm,
@@ -123,6 +135,7 @@ impl Server {
             status: None,
             gauges: Arc::default(),
             metrics: None,
+            caller,
         })
     }
 
@@ -170,6 +183,7 @@ impl Server {
             mut status,
             gauges,
             metrics,
+            caller,
         } = self;
         StatusSink::send_to(&mut status, &Status::Listening { url });
         let (tx, rx) = mpsc::unbounded_channel();
@@ -180,6 +194,7 @@ impl Server {
             to_model: tx,
             next_id: AtomicU64::new(0),
             cancel_on_disconnect: config.on_disconnect == OnDisconnect::Cancel,
+            tier: caller,
             pushback: config.pushback_ms.map(header::HeaderValue::from),
             shed: config.shed.map(|s| {
                 let value = format_retry_after(s.retry_after);
@@ -343,6 +358,8 @@ struct Handler {
     shed: Option<(StatusCode, header::HeaderValue, header::HeaderValue)>,
     /// gRPC's pushback header value, sent with every refusal.
     pushback: Option<header::HeaderValue>,
+    /// As a tier: its calls inward, made once its own work is done.
+    tier: Option<Arc<Caller>>,
 }
 
 impl Handler {
@@ -354,7 +371,20 @@ impl Handler {
         &self,
         req: Request<Incoming>,
     ) -> impl Future<Output = Result<Response<Full<Bytes>>, Infallible>> + use<> {
-        let admission = self.admit(&req);
+        let tier = self.tier.clone();
+        let deadline = tier
+            .as_ref()
+            .filter(|t| t.reads_deadlines())
+            .and_then(|_| req.headers().get(GRPC_TIMEOUT_HEADER))
+            .and_then(|v| decode_grpc_timeout(v.to_str().ok()?).ok())
+            .map(|left| Instant::now() + left);
+        // Work whose caller's deadline has passed is not started.
+        let admission = match &tier {
+            Some(t) if t.expired(deadline) => {
+                Admission::Answer(plain(StatusCode::GATEWAY_TIMEOUT, "deadline exceeded\n"))
+            }
+            _ => self.admit(&req),
+        };
         let shed = self.shed.clone();
         let pushback = self.pushback.clone();
         async move {
@@ -369,7 +399,10 @@ impl Handler {
             }
             let refused = matches!(reply, Ok(Reply::Refused(_)));
             Ok(match (reply, &shed) {
-                (Ok(Reply::Done), _) => plain(StatusCode::OK, "OK"),
+                (Ok(Reply::Done), _) => match tier {
+                    None => plain(StatusCode::OK, "OK"),
+                    Some(tier) => answer(tier.call(deadline).await),
+                },
                 (
                     Ok(Reply::Refused(Refusal::Shed)),
                     Some((status, retry_after, amz_retry_after)),
@@ -465,6 +498,19 @@ fn refusal_body(why: Refusal) -> &'static str {
     }
 }
 
+/// A tier's answer once its call inward has ended.
+fn answer(answer: TierAnswer) -> Response<Full<Bytes>> {
+    match answer {
+        TierAnswer::Ok => plain(StatusCode::OK, "OK"),
+        TierAnswer::Unavailable => {
+            plain(StatusCode::SERVICE_UNAVAILABLE, "the call inward failed\n")
+        }
+        TierAnswer::GatewayTimeout => {
+            plain(StatusCode::GATEWAY_TIMEOUT, "the call inward timed out\n")
+        }
+    }
+}
+
 fn plain(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
     let mut resp = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
     *resp.status_mut() = status;
@@ -544,6 +590,9 @@ pub fn describe(config: &ServerConfig, addr: SocketAddr) -> String {
     }
     if config.draws() {
         defences.push_str(&format!(", seed {}", config.seed));
+    }
+    if let Some(call) = &config.call {
+        defences.push_str(&call.describe());
     }
     format!(
         "listening on http://{addr}{API_PATH}: {shape}, backlog {}, on disconnect {}{defences}",

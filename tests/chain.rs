@@ -1,0 +1,256 @@
+//! Service chains on the real network: tiers are real servers on
+//! 127.0.0.1 whose handlers call the next tier with the client's own user
+//! state machine; the client at the front is the real client.
+
+mod common;
+
+use std::time::Duration;
+
+use common::running::{Running, model, ms};
+use retry_storm::model::arrivals::ThinkTime;
+use retry_storm::model::client::ClientConfig;
+use retry_storm::model::server::{OnDisconnect, ServerConfig, Shedding};
+use retry_storm::model::tier::TierCall;
+use retry_storm::net::client;
+use retry_storm::policy::{RetryLimits, Strategy};
+use retry_storm::report::summary::{ClientSummary, ServerSummary};
+
+/// A server on an ephemeral port, quiet, with a `base` delay.
+fn server(base: Duration) -> ServerConfig {
+    ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        model: model(base),
+        backlog: 1024,
+        report_interval: ms(50),
+        timer_resolution: Duration::ZERO,
+        quiet: true,
+        ..ServerConfig::default()
+    }
+}
+
+/// A backend refusing every request at once (nothing in flight is ever
+/// under a threshold of 0), with no `Retry-After` worth waiting for.
+fn refusing() -> ServerConfig {
+    ServerConfig {
+        shed: Some(Shedding {
+            above: 0,
+            status: 503,
+            retry_after: Duration::ZERO,
+        }),
+        ..server(ms(1))
+    }
+}
+
+/// A fixed policy of `attempts` attempts `delay` apart, timing out after
+/// `timeout`.
+fn policy(url: String, attempts: u32, delay: Duration, timeout: Duration) -> ClientConfig {
+    ClientConfig::with_policy(
+        url,
+        timeout,
+        Strategy::Fixed { delay },
+        RetryLimits {
+            max_attempts: Some(attempts),
+            ..RetryLimits::default()
+        },
+    )
+}
+
+/// A tier with a `base` delay of its own calling `url` under `client`.
+fn tier(base: Duration, client: ClientConfig, deadline: bool, cancel: bool) -> ServerConfig {
+    ServerConfig {
+        call: Some(Box::new(TierCall {
+            url: client.url.clone(),
+            client,
+            propagate_deadline: deadline,
+            propagate_cancel: cancel,
+        })),
+        ..server(base)
+    }
+}
+
+/// Starts a chain, the backend first, each tier calling the one started
+/// before it; returns the servers from the backend outward.
+fn chain(backend: ServerConfig, tiers: &[(u32, Duration)]) -> Vec<Running> {
+    let mut running = vec![Running::start_config(backend)];
+    for &(attempts, base) in tiers {
+        let next = running.last().unwrap().url();
+        let call = policy(next, attempts, ms(1), Duration::from_secs(5));
+        running.push(Running::start_config(tier(base, call, false, false)));
+    }
+    running
+}
+
+/// The client's run against `url`: `users` users, each thinking 20 ms on
+/// average, for `length`.
+async fn drive(url: String, attempts: u32, users: u32, length: Duration) -> ClientSummary {
+    let config = ClientConfig {
+        clients: users,
+        think: ThinkTime::new(ms(20)),
+        duration: Some(length),
+        report_interval: ms(100),
+        seed: 7,
+        ..policy(url, attempts, ms(1), Duration::from_secs(5))
+    };
+    client::run(config, std::future::pending()).await.unwrap()
+}
+
+async fn stop_all(chain: Vec<Running>) -> Vec<ServerSummary> {
+    let mut summaries = Vec::new();
+    for server in chain.into_iter().rev() {
+        summaries.push(server.stop().await);
+    }
+    summaries.reverse();
+    summaries
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_failing_every_request_sees_the_attempts_of_every_layer_multiplied() {
+    // Client 2 attempts, tiers of 3 and 2: the backend sees 2 x 3 x 2 = 12
+    // attempts of each request, every one refused.
+    let servers = chain(refusing(), &[(2, ms(1)), (3, ms(1))]);
+    let front = servers.last().unwrap().url();
+    let client = drive(front, 2, 5, ms(600)).await;
+    let summaries = stop_all(servers).await;
+    let t = client.totals.tally;
+    assert_eq!(t.ok, 0, "{t:?}");
+    assert!(t.gave_up >= 10, "{t:?}");
+    let backend = summaries[0].shed;
+    // Requests still in flight at the end made part of their attempts.
+    let (low, high) = (12 * t.gave_up, 12 * (t.gave_up + 5));
+    assert!(
+        (low..=high).contains(&backend),
+        "backend attempts {backend} for {} requests given up",
+        t.gave_up
+    );
+}
+
+/// Sends one GET to `url` with `headers`, and returns the answer's status
+/// and how long it took, or `None` if none came within `patience` (the
+/// connection is then closed: the caller has gone).
+async fn get(url: &str, headers: &str, patience: Duration) -> Option<(u16, Duration)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/api")
+        .to_string();
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let start = std::time::Instant::now();
+    let request = format!("GET /api HTTP/1.1\r\nHost: chain\r\n{headers}\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut head = [0u8; 12];
+    let read = tokio::time::timeout(patience, stream.read_exact(&mut head)).await;
+    let took = start.elapsed();
+    read.ok()?.unwrap();
+    let status = std::str::from_utf8(&head[9..12]).unwrap().parse().unwrap();
+    Some((status, took))
+}
+
+/// Waits up to 10 s for `done` to hold.
+async fn until(mut done: impl FnMut() -> bool) {
+    let give_up = std::time::Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(std::time::Instant::now() < give_up, "not within 10 s");
+        tokio::time::sleep(ms(5)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tier_answers_504_when_its_call_timed_out_and_503_when_it_failed() {
+    let slow = Running::start_config(server(ms(400)));
+    let call = policy(slow.url(), 1, ms(1), ms(50));
+    let timing_out = Running::start_config(tier(ms(1), call, false, false));
+    let (status, _) = get(&timing_out.url(), "", Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(status, 504);
+    let refusing = Running::start_config(refusing());
+    let call = policy(refusing.url(), 2, ms(1), Duration::from_secs(5));
+    let failing = Running::start_config(tier(ms(1), call, false, false));
+    let (status, _) = get(&failing.url(), "", Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(status, 503);
+    assert_eq!(refusing.stop().await.shed, 2, "two attempts, both refused");
+    let ok = Running::start_config(server(ms(1)));
+    let call = policy(ok.url(), 1, ms(1), Duration::from_secs(5));
+    let passing = Running::start_config(tier(ms(1), call, false, false));
+    let (status, _) = get(&passing.url(), "", Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(status, 200);
+    stop_all(vec![slow, timing_out, failing, ok, passing]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_propagated_deadline_ends_the_call_in_time_and_an_expired_one_starts_nothing() {
+    // The backend takes 500 ms; the tier's own call would wait 5 s.
+    let backend = Running::start_config(server(ms(500)));
+    let call = || policy(backend.url(), 1, ms(1), Duration::from_secs(5));
+    let passing = Running::start_config(tier(ms(1), call(), true, false));
+    let deaf = Running::start_config(tier(ms(1), call(), false, false));
+    let patience = Duration::from_secs(5);
+    // 100 ms left: the propagating tier gives up with its caller.
+    let (status, took) = get(&passing.url(), "grpc-timeout: 100m\r\n", patience)
+        .await
+        .unwrap();
+    assert_eq!(status, 504);
+    assert!(took < ms(450), "answered after {took:?}");
+    // The other works on for a caller that has long given up.
+    let (status, took) = get(&deaf.url(), "grpc-timeout: 100m\r\n", patience)
+        .await
+        .unwrap();
+    assert_eq!(status, 200);
+    assert!(took >= ms(500), "answered after {took:?}");
+    // Nothing left: 504 at once, and nothing reaches the backend.
+    let before = backend
+        .gauges
+        .completed
+        .load(std::sync::atomic::Ordering::Relaxed)
+        + backend
+            .gauges
+            .abandoned
+            .load(std::sync::atomic::Ordering::Relaxed)
+        + backend
+            .gauges
+            .concurrency
+            .load(std::sync::atomic::Ordering::Relaxed);
+    let (status, _) = get(&passing.url(), "grpc-timeout: 0n\r\n", patience)
+        .await
+        .unwrap();
+    assert_eq!(status, 504);
+    let summaries = stop_all(vec![backend, passing, deaf]).await;
+    let reached = summaries[0].completed + summaries[0].abandoned + summaries[0].in_flight;
+    assert_eq!(reached, before, "the expired request reached the backend");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_that_goes_cancels_the_work_inward_only_when_the_tier_propagates_it() {
+    use std::sync::atomic::Ordering::Relaxed;
+    for propagate in [true, false] {
+        // A backend that drops the work of a client that went, 1 s long.
+        let backend = Running::start_config(ServerConfig {
+            on_disconnect: OnDisconnect::Cancel,
+            ..server(Duration::from_secs(1))
+        });
+        let call = policy(backend.url(), 1, ms(1), Duration::from_secs(5));
+        let front = Running::start_config(tier(ms(1), call, false, propagate));
+        // The caller gives up after 100 ms and closes its connection.
+        assert_eq!(get(&front.url(), "", ms(100)).await, None);
+        let gauges = backend.gauges.clone();
+        until(|| gauges.completed.load(Relaxed) + gauges.abandoned.load(Relaxed) == 1).await;
+        let (completed, abandoned) = (
+            gauges.completed.load(Relaxed),
+            gauges.abandoned.load(Relaxed),
+        );
+        if propagate {
+            assert_eq!((completed, abandoned), (0, 1), "the work stopped inward");
+        } else {
+            assert_eq!(
+                (completed, abandoned),
+                (1, 0),
+                "the tier's call waited it out"
+            );
+        }
+        stop_all(vec![backend, front]).await;
+    }
+}

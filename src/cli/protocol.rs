@@ -65,10 +65,12 @@ impl ProtocolArgs {
             },
             cases: names
                 .into_iter()
-                .map(|s| Case {
-                    name: s.name().to_string(),
-                    client: vec!["--strategy".to_string(), s.name().to_string()],
-                    server: Vec::new(),
+                .map(|s| {
+                    Case::direct(
+                        s.name().to_string(),
+                        vec!["--strategy".to_string(), s.name().to_string()],
+                        Vec::new(),
+                    )
                 })
                 .collect(),
         };

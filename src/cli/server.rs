@@ -192,7 +192,10 @@ impl ServerArgs {
         )
         .map_err(|msg| conflict(&msg))?;
         let seed = self.seed.unwrap_or_else(rand::random);
-        let call = self.tier.call(seed).map_err(|msg| conflict(&msg))?;
+        let mut call = self.tier.call(seed).map_err(|msg| conflict(&msg))?;
+        if let Some(call) = &mut call {
+            call.client.report_interval = self.report_interval;
+        }
         let config = ServerConfig {
             listen: self.listen,
             model,

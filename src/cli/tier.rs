@@ -40,6 +40,10 @@ pub struct TierArgs {
     /// whose deadline has passed is answered 504 at once, without work.
     #[arg(long, requires = "call")]
     pub propagate_deadline: bool,
+    /// Write the calls' report rows here, one every --report-interval: the
+    /// client's CSV columns, for the calls this tier makes.
+    #[arg(long, requires = "call", value_name = "PATH")]
+    pub call_csv: Option<std::path::PathBuf>,
     /// Cancel the call inward when the caller goes (its connection
     /// closes), so that work for a gone caller stops down the chain.
     #[arg(long, requires = "call")]
@@ -68,7 +72,8 @@ fn call_flags() -> Vec<String> {
 
 impl TierArgs {
     /// The call this tier makes, if it is one; `seed` is the server's,
-    /// which the call draws from when its flags give no --seed.
+    /// which the call draws from when its flags give no --seed. Its report
+    /// interval is the server's (set by the caller).
     pub fn call(&self, seed: u64) -> Result<Option<Box<TierCall>>, String> {
         let Some(url) = &self.call else {
             return Ok(None);
@@ -107,6 +112,8 @@ impl TierArgs {
         if !given_seed {
             client.seed = seed ^ CALL_STREAM;
         }
+        client.csv = self.call_csv.clone();
+        client.quiet = true;
         Ok(Some(Box::new(TierCall {
             url: url.clone(),
             client,

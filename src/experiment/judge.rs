@@ -9,6 +9,7 @@ use super::summary::{CaseRun, ProtocolReport, RunReport, StormReport};
 use super::tables;
 use crate::plot::{self, RecoveryCurve, RunChart};
 use crate::report::aggregate::CaseFigures;
+use crate::report::chain::{ChainFigures, ChainSpread, chain_figures};
 use crate::report::verdict::{Figures, STREAK, figures};
 
 /// Judges every run, aggregates every case, writes `summary.md`,
@@ -34,6 +35,8 @@ pub(super) fn write(
             seed: storm.seed(run.rep),
             strategy: client.policy_name(),
             figures: figures(&run.client, &run.server, &run.timeline),
+            chain: (!run.tiers.is_empty())
+                .then(|| chain_figures(&run.tiers, &run.server, &run.client)),
             timeline: run.timeline,
             client_behind: run.client_behind,
             client_csv: format!("{name}.client.csv"),
@@ -52,7 +55,12 @@ pub(super) fn write(
                 .filter(|r| r.case == case.name)
                 .map(|r| &r.figures)
                 .collect();
-            CaseFigures::of(&case.name, &figures)
+            let chains: Vec<&ChainFigures> = reports
+                .iter()
+                .filter(|r| r.case == case.name)
+                .filter_map(|r| r.chain.as_ref())
+                .collect();
+            CaseFigures::of(&case.name, &figures).with_chain(ChainSpread::of(&chains))
         })
         .collect();
     let report = StormReport {

@@ -41,6 +41,9 @@ struct Run<'a> {
     /// The results folder, where its children's files are.
     out: PathBuf,
     server: Child,
+    /// The tiers between client and server, from the client inward, each
+    /// with the URL it calls.
+    tiers: Vec<(Child, String)>,
     client: Option<Child>,
     /// The reader of the client's status lines.
     client_status: Option<JoinHandle<()>>,
@@ -141,8 +144,43 @@ fn stderr_tail(out: &Path, name: &str, role: &str) -> String {
     )
 }
 
-/// Starts a server (the run at `place` in its batch) and waits for its
-/// status line saying where it listens.
+/// Starts a server process as `role` (`server`, or `tier-K.server`, the
+/// stem of its log files) with `argv`, and waits for its status line
+/// saying where it listens.
+async fn start_process(
+    storm: &Storm,
+    (case, rep): (&Case, u32),
+    role: &str,
+    argv: &[String],
+    live: Arc<Mutex<Live>>,
+) -> Result<(Child, String), StormError> {
+    let name = storm.run_name(case, rep);
+    let spawned = children::spawn(
+        &storm.program,
+        "server",
+        argv,
+        output(storm, case, rep, &format!("{role}.log"))?,
+        output(storm, case, rep, &format!("{role}.err"))?,
+        live,
+    )
+    .map_err(io_err(format!("start the {role} for {name}")))?;
+    let listening = spawned.listening.expect("a server says where it listens");
+    let url = tokio::time::timeout(START_TIMEOUT, listening)
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .ok_or_else(|| {
+            StormError::Child(format!(
+                "the {role} for {name} did not start{}",
+                stderr_tail(&storm.out, &name, role)
+            ))
+        })?;
+    Ok((spawned.child, url))
+}
+
+/// Starts a run's servers (the run at `place` in its batch): the backend,
+/// then its tiers from the innermost outward, each calling the one
+/// started before it. Its client goes to the outermost.
 async fn start_server<'a>(
     storm: &Storm,
     case: &'a Case,
@@ -154,38 +192,34 @@ async fn start_server<'a>(
         watch: storm.watch.as_ref().map(|w| w.run(place)),
         ..Live::default()
     }));
-    let spawned = children::spawn(
-        &storm.program,
-        "server",
-        &storm.server_argv(case, rep),
-        output(storm, case, rep, "server.log")?,
-        output(storm, case, rep, "server.err")?,
-        live.clone(),
-    )
-    .map_err(io_err(format!("start the server for {name}")))?;
-    let listening = spawned.listening.expect("a server says where it listens");
-    let url = tokio::time::timeout(START_TIMEOUT, listening)
-        .await
-        .ok()
-        .and_then(Result::ok)
-        .ok_or_else(|| {
-            StormError::Child(format!(
-                "the server for {name} did not start{}",
-                stderr_tail(&storm.out, &name, "server")
-            ))
-        })?;
-    Ok(Run {
+    let argv = storm.server_argv(case, rep);
+    let (server, mut url) =
+        start_process(storm, (case, rep), "server", &argv, live.clone()).await?;
+    let mut run = Run {
         case,
         rep,
         name,
         out: storm.out.clone(),
-        server: spawned.child,
+        server,
+        tiers: Vec::new(),
         client: None,
         client_status: None,
-        url,
+        url: String::new(),
         live,
         timeline: None,
-    })
+    };
+    for tier in (1..=case.tiers.len()).rev() {
+        let argv = storm.tier_argv(case, rep, tier, &url);
+        let role = format!("tier-{tier}.server");
+        // A tier's rows are read back from its files; the live view shows
+        // the backend's.
+        let quiet = Arc::new(Mutex::new(Live::default()));
+        let (child, at) = start_process(storm, (case, rep), &role, &argv, quiet).await?;
+        run.tiers.insert(0, (child, url));
+        url = at;
+    }
+    run.url = url;
+    Ok(run)
 }
 
 fn start_client(storm: &Storm, run: &mut Run) -> Result<(), StormError> {
@@ -216,6 +250,13 @@ fn command_lines(storm: &Storm, runs: &[Run]) -> String {
         out.push_str(&format!("# {}\n", run.name));
         out.push_str(&line("server", storm.server_argv(run.case, run.rep)));
         out.push('\n');
+        for (i, (_, next)) in run.tiers.iter().enumerate().rev() {
+            out.push_str(&line(
+                "server",
+                storm.tier_argv(run.case, run.rep, i + 1, next),
+            ));
+            out.push('\n');
+        }
         out.push_str(&line(
             "client",
             storm.client_argv(run.case, run.rep, &run.url),
@@ -303,6 +344,17 @@ async fn phase(
                             stderr_tail(&run.out, &run.name, "server")
                         )));
                     }
+                    for (i, (tier, _)) in run.tiers.iter_mut().enumerate() {
+                        if let Ok(Some(status)) = tier.try_wait() {
+                            let role = format!("tier-{}.server", i + 1);
+                            return Err(StormError::Child(format!(
+                                "tier {} for {} exited early ({status}){}",
+                                i + 1,
+                                run.name,
+                                stderr_tail(&run.out, &run.name, &role)
+                            )));
+                        }
+                    }
                 }
             }
         }
@@ -326,12 +378,36 @@ async fn stop_all(runs: &mut [Run<'_>]) {
             children::reap(client, Duration::from_secs(5)).await;
         }
     }
+    // Tiers from the outside in, then the backends: each goes before
+    // what it calls.
+    for run in runs.iter() {
+        for (tier, _) in &run.tiers {
+            children::signal(tier, Signal::SIGCONT);
+            children::signal(tier, Signal::SIGTERM);
+        }
+    }
+    for run in runs.iter_mut() {
+        for (tier, _) in &mut run.tiers {
+            children::reap(tier, Duration::from_secs(5)).await;
+        }
+    }
     for run in runs.iter() {
         children::signal(&run.server, Signal::SIGCONT);
         children::signal(&run.server, Signal::SIGTERM);
     }
     for run in runs.iter_mut() {
         children::reap(&mut run.server, Duration::from_secs(5)).await;
+    }
+}
+
+impl Run<'_> {
+    /// The process the outage stops: the tier the case names, else the
+    /// backend.
+    fn stopped(&self) -> &Child {
+        match self.case.pause {
+            Some(tier) => &self.tiers[tier as usize - 1].0,
+            None => &self.server,
+        }
     }
 }
 
@@ -397,8 +473,10 @@ async fn drive<'a>(
     }
     let shown = storm.progress;
     phase("warm-up", warmup, false, runs, shown, bar, &mut shutdown).await?;
-    for run in runs.iter() {
-        children::signal(&run.server, Signal::SIGSTOP);
+    // A protocol without a pause has no outage: nothing is stopped.
+    let outage = !p.pause.is_zero();
+    for run in runs.iter().filter(|_| outage) {
+        children::signal(run.stopped(), Signal::SIGSTOP);
     }
     let stop_ms = unix_ms();
     tell(
@@ -409,8 +487,8 @@ async fn drive<'a>(
         },
     );
     phase("pause", pause, false, runs, shown, bar, &mut shutdown).await?;
-    for run in runs.iter() {
-        children::signal(&run.server, Signal::SIGCONT);
+    for run in runs.iter().filter(|_| outage) {
+        children::signal(run.stopped(), Signal::SIGCONT);
     }
     let resume_ms = unix_ms();
     tell(
@@ -478,5 +556,6 @@ fn read_back(
         timeline: run.timeline.expect("read runs are finished"),
         client: read_csv(&storm.file(run.case, run.rep, "client.csv"))?,
         server: read_csv(&storm.file(run.case, run.rep, "server.csv"))?,
+        tiers: storm.read_tiers(&storm.out, run.case, run.rep)?,
     })
 }

@@ -55,6 +55,7 @@ pub(super) fn run(
                 timeline: storm.timeline(0),
                 client: outcome.client.rows,
                 server: outcome.server_rows,
+                tiers: Vec::new(),
                 client_behind: None,
             });
         }

@@ -7,12 +7,14 @@ use std::time::Duration;
 
 use super::error::StormError;
 use super::folder::Existing;
-use super::scenario::{Case, Engine, Protocol, Scenario, format_duration};
+use super::scenario::{Case, Engine, Protocol, Scenario, format_duration, join_flags};
 use super::stop::Stop;
 use crate::model::client::ClientConfig;
 use crate::model::server::{DEFAULT_BACKLOG, ServerConfig};
 use crate::model::shard::Shard;
 use crate::model::timescale::compress;
+use crate::report::chain::TierRows;
+use crate::report::output::read_rows;
 use crate::report::verdict::{STREAK, Timeline};
 use crate::sim::{Pause, SimConfig};
 use crate::view::Watch;
@@ -149,6 +151,28 @@ impl Storm {
             .join(format!("{}.{suffix}", self.run_name(case, rep)))
     }
 
+    /// The rows of repetition `rep` of `case`'s tiers, from the client
+    /// inward, read from `dir`: each one's server CSV and calls' CSV.
+    pub(super) fn read_tiers(
+        &self,
+        dir: &std::path::Path,
+        case: &Case,
+        rep: u32,
+    ) -> Result<Vec<TierRows>, StormError> {
+        fn read<T: serde::de::DeserializeOwned>(path: PathBuf) -> Result<Vec<T>, StormError> {
+            read_rows(&path).map_err(|e| StormError::Io(format!("read {}", path.display()), e))
+        }
+        let name = self.run_name(case, rep);
+        (1..=case.tiers.len())
+            .map(|tier| {
+                Ok((
+                    read(dir.join(format!("{name}.tier-{tier}.server.csv")))?,
+                    read(dir.join(format!("{name}.tier-{tier}.calls.csv")))?,
+                ))
+            })
+            .collect()
+    }
+
     /// On the real engine, the status pipe every child writes to (the runner
     /// puts it at [`STATUS_FD`]).
     fn status_flag(&self, argv: &mut Vec<String>) {
@@ -172,6 +196,44 @@ impl Storm {
         if server_draws(&case.server) {
             argv.extend(["--seed".to_string(), self.seed(rep).to_string()]);
         }
+        self.status_flag(&mut argv);
+        argv
+    }
+
+    /// The seed of tier `tier` (from 1) of repetition `rep`: its server's
+    /// draws and, on a stream of its own, its call's.
+    fn tier_seed(&self, rep: u32, tier: usize) -> u64 {
+        self.seed(rep) ^ ((tier as u64) << 40)
+    }
+
+    /// The flags of tier `tier` (from 1 at the client's side) of
+    /// repetition `rep` of `case`, calling `next` (the next tier's URL or
+    /// the backend's), exactly as its process gets them.
+    pub fn tier_argv(&self, case: &Case, rep: u32, tier: usize, next: &str) -> Vec<String> {
+        let t = &case.tiers[tier - 1];
+        let mut argv = vec![
+            "--listen".to_string(),
+            "127.0.0.1:0".to_string(),
+            "--csv".to_string(),
+            self.file(case, rep, &format!("tier-{tier}.server.csv"))
+                .display()
+                .to_string(),
+            "--time-scale".to_string(),
+            self.time_scale.to_string(),
+        ];
+        argv.extend(t.server.iter().cloned());
+        argv.extend([
+            "--seed".to_string(),
+            self.tier_seed(rep, tier).to_string(),
+            "--call".to_string(),
+            next.to_string(),
+            "--call-client".to_string(),
+            join_flags(&t.client),
+            "--call-csv".to_string(),
+            self.file(case, rep, &format!("tier-{tier}.calls.csv"))
+                .display()
+                .to_string(),
+        ]);
         self.status_flag(&mut argv);
         argv
     }
@@ -211,10 +273,33 @@ impl Storm {
         flags: &dyn Flags,
     ) -> Result<(ServerConfig, ClientConfig), StormError> {
         let server = flags.server(&self.server_argv(case, 0));
+        self.tier_configs(case, 0, flags, false)?;
         Ok((
             refused(case, "server", server)?,
             self.client_config(case, 0, flags)?,
         ))
+    }
+
+    /// The tiers' configurations for repetition `rep` of `case`, from the
+    /// client inward, as their processes parse their flags (their calls'
+    /// URLs stand in for the next tier's); for virtual time, with the
+    /// backlog fixed as [`Storm::sim_server_argv`] fixes the backend's.
+    pub fn tier_configs(
+        &self,
+        case: &Case,
+        rep: u32,
+        flags: &dyn Flags,
+        sim: bool,
+    ) -> Result<Vec<ServerConfig>, StormError> {
+        (1..=case.tiers.len())
+            .map(|tier| {
+                let mut argv = self.tier_argv(case, rep, tier, "http://127.0.0.1:1/api");
+                if sim {
+                    fixed_backlog(&mut argv);
+                }
+                refused(case, &format!("tier {tier}"), flags.server(&argv))
+            })
+            .collect()
     }
 
     /// The client's configuration for repetition `rep` of `case`, as the
@@ -255,12 +340,7 @@ impl Storm {
     /// depend on the host's `somaxconn`.
     pub fn sim_server_argv(&self, case: &Case, rep: u32) -> Vec<String> {
         let mut argv = self.server_argv(case, rep);
-        if !argv
-            .iter()
-            .any(|a| a == "--backlog" || a.starts_with("--backlog="))
-        {
-            argv.extend(["--backlog".to_string(), DEFAULT_BACKLOG.to_string()]);
-        }
+        fixed_backlog(&mut argv);
         argv
     }
 
@@ -271,6 +351,12 @@ impl Storm {
         rep: u32,
         flags: &dyn Flags,
     ) -> Result<SimConfig, StormError> {
+        if !case.tiers.is_empty() {
+            return Err(StormError::Flags(format!(
+                "case {}: a chain of tiers does not run in virtual time yet (--engine real)",
+                case.name
+            )));
+        }
         let mut client = self.client_config(case, rep, flags)?;
         let server = flags.server(&self.sim_server_argv(case, rep));
         let mut server = refused(case, "server", server)?;
@@ -319,6 +405,17 @@ impl Storm {
 
 /// A program's configuration, or why `case`'s flags for it (`role`) are
 /// refused.
+/// Fixes a virtual server's backlog at [`DEFAULT_BACKLOG`] unless its
+/// flags give one.
+fn fixed_backlog(argv: &mut Vec<String>) {
+    if !argv
+        .iter()
+        .any(|a| a == "--backlog" || a.starts_with("--backlog="))
+    {
+        argv.extend(["--backlog".to_string(), DEFAULT_BACKLOG.to_string()]);
+    }
+}
+
 fn refused<T>(case: &Case, role: &str, parsed: Result<T, String>) -> Result<T, StormError> {
     parsed.map_err(|e| StormError::Flags(format!("case {}: {role} flags: {e}", case.name)))
 }

@@ -5,6 +5,7 @@ use serde::Serialize;
 
 use super::scenario::Case;
 use crate::report::aggregate::CaseFigures;
+use crate::report::chain::{ChainFigures, TierRows};
 use crate::report::histogram::Percentiles;
 use crate::report::rows::{ClientRow, ServerRow};
 #[cfg(doc)]
@@ -23,8 +24,10 @@ pub(super) struct CaseRun {
     pub timeline: Timeline,
     /// The client's report rows.
     pub client: Vec<ClientRow>,
-    /// The server's report rows.
+    /// The server's report rows: the backend's, behind any tiers.
     pub server: Vec<ServerRow>,
+    /// Each tier's server rows and calls' rows, from the client inward.
+    pub tiers: Vec<TierRows>,
     /// The client's start lateness, if it fell behind its users' schedule
     /// ([`ClientTotals::fell_behind`]).
     pub client_behind: Option<Percentiles>,
@@ -44,6 +47,10 @@ pub struct RunReport {
     /// The run's figures.
     #[serde(flatten)]
     pub figures: Figures,
+    /// A chain's figures per layer (`tiers`, from the client inward, the
+    /// backend last) and end to end; absent for a client against a server.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub chain: Option<ChainFigures>,
     /// When its phases happened.
     pub timeline: Timeline,
     /// How late the client started its attempts, there only if it fell

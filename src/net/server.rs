@@ -42,7 +42,7 @@ use crate::report::metrics::ServerMetrics;
 use crate::report::output::{CsvError, CsvSink, server_csv};
 use crate::report::rows::{ServerRow, format_delay};
 use crate::report::status::{Status, StatusSink};
-use crate::report::summary::ServerSummary;
+use crate::report::summary::{Reporter, ServerSummary};
 
 /// The path that runs through the latency model.
 pub const API_PATH: &str = "/api";
@@ -110,8 +110,8 @@ pub struct Server {
     status: Option<StatusSink>,
     gauges: Arc<Gauges>,
     metrics: Option<Arc<ServerMetrics>>,
-    /// As a tier: its calls inward.
-    caller: Option<Arc<Caller>>,
+    /// As a tier: its calls inward, and what reports them.
+    caller: Option<(Arc<Caller>, Reporter)>,
 }
 
 impl Server {
@@ -124,7 +124,10 @@ impl Server {
         let alarm = Alarm::new(config.timer_resolution).map_err(BindError::Timer)?;
         let csv = server_csv(&config).map_err(BindError::Csv)?;
         let caller = match &config.call {
-            Some(call) => Some(Caller::start(call).map_err(BindError::Call)?),
+            Some(call) => Some((
+                Caller::start(call).map_err(BindError::Call)?,
+                Reporter::for_calls(&call.client).map_err(BindError::Csv)?,
+            )),
             None => None,
         };
         Ok(Server {
@@ -190,11 +193,21 @@ impl Server {
         let (stop_tx, stop_rx) = oneshot::channel();
         let model = ModelActor::new(&config, csv, status, gauges.clone(), rx).with_metrics(metrics);
         let actor = tokio::spawn(model.run(alarm, stop_rx));
+        // A tier reports its calls on the server's interval.
+        let (tier, calls) = match caller {
+            Some((caller, reporter)) => {
+                let (stop, stopped) = oneshot::channel();
+                let every = config.report_interval;
+                let report = tokio::spawn(caller.clone().report(reporter, every, stopped));
+                (Some(caller), Some((stop, report)))
+            }
+            None => (None, None),
+        };
         let shared = Arc::new(Handler {
             to_model: tx,
             next_id: AtomicU64::new(0),
             cancel_on_disconnect: config.on_disconnect == OnDisconnect::Cancel,
-            tier: caller,
+            tier,
             pushback: config.pushback_ms.map(header::HeaderValue::from),
             shed: config.shed.map(|s| {
                 let value = format_retry_after(s.retry_after);
@@ -225,6 +238,10 @@ impl Server {
         let errors = &gauges.accept_errors;
         let lanes = accept_into_lanes(listener, errors, shutdown, count, serve).await;
         let _ = stop_tx.send(());
+        if let Some((stop, report)) = calls {
+            let _ = stop.send(());
+            let _ = report.await;
+        }
         let summary = actor.await.expect("the model task does not panic");
         // The other lanes' connections are dropped once the model is done,
         // as the calling runtime's are when it ends.

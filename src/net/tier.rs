@@ -24,6 +24,8 @@ use crate::model::tier::{TierAnswer, TierCall};
 use crate::model::user::User;
 use crate::policy::Throttle;
 use crate::report::counts::ClientRecorder;
+use crate::report::rows::unix_ms;
+use crate::report::summary::{ClientSummary, Reporter};
 
 /// The call's connections are closed after this long idle, as the
 /// client's are at each report.
@@ -36,8 +38,6 @@ pub(super) struct Caller {
     call: TierCall,
     /// Calls made so far: each draws from the stream of its number.
     made: AtomicU64,
-    /// Calls whose caller went before their answer.
-    gone: AtomicU64,
 }
 
 impl Caller {
@@ -65,7 +65,6 @@ impl Caller {
             shared: Arc::new(shared),
             call: call.clone(),
             made: AtomicU64::new(0),
-            gone: AtomicU64::new(0),
         });
         let weak = Arc::downgrade(&caller);
         tokio::spawn(async move {
@@ -141,6 +140,37 @@ impl Caller {
     }
 }
 
+impl Caller {
+    /// Writes the calls' report rows with `reporter` every `interval`
+    /// from `start` until `stop` fires, then the last one, and returns
+    /// the calls' summary.
+    pub(super) async fn report(
+        self: Arc<Self>,
+        mut reporter: Reporter,
+        interval: Duration,
+        stop: oneshot::Receiver<()>,
+    ) -> ClientSummary {
+        let recorder = &self.shared.common.recorder;
+        let start = self.shared.common.epoch;
+        let mut ticker = tokio::time::interval_at(start + interval, interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut last = start;
+        let mut stop = std::pin::pin!(stop);
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => {}
+                _ = &mut stop => break,
+            }
+            let now = Instant::now();
+            reporter.report(recorder, now - last, unix_ms(), now - start);
+            last = now;
+        }
+        let now = Instant::now();
+        reporter.report(recorder, now - last, unix_ms(), now - start);
+        reporter.close(now - start, 0, 0, recorder)
+    }
+}
+
 /// Counts a call whose caller went (its future dropped before the
 /// answer) and cancels it, if the tier propagates cancellation.
 struct Gone<'a> {
@@ -154,7 +184,7 @@ impl Drop for Gone<'_> {
         if !self.armed {
             return;
         }
-        self.caller.gone.fetch_add(1, Ordering::Relaxed);
+        self.caller.shared.common.recorder.caller_gone();
         if let Some(cancel) = self.cancel.take() {
             let _ = cancel.send(());
         }

@@ -5,6 +5,7 @@
 
 use serde::Serialize;
 
+use super::chain::ChainSpread;
 use super::estimate::{Percentiles3, Proportion, Spread};
 use super::verdict::Figures;
 
@@ -54,6 +55,10 @@ pub struct CaseFigures {
     pub best_ok_per_s: Option<Spread>,
     /// Concurrency at the end.
     pub end_concurrency: Option<Spread>,
+    /// A chain's figures per layer, from the client inward (the backend
+    /// last); absent for a client against a server.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub chain: Option<ChainSpread>,
 }
 
 impl CaseFigures {
@@ -87,7 +92,13 @@ impl CaseFigures {
             to_80pct_s: times(|f| f.to_80pct_s),
             best_ok_per_s: spread(|f| f.best_ok_per_s),
             end_concurrency: spread(|f| f.end_concurrency.map(|c| c as f64)),
+            chain: None,
         }
+    }
+
+    /// These figures with a chain's over the same runs.
+    pub fn with_chain(self, chain: Option<ChainSpread>) -> CaseFigures {
+        CaseFigures { chain, ..self }
     }
 }
 

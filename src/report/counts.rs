@@ -62,6 +62,10 @@ pub struct Tally {
     /// sessions (`--max-outstanding`). Never sent.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub refused: u64,
+    /// A tier's calls whose caller had gone before their answer (absent
+    /// from a client's output).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub gone: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -98,6 +102,7 @@ impl Tally {
         self.rejected += other.rejected;
         self.arrived += other.arrived;
         self.refused += other.refused;
+        self.gone += other.gone;
         for (mine, theirs) in self
             .attempts_per_request
             .iter_mut()
@@ -363,6 +368,20 @@ impl ClientRecorder {
             .expect("recorder lock poisoned")
             .tally
             .refused += 1;
+    }
+
+    /// A tier's call whose caller had gone before its answer.
+    pub fn caller_gone(&self) {
+        self.current
+            .lock()
+            .expect("recorder lock poisoned")
+            .tally
+            .gone += 1;
+    }
+
+    /// [`ClientRecorder::caller_gone`] for a recorder held by one owner.
+    pub fn caller_gone_mut(&mut self) {
+        self.current_mut().tally.gone += 1;
     }
 
     /// [`ClientRecorder::session_arrived`] for a recorder held by one

@@ -4,6 +4,7 @@
 //! network and no runtime: both engines report through this code.
 
 pub mod aggregate;
+pub mod chain;
 pub mod counts;
 pub mod estimate;
 pub mod histogram;

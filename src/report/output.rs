@@ -66,26 +66,36 @@ impl CsvRow for ServerRow {
 /// cancelled hedges, open traffic's the sessions outstanding and the
 /// arrivals refused at the source.
 pub fn client_header(config: &ClientConfig) -> Vec<&'static str> {
-    client_columns(config.hedging.is_some(), config.open.is_some())
+    client_columns(config.hedging.is_some(), config.open.is_some(), false)
 }
 
 /// The client CSV's columns: the 2014 client's and ours, then a hedging
 /// client's cancelled hedges, then open traffic's sessions outstanding and
-/// arrivals refused at the source.
-pub fn client_columns(hedging: bool, open: bool) -> Vec<&'static str> {
+/// arrivals refused at the source, then a tier's calls whose caller had
+/// gone (a tier's calls are open traffic: each arrives when the tier's own
+/// work for a request ends).
+pub fn client_columns(hedging: bool, open: bool, calls: bool) -> Vec<&'static str> {
     let mut header = ClientRow::HEADER.to_vec();
     if hedging {
         header.push("cancelled_per_s");
     }
-    if open {
+    if open || calls {
         header.extend_from_slice(&["outstanding", "refused_per_s"]);
+    }
+    if calls {
+        header.push("gone_per_s");
     }
     header
 }
 
-/// The client's CSV file, if `config` names one, with its header.
-pub fn client_csv(config: &ClientConfig) -> Result<Option<CsvSink<ClientRow>>, CsvError> {
-    CsvSink::with_header_if(config.csv.as_deref(), &client_header(config))
+/// The client's CSV file, if `config` names one, with its header; for a
+/// tier's `calls`, with their columns.
+pub fn client_csv(
+    config: &ClientConfig,
+    calls: bool,
+) -> Result<Option<CsvSink<ClientRow>>, CsvError> {
+    let header = client_columns(config.hedging.is_some(), config.open.is_some(), calls);
+    CsvSink::with_header_if(config.csv.as_deref(), &header)
 }
 
 /// The columns a pool or a server with defences adds to [`ServerRow`]'s,

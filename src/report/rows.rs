@@ -18,7 +18,7 @@ fn per_sec(count: u64, secs: f64) -> f64 {
 }
 
 /// One row of the client's report: a line on the terminal, a row of its CSV.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ClientRow {
     /// Wall-clock time of the report, milliseconds since the Unix epoch.
     pub unix_ms: u64,
@@ -64,6 +64,10 @@ pub struct ClientRow {
     /// bound of sessions); there only for open or partly-open traffic.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refused_per_s: Option<f64>,
+    /// A tier's calls whose caller had gone before their answer, per
+    /// second; there only in a tier's calls file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gone_per_s: Option<f64>,
 }
 
 impl ClientRow {
@@ -136,6 +140,7 @@ impl ClientRow {
             cancelled_per_s: None,
             outstanding: None,
             refused_per_s: None,
+            gone_per_s: None,
         }
     }
 
@@ -145,6 +150,15 @@ impl ClientRow {
         ClientRow {
             outstanding: Some(outstanding),
             refused_per_s: Some(round2(per_sec(tally.refused, interval.as_secs_f64()))),
+            ..self
+        }
+    }
+
+    /// The row with a tier's calls' column: the interval's calls whose
+    /// caller had gone.
+    pub fn with_gone(self, tally: &Tally, interval: Duration) -> Self {
+        ClientRow {
+            gone_per_s: Some(round2(per_sec(tally.gone, interval.as_secs_f64()))),
             ..self
         }
     }
@@ -171,6 +185,7 @@ impl ClientRow {
         let sent = sum(|r| r.sent_per_s);
         let hedging = shards.iter().any(|r| r.cancelled_per_s.is_some());
         let open = shards.iter().any(|r| r.outstanding.is_some());
+        let calls = shards.iter().any(|r| r.gone_per_s.is_some());
         ClientRow {
             unix_ms: shards.iter().map(|r| r.unix_ms).max().unwrap_or(0),
             elapsed_s: shards.iter().map(|r| r.elapsed_s).fold(0.0, f64::max),
@@ -190,6 +205,7 @@ impl ClientRow {
             cancelled_per_s: hedging.then(|| sum(|r| r.cancelled_per_s.unwrap_or(0.0))),
             outstanding: open.then(|| shards.iter().filter_map(|r| r.outstanding).sum()),
             refused_per_s: open.then(|| sum(|r| r.refused_per_s.unwrap_or(0.0))),
+            gone_per_s: calls.then(|| sum(|r| r.gone_per_s.unwrap_or(0.0))),
         }
     }
 
@@ -446,6 +462,7 @@ impl ClientRow {
                 cancelled_per_s: None,
                 outstanding: None,
                 refused_per_s: None,
+                gone_per_s: None,
             })
             .collect()
     }
@@ -476,6 +493,7 @@ mod tests {
             cancelled_per_s: None,
             outstanding: None,
             refused_per_s: None,
+            gone_per_s: None,
         };
         let a = row(10.0, 10.0, 12.0, 3, 1_000);
         let b = row(20.0, 30.0, 36.0, 4, 1_002);

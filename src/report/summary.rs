@@ -203,6 +203,8 @@ pub(crate) struct Reporter {
     hedging: bool,
     /// Rows carry open traffic's columns.
     open: bool,
+    /// Rows are a tier's calls: open traffic's columns, and callers gone.
+    calls: bool,
     status: Option<StatusSink>,
     quiet: bool,
     /// Intervals shorter than this only add to the totals.
@@ -254,10 +256,11 @@ impl Reporter {
                 source,
             })?;
         Ok(Reporter {
-            csv: client_csv(config)?,
+            csv: client_csv(config, false)?,
             hlog,
             hedging: config.hedging.is_some(),
             open: config.open.is_some(),
+            calls: false,
             status,
             quiet: config.quiet,
             sliver: config.report_interval / 20,
@@ -269,6 +272,16 @@ impl Reporter {
             strategy: config.policy_name(),
             timer_step: config.timer_resolution,
         })
+    }
+
+    /// A reporter of a tier's calls, made under `config` (its `--call-csv`
+    /// in `csv`): each call is a session of open traffic, and rows say
+    /// how many had lost their caller.
+    pub fn for_calls(config: &ClientConfig) -> Result<Self, CsvError> {
+        let mut reporter = Reporter::new(config, None)?;
+        reporter.csv = client_csv(config, true)?;
+        reporter.calls = true;
+        Ok(reporter)
     }
 
     /// A reporter holding what this one holds, to go on from; none if
@@ -283,6 +296,7 @@ impl Reporter {
             hlog: None,
             hedging: self.hedging,
             open: self.open,
+            calls: self.calls,
             status: None,
             quiet: self.quiet,
             sliver: self.sliver,
@@ -341,8 +355,11 @@ impl Reporter {
         if self.hedging {
             row = row.with_cancelled(&self.interval.tally, measured);
         }
-        if self.open {
+        if self.open || self.calls {
             row = row.with_open(&self.interval.tally, measured, recorder.outstanding());
+        }
+        if self.calls {
+            row = row.with_gone(&self.interval.tally, measured);
         }
         if !self.quiet {
             say(&row);
@@ -405,6 +422,7 @@ mod tests {
             hlog: None,
             hedging: false,
             open: false,
+            calls: false,
             status: Some(status),
             quiet: true,
             sliver: Duration::from_millis(50),

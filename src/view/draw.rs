@@ -440,6 +440,7 @@ mod tests {
                 cancelled_per_s: None,
                 outstanding: None,
                 refused_per_s: None,
+                gone_per_s: None,
             };
             let status = Status::ClientRow(row);
             board.apply(Feed::Status { run, status }, no);

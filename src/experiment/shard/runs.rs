@@ -75,6 +75,7 @@ pub fn merge_runs(
                 timeline: r.timeline,
                 client: read_rows(&dir.join(&r.client_csv)).map_err(io_err("read"))?,
                 server: read_rows(&dir.join(&r.server_csv)).map_err(io_err("read"))?,
+                tiers: storm.read_tiers(dir, case, rep)?,
                 client_behind: r.client_behind,
             });
         }

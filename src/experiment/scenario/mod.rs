@@ -24,6 +24,15 @@
 //! name = "shedding"
 //! client = "--strategy fixed"
 //! server = "--shed-above 200"
+//!
+//! [[case]]                # a chain: the client, its tiers from the
+//! name = "chain"          # client inward, then the case's server, the
+//! client = "--strategy fixed --max-attempts 3"     # backend
+//! server = "--fail-rate 1"
+//! pause = 1               # optional: stop tier 1, not the backend
+//! [[case.tier]]
+//! server = "--base-delay 10ms"
+//! client = "--strategy fixed --max-attempts 3 --timeout 1s"
 //! ```
 //!
 //! Every results folder holds the scenario that made it, and any storm
@@ -87,15 +96,47 @@ impl Default for Protocol {
     }
 }
 
-/// One compared configuration: a client, and the server it runs against.
+/// One compared configuration: a client, and the server it runs against,
+/// directly or through a chain of tiers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Case {
     /// The case's name: its files in the results folder are named after it.
     pub name: String,
     /// The client's flags.
     pub client: Vec<String>,
-    /// The server's flags.
+    /// The server's flags: the backend's, behind any tiers.
     pub server: Vec<String>,
+    /// The tiers between the client and the backend, from the client
+    /// inward.
+    pub tiers: Vec<Tier>,
+    /// Which tier the outage stops, counting from 1 at the client's side
+    /// (`None`: the backend).
+    pub pause: Option<u32>,
+}
+
+/// A tier of a chain: a server whose handler calls the next tier inward
+/// under a client policy of its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tier {
+    /// The tier's server flags (its own work and defences, and what it
+    /// passes inward: `--propagate-deadline`, `--propagate-cancel`).
+    pub server: Vec<String>,
+    /// Its call's client flags (policy and timeout), as `--call-client`
+    /// takes them.
+    pub client: Vec<String>,
+}
+
+impl Case {
+    /// A case of a client against a server, with no tiers between.
+    pub fn direct(name: String, client: Vec<String>, server: Vec<String>) -> Case {
+        Case {
+            name,
+            client,
+            server,
+            tiers: Vec::new(),
+            pause: None,
+        }
+    }
 }
 
 /// A whole experiment: the cases compared, under one protocol and seed.
@@ -164,6 +205,19 @@ struct CaseFile {
     client: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     server: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pause: Option<u32>,
+    #[serde(rename = "tier", default, skip_serializing_if = "Vec::is_empty")]
+    tiers: Vec<TierFile>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TierFile {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    server: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    client: String,
 }
 
 /// Splits a flags string as a shell would (quotes group words).
@@ -309,9 +363,22 @@ impl Scenario {
                     split_flags(text)
                         .map_err(|e| ScenarioError(format!("case {}: {what}: {e}", c.name)))
                 };
+                let tiers = c
+                    .tiers
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| {
+                        Ok(Tier {
+                            server: flags(&format!("tier {}: server", i + 1), &t.server)?,
+                            client: flags(&format!("tier {}: client", i + 1), &t.client)?,
+                        })
+                    })
+                    .collect::<Result<Vec<Tier>, ScenarioError>>()?;
                 Ok(Case {
                     client: flags("client", &c.client)?,
                     server: flags("server", &c.server)?,
+                    tiers,
+                    pause: c.pause,
                     name: c.name,
                 })
             })
@@ -376,6 +443,23 @@ impl Scenario {
                     RESERVED.join(", ")
                 )));
             }
+            match case.pause {
+                Some(0) => {
+                    return Err(ScenarioError(format!(
+                        "case {}: pause = 0: tiers count from 1 at the client's side (leave \
+                         pause out to stop the backend)",
+                        case.name
+                    )));
+                }
+                Some(n) if n as usize > case.tiers.len() => {
+                    return Err(ScenarioError(format!(
+                        "case {}: pause = {n}, but the case has {} tier(s)",
+                        case.name,
+                        case.tiers.len()
+                    )));
+                }
+                _ => {}
+            }
             if self.cases[..i].iter().any(|c| c.name == case.name) {
                 return Err(ScenarioError(format!(
                     "case name '{}' is used twice",
@@ -407,6 +491,15 @@ impl Scenario {
                     name: c.name.clone(),
                     client: join_flags(&c.client),
                     server: join_flags(&c.server),
+                    pause: c.pause,
+                    tiers: c
+                        .tiers
+                        .iter()
+                        .map(|t| TierFile {
+                            server: join_flags(&t.server),
+                            client: join_flags(&t.client),
+                        })
+                        .collect(),
                 })
                 .collect(),
         };
@@ -415,145 +508,4 @@ impl Scenario {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const FILE: &str = r#"
-seed = 7
-engine = "sim"
-runs = 3
-
-[protocol]
-warmup = "10s"
-pause = "0s"
-
-[[case]]
-name = "fixed+budget"
-client = "--strategy fixed --throttle budget"
-
-[[case]]
-name = "shedding"
-client = "--strategy fixed --url 'http://127.0.0.1:1/api'"
-server = "--shed-above 200"
-"#;
-
-    #[test]
-    fn a_file_reads_with_defaults_for_what_it_leaves_out() {
-        let s = Scenario::from_toml(FILE).unwrap();
-        assert_eq!(s.seed, 7);
-        assert_eq!(s.engine, Some(Engine::Sim));
-        assert_eq!(s.runs, Some(3));
-        assert_eq!(
-            s.protocol,
-            Protocol {
-                warmup: Duration::from_secs(10),
-                pause: Duration::ZERO,
-                observe: Duration::from_secs(60),
-                report_interval: Duration::from_secs(5),
-                tail: Duration::from_secs(60),
-            }
-        );
-        assert_eq!(s.cases.len(), 2);
-        assert_eq!(s.cases[0].name, "fixed+budget");
-        assert_eq!(
-            s.cases[0].client,
-            ["--strategy", "fixed", "--throttle", "budget"]
-        );
-        assert!(s.cases[0].server.is_empty());
-        assert_eq!(
-            s.cases[1].client,
-            ["--strategy", "fixed", "--url", "http://127.0.0.1:1/api"]
-        );
-        assert_eq!(s.cases[1].server, ["--shed-above", "200"]);
-    }
-
-    #[test]
-    fn a_scenario_written_out_reads_back_the_same() {
-        let s = Scenario::from_toml(FILE).unwrap();
-        let text = s.to_toml();
-        assert!(text.contains("[[case]]"), "{text}");
-        assert_eq!(Scenario::from_toml(&text).unwrap(), s);
-        let without_engine = Scenario { engine: None, ..s };
-        let text = without_engine.to_toml();
-        assert!(!text.contains("engine"), "{text}");
-        assert_eq!(Scenario::from_toml(&text).unwrap(), without_engine);
-    }
-
-    #[test]
-    fn mistakes_are_named() {
-        let cases: &[(&str, &str)] = &[
-            ("engine = \"sim\"\n[[case]]\nname = \"a\"", "seed"),
-            ("seed = 1", "no cases"),
-            ("seed = 1\n[[case]]\nname = \"a b\"", "case name 'a b'"),
-            (
-                "seed = 1\n[[case]]\nname = \"a\"\n[[case]]\nname = \"a\"",
-                "used twice",
-            ),
-            (
-                "seed = 1\n[[case]]\nname = \"goodput\"",
-                "taken by a file of the results folder",
-            ),
-            (
-                "seed = 1\n[[case]]\nname = \"recovery\"",
-                "'recovery' is taken",
-            ),
-            (
-                &format!("seed = 1\n[[case]]\nname = \"{}\"", "a".repeat(101)),
-                "101 characters, more than the 100",
-            ),
-            (
-                "seed = 1\nruns = 1000000000\n[[case]]\nname = \"a\"",
-                "1000000000 is more than 100000",
-            ),
-            (
-                "seed = 1\n[protocol]\nwarmup = \"18446744073709551615s\"\n[[case]]\nname = \"a\"",
-                "protocol.warmup: '18446744073709551615s' is longer than a year",
-            ),
-            (
-                "seed = 1\n[protocol]\npause = \"1000000h\"\n[[case]]\nname = \"a\"",
-                "longer than a year",
-            ),
-            (
-                "seed = 1\n[protocol]\npause = \"25h\"\n[[case]]\nname = \"a\"",
-                "pause (--pause, protocol.pause): 1day 1h is longer than a day",
-            ),
-            (
-                "seed = 1\n[protocol]\nwarmup = \"9s\"\n[[case]]\nname = \"a\"",
-                "shorter than two report intervals",
-            ),
-            (
-                "seed = 1\n[protocol]\nobserve = \"4s\"\n[[case]]\nname = \"a\"",
-                "shorter than a report interval",
-            ),
-            (
-                "seed = 1\n[protocol]\nreport_interval = \"1ms\"\n[[case]]\nname = \"a\"",
-                "over 100000 intervals",
-            ),
-            (
-                "seed = 1\n[protocol]\nwarmup = \"soon\"\n[[case]]\nname = \"a\"",
-                "protocol.warmup",
-            ),
-            (
-                "seed = 1\n[protocol]\nobserve = \"0s\"\n[[case]]\nname = \"a\"",
-                "protocol.observe",
-            ),
-            (
-                "seed = 1\nengine = \"fast\"\n[[case]]\nname = \"a\"",
-                "engine",
-            ),
-            (
-                "seed = 1\nruns = 0\n[[case]]\nname = \"a\"",
-                "runs: must be at least 1",
-            ),
-            ("seed = 1\nrepeat = 3\n[[case]]\nname = \"a\"", "repeat"),
-            (
-                "seed = 1\n[[case]]\nname = \"a\"\nclient = \"--url 'x\"",
-                "unbalanced quotes",
-            ),
-        ];
-        for (text, needle) in cases {
-            let err = Scenario::from_toml(text).expect_err(text).to_string();
-            assert!(err.contains(needle), "{text:?}: {err}");
-        }
-    }
-}
+mod tests;

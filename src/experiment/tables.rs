@@ -180,6 +180,63 @@ pub fn cases(report: &StormReport) -> String {
     out
 }
 
+/// Every chain's layers, case by case over its runs (medians, and ranges
+/// where the runs differ), with its definitions; none without chains.
+pub fn chains(report: &StormReport) -> Option<String> {
+    let chained: Vec<_> = report
+        .cases
+        .iter()
+        .filter_map(|c| Some((c, c.chain.as_ref()?)))
+        .collect();
+    if chained.is_empty() {
+        return None;
+    }
+    let mut out = String::from(
+        "## Every layer of the chains\n\n\
+         | case | layer | attempts received | attempts sent | OK | failed | for gone callers | peak concurrency | peak calls in flight |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+    );
+    let mut ends = Vec::new();
+    for (case, chain) in chained {
+        let last = chain.tiers.len();
+        for (i, t) in chain.tiers.iter().enumerate() {
+            let layer = if i + 1 == last {
+                "backend".to_string()
+            } else {
+                format!("tier {}", i + 1)
+            };
+            out.push_str(&format!(
+                "| {} | {layer} | {} | {} | {} | {} | {} | {} | {} |\n",
+                case.name,
+                spread(&t.attempts_received, 0),
+                spread(&t.attempts_sent, 0),
+                spread(&t.ok, 0),
+                spread(&t.failed, 0),
+                spread(&t.work_for_gone_callers, 0),
+                spread(&t.peak_concurrency, 0),
+                spread(&t.peak_calls_in_flight, 0),
+            ));
+        }
+        ends.push(format!(
+            "{} {}",
+            case.name,
+            spread(&chain.backend_attempts_per_request, 2)
+        ));
+    }
+    out.push_str(&format!(
+        "\nBackend attempts per request the client started: {}.\n\n\
+         Layers from the client inward. Attempts received: requests that reached the layer, \
+         refused ones and those still held at its last report included. Attempts sent: its \
+         calls' attempts inward. OK and failed: its answers (a tier fails when its call \
+         fails or times out, or when it refuses at its own door). For gone callers: work \
+         finished or held for callers that had gone, and a tier's calls whose caller went \
+         before their answer. Peak concurrency: of its own work; a tier's calls waiting \
+         inward are in the last column, at its reports.\n",
+        ends.join(", ")
+    ));
+    Some(out)
+}
+
 /// `summary.md`: the protocol, the tables and what their columns mean.
 pub fn markdown(engine: &str, report: &StormReport) -> String {
     let p = &report.protocol;
@@ -218,7 +275,7 @@ pub fn markdown(engine: &str, report: &StormReport) -> String {
          of the first interval whose OK/s reached that share of the baseline. Best OK/s: \
          the best interval after the resume. Concurrency at end: at the server's last \
          report. Wasted (server s): the server's time on the wasted requests, each counted \
-         from its admission. \"-\": never.\n{}",
+         from its admission. \"-\": never.\n{}{}",
         p.warmup_s,
         p.pause_s,
         p.observe_s,
@@ -233,6 +290,7 @@ pub fn markdown(engine: &str, report: &StormReport) -> String {
         },
         runs(report),
         after_resume(report),
+        chains(report).map_or(String::new(), |c| format!("\n{c}")),
         [behind(report), refused(report)]
             .into_iter()
             .flatten()

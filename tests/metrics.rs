@@ -303,6 +303,7 @@ async fn a_scrape_reads_the_runs_own_totals() {
         served.refused
     );
     assert_eq!(dropped("queue_timeout"), served.dropped);
+    assert_eq!(dropped("failed"), served.failed);
     assert_eq!(get(&s, "retry_storm_server_concurrency"), served.in_flight);
     // A curve: whatever was admitted was completed, abandoned, or is
     // still in the model.

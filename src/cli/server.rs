@@ -14,11 +14,11 @@ use super::runtime::RuntimeArgs;
 use super::service::ServiceArgs;
 use super::tier::TierArgs;
 use super::values::{
-    duration, growth_factor, positive, positive_duration, time_scale, timer_resolution,
+    duration, growth_factor, positive, positive_duration, probability, time_scale, timer_resolution,
 };
 use super::view::ViewArgs;
 use crate::model::latency::LatencyModel;
-use crate::model::server::{OnDisconnect, ServerConfig, Shedding};
+use crate::model::server::{Failing, OnDisconnect, ServerConfig, Shedding};
 use crate::net::server::default_backlog;
 
 impl ValueEnum for OnDisconnect {
@@ -85,8 +85,8 @@ pub struct ServerArgs {
     #[command(flatten)]
     pub tier: TierArgs,
     /// Seed of the server's draws (a pool's service times, admission
-    /// control's rejections, Vegas' probes) [default: random, printed at
-    /// start].
+    /// control's rejections, Vegas' probes, --fail-rate's failures)
+    /// [default: random, printed at start].
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
     /// Listen backlog (connections the kernel queues while the server is
@@ -114,6 +114,18 @@ pub struct ServerArgs {
     /// Status of shed requests [default: 503].
     #[arg(long, value_enum, value_name = "CODE")]
     pub shed_status: Option<ShedStatusArg>,
+    /// A failing backend: answer each request with probability P (0 to 1,
+    /// drawn from --seed) at once with --fail-status, before any defence
+    /// and without any work, Retry-After or pushback. 1 fails every
+    /// request: a chain's amplification can then be checked against its
+    /// closed form.
+    #[arg(long, value_parser = probability, value_name = "P")]
+    pub fail_rate: Option<f64>,
+    /// Status of --fail-rate's failures, 400 to 599 (429 is a throttling
+    /// answer; gRPC clients retry 429, 502, 503 and 504 only) [default:
+    /// 500].
+    #[arg(long, value_parser = clap::value_parser!(u16).range(400..=599), value_name = "CODE")]
+    pub fail_status: Option<u16>,
     /// How often to print a report line (and write a CSV row).
     #[arg(long, default_value = "1s", value_parser = positive_duration, value_name = "DURATION")]
     pub report_interval: Duration,
@@ -191,6 +203,17 @@ impl ServerArgs {
             "shedding (--shed-above)",
         )
         .map_err(|msg| conflict(&msg))?;
+        let failing = if self.fail_rate.is_some() {
+            "on"
+        } else {
+            "off"
+        };
+        refuse_strays(
+            &[("--fail-status", self.fail_status.is_some(), &["on"])],
+            failing,
+            "a failing backend (--fail-rate)",
+        )
+        .map_err(|msg| conflict(&msg))?;
         let seed = self.seed.unwrap_or_else(rand::random);
         let mut call = self.tier.call(seed).map_err(|msg| conflict(&msg))?;
         if let Some(call) = &mut call {
@@ -207,6 +230,10 @@ impl ServerArgs {
             backlog: self.backlog.unwrap_or_else(default_backlog),
             on_disconnect: self.on_disconnect,
             pushback_ms: self.pushback_ms,
+            fail: self.fail_rate.map(|rate| Failing {
+                rate,
+                status: self.fail_status.unwrap_or(500),
+            }),
             shed: self.shed_above.map(|above| Shedding {
                 above,
                 status: match self.shed_status {
@@ -278,6 +305,26 @@ mod tests {
         .unwrap();
         assert_eq!(s.shed.unwrap().status, 429);
         assert_eq!(s.shed.unwrap().retry_after, ms(250));
+    }
+
+    #[test]
+    fn a_failing_backend_reads_its_fraction_and_status() {
+        assert_eq!(server(&[]).unwrap().fail, None);
+        let s = server(&["--fail-rate", "0.5", "--seed", "3"]).unwrap();
+        assert_eq!(
+            s.fail,
+            Some(Failing {
+                rate: 0.5,
+                status: 500
+            })
+        );
+        assert!(s.draws(), "its failures are drawn from the seed");
+        let s = server(&["--fail-rate", "1", "--fail-status", "429"]).unwrap();
+        assert_eq!(s.fail.map(|f| (f.rate, f.status)), Some((1.0, 429)));
+        let s = server(&["--fail-rate", "0", "--time-scale", "10"]).unwrap();
+        assert_eq!(s.fail.map(|f| f.rate), Some(0.0), "not scaled");
+        let err = server(&["--fail-status", "503"]).unwrap_err();
+        assert!(err.to_string().contains("--fail-rate"), "{err}");
     }
 
     #[test]
@@ -383,6 +430,18 @@ mod tests {
                 "--shed-status",
             ),
             (&["--status-fd", "1"][..], "--status-fd"),
+            (&["--fail-rate", "1.5"][..], "--fail-rate"),
+            (&["--fail-rate", "-0.1"][..], "--fail-rate"),
+            (&["--fail-rate", "NaN"][..], "--fail-rate"),
+            (&["--fail-status", "500"][..], "--fail-status"),
+            (
+                &["--fail-rate", "1", "--fail-status", "200"][..],
+                "--fail-status",
+            ),
+            (
+                &["--fail-rate", "1", "--fail-status", "600"][..],
+                "--fail-status",
+            ),
             (&["--workers", "4"][..], "--workers"),
             (&["--model", "pool", "--limit", "40"][..], "--limit"),
             (&["--model", "pool", "--max-delay", "1s"][..], "--max-delay"),

@@ -111,6 +111,14 @@ pub fn http_url(s: &str) -> Result<String, String> {
     Ok(s.to_string())
 }
 
+/// A probability: a number from 0 to 1.
+pub fn probability(s: &str) -> Result<f64, String> {
+    match finite(s)? {
+        x if (0.0..=1.0).contains(&x) => Ok(x),
+        _ => Err("must be from 0 to 1 (a fraction of requests)".to_string()),
+    }
+}
+
 /// A number in (0, 1].
 pub fn ratio(s: &str) -> Result<f64, String> {
     match finite(s)? {

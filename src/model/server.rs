@@ -146,6 +146,18 @@ pub struct Shedding {
     pub retry_after: Duration,
 }
 
+/// A failing backend: a fraction of requests answered at once with an
+/// error, before any defence or any work (a fault injected in front of the
+/// server, as Envoy's fault filter aborts a percentage of requests).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Failing {
+    /// The fraction of requests that fail, from 0 to 1, each drawn
+    /// independently from the server's seed.
+    pub rate: f64,
+    /// HTTP status of the failure (400 to 599; 429 is a throttling answer).
+    pub status: u16,
+}
+
 /// Everything the server needs to run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServerConfig {
@@ -166,6 +178,9 @@ pub struct ServerConfig {
     /// gRPC's pushback sent with every refusal (`grpc-retry-pushback-ms`):
     /// milliseconds, negative meaning "do not retry".
     pub pushback_ms: Option<i64>,
+    /// A failing backend: a fraction of requests answered at once with an
+    /// error, if on.
+    pub fail: Option<Failing>,
     /// An adaptive concurrency limit, if on.
     pub limiter: Option<LimiterConfig>,
     /// Envoy's admission control, if on.
@@ -174,7 +189,7 @@ pub struct ServerConfig {
     /// whose end decides the answer. `None`: a backend, answering OK.
     pub call: Option<Box<TierCall>>,
     /// Seed of the server's own draws: service times, admission control's
-    /// rejections, Vegas' probes.
+    /// rejections, Vegas' probes, the failures of a failing backend.
     pub seed: u64,
     /// How often to report.
     pub report_interval: Duration,
@@ -202,6 +217,7 @@ impl Default for ServerConfig {
             on_disconnect: OnDisconnect::Continue,
             shed: None,
             pushback_ms: None,
+            fail: None,
             limiter: None,
             admission: None,
             call: None,
@@ -219,8 +235,9 @@ impl Default for ServerConfig {
 impl ServerConfig {
     /// The same server with time compressed `k` times: the modelled delays,
     /// `Retry-After` and the report interval divided by `k`. The header-read
-    /// timeout (a guard against stalled senders) and the timer's step (a
-    /// cost of the machine) stay as given.
+    /// timeout (a guard against stalled senders), the timer's step (a cost
+    /// of the machine) and a failing backend's fraction (no time in it)
+    /// stay as given.
     pub fn scaled(mut self, k: f64) -> ServerConfig {
         self.model.base = compress(self.model.base, k);
         self.model.max_delay = compress(self.model.max_delay, k);
@@ -285,7 +302,7 @@ impl ServerConfig {
             })
         );
         let vegas = self.limiter.is_some_and(|l| l.kind == LimiterKind::Vegas);
-        exponential_service || vegas || self.admission.is_some()
+        exponential_service || vegas || self.admission.is_some() || self.fail.is_some()
     }
 
     /// Whether the server reports a pool's figures and its defences'
@@ -332,6 +349,15 @@ mod tests {
         assert_eq!(p.capacity(), 2000.0, "twenty workers at 10 ms");
         assert_eq!(pool.admission.unwrap().window, Duration::from_secs(3));
         assert!(pool.draws() && pool.reports_defences());
+        let failing = ServerConfig {
+            fail: Some(Failing {
+                rate: 0.25,
+                status: 500,
+            }),
+            ..ServerConfig::default()
+        };
+        assert_eq!(failing.clone().scaled(10.0).fail, failing.fail);
+        assert!(failing.draws() && !failing.reports_defences());
         assert!(!ServerConfig::default().draws());
         assert!(!ServerConfig::default().reports_defences());
         assert_eq!(config.model.max_delay, Duration::from_secs(60));

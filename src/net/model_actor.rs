@@ -57,7 +57,8 @@ pub(super) enum Reply {
     /// Served: answer OK.
     Done,
     /// Refused at the door or dropped from the queue: 503 (or, shed, the
-    /// shedding status with `Retry-After`).
+    /// shedding status with `Retry-After`; failed, the failing backend's
+    /// status).
     Refused(Refusal),
 }
 
@@ -189,6 +190,7 @@ impl ModelActor {
             shed: t.shed,
             refused: t.refused + t.limited + t.rejected,
             dropped: t.dropped,
+            failed: t.failed,
         };
         if !self.quiet {
             say(summary);
@@ -311,6 +313,7 @@ impl ModelActor {
             delay: self.service.current_delay(),
             held: self.held_for_gone(),
             defences: self.defences.then_some(gauges),
+            failing: self.service.fails(),
         };
         let row = ServerRow::new(counts, measured, state, unix_ms(), self.epoch.elapsed());
         let accept_errors = self.gauges.accept_errors.swap(0, Ordering::Relaxed);

@@ -209,6 +209,9 @@ impl Server {
             cancel_on_disconnect: config.on_disconnect == OnDisconnect::Cancel,
             tier,
             pushback: config.pushback_ms.map(header::HeaderValue::from),
+            fail_status: config.fail.map_or(StatusCode::INTERNAL_SERVER_ERROR, |f| {
+                StatusCode::from_u16(f.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+            }),
             shed: config.shed.map(|s| {
                 let value = format_retry_after(s.retry_after);
                 (
@@ -373,10 +376,13 @@ struct Handler {
     /// Status, `Retry-After` and `x-amz-retry-after` (the same wait in
     /// milliseconds, the hint botocore 1.44 reads) of a shed request.
     shed: Option<(StatusCode, header::HeaderValue, header::HeaderValue)>,
-    /// gRPC's pushback header value, sent with every refusal.
+    /// gRPC's pushback header value, sent with every refusal but a
+    /// failing backend's failures.
     pushback: Option<header::HeaderValue>,
     /// As a tier: its calls inward, made once its own work is done.
     tier: Option<Arc<Caller>>,
+    /// The status of a failing backend's failures.
+    fail_status: StatusCode,
 }
 
 impl Handler {
@@ -404,6 +410,7 @@ impl Handler {
         };
         let shed = self.shed.clone();
         let pushback = self.pushback.clone();
+        let fail_status = self.fail_status;
         async move {
             let (done, guard) = match admission {
                 Admission::Answer(response) => return Ok(response),
@@ -414,12 +421,17 @@ impl Handler {
             if let Some(mut guard) = guard {
                 guard.armed = false;
             }
-            let refused = matches!(reply, Ok(Reply::Refused(_)));
+            // A failure is an error, not a push-back: no pushback, no
+            // Retry-After.
+            let refused = matches!(reply, Ok(Reply::Refused(why)) if why != Refusal::Failed);
             Ok(match (reply, &shed) {
                 (Ok(Reply::Done), _) => match tier {
                     None => plain(StatusCode::OK, "OK"),
                     Some(tier) => answer(tier.call(deadline).await),
                 },
+                (Ok(Reply::Refused(Refusal::Failed)), _) => {
+                    plain(fail_status, refusal_body(Refusal::Failed))
+                }
                 (
                     Ok(Reply::Refused(Refusal::Shed)),
                     Some((status, retry_after, amz_retry_after)),
@@ -504,9 +516,11 @@ impl Drop for CancelOnDrop {
     }
 }
 
-/// The body of a 503 that says which defence turned the request away.
+/// The body of a refusal that says which defence turned the request away
+/// (or that a failing backend failed it).
 fn refusal_body(why: Refusal) -> &'static str {
     match why {
+        Refusal::Failed => "failed (--fail-rate)\n",
         Refusal::Shed => "overloaded, retry later\n",
         Refusal::Full => "overloaded: queue full\n",
         Refusal::Limited => "overloaded: concurrency limit\n",
@@ -585,6 +599,12 @@ pub fn describe(config: &ServerConfig, addr: SocketAddr) -> String {
         ),
     };
     let mut defences = String::new();
+    if let Some(f) = config.fail {
+        defences.push_str(&format!(
+            ", failing {} of requests with {}",
+            f.rate, f.status
+        ));
+    }
     if let Some(s) = config.shed {
         defences.push_str(&format!(
             ", shedding at {} with {} and Retry-After {}",

@@ -22,8 +22,9 @@ pub struct TierFigures {
     pub attempts_sent: Option<u64>,
     /// Requests it answered OK (a tier: its call succeeded).
     pub ok: u64,
-    /// Requests it answered with an error: refused at its door or dropped
-    /// from its queue, or (a tier) its call failed or timed out.
+    /// Requests it answered with an error: refused at its door (a failing
+    /// backend's failures included) or dropped from its queue, or (a
+    /// tier) its call failed or timed out.
     pub failed: u64,
     /// Requests it worked on for callers that had gone: its own work
     /// finished or dropped for nobody (or still held for nobody at its last
@@ -143,6 +144,7 @@ pub fn tier_figures(server: &[ServerRow], calls: Option<&[ClientRow]>) -> TierFi
             + r.limited_per_s.unwrap_or(0.0)
             + r.rejected_per_s.unwrap_or(0.0)
             + r.dropped_per_s.unwrap_or(0.0)
+            + r.failed_per_s.unwrap_or(0.0)
     });
     let last = server.last();
     let held = last.map_or(0, |r| r.concurrency);

@@ -449,6 +449,8 @@ pub struct ServerCounts {
     pub rejected: u64,
     /// Requests dropped from the queue by the queue timeout.
     pub dropped: u64,
+    /// Requests a failing backend answered at once with its error.
+    pub failed: u64,
     /// How long the model held the `abandoned` requests, from admission to
     /// completion or drop: the server's time spent on clients that had
     /// gone.
@@ -480,6 +482,7 @@ impl ServerCounts {
     /// A request was refused at the door, or dropped from the queue.
     pub fn refused(&mut self, why: Refusal) {
         match why {
+            Refusal::Failed => self.failed += 1,
             Refusal::Shed => self.shed += 1,
             Refusal::Full => self.refused += 1,
             Refusal::Limited => self.limited += 1,
@@ -640,10 +643,12 @@ mod tests {
             Refusal::Expired,
             Refusal::Expired,
             Refusal::Shed,
+            Refusal::Failed,
         ] {
             c.refused(why);
         }
         assert_eq!((c.refused, c.dropped, c.shed, c.limited), (1, 2, 1, 0));
+        assert_eq!(c.failed, 1);
         c.departed(Exit::Served, false, ms(2_500));
         c.departed(Exit::Cancelled, false, ms(500));
         c.departed(Exit::Served, true, ms(100));

@@ -360,12 +360,14 @@ impl Exposition for ClientMetrics {
 }
 
 /// The values of `reason` on the server's dropped requests, in the order
-/// of [`Refusal`] after shedding (which has its own counter).
-pub const DROP_REASONS: [&str; 4] = [
+/// of [`Refusal`] after shedding (which has its own counter), a failing
+/// backend's failures last.
+pub const DROP_REASONS: [&str; 5] = [
     "queue_full",
     "limiter",
     "admission_control",
     "queue_timeout",
+    "failed",
 ];
 
 /// The values of `outcome` on the server's time in the model, in the
@@ -439,7 +441,7 @@ impl ServerMetrics {
             "dropped",
             "Requests turned away by a defence, by reason: queue_full (a pool's queue), \
              limiter (the concurrency limiter), admission_control, queue_timeout (dropped \
-             from the queue)",
+             from the queue); or failed (a failing backend's error, --fail-rate)",
             m.dropped.clone(),
         );
         m.registry.register(
@@ -502,6 +504,7 @@ impl ServerMetrics {
             Refusal::Limited => 1,
             Refusal::Rejected => 2,
             Refusal::Expired => 3,
+            Refusal::Failed => 4,
         };
         self.dropped.at(reason).inc();
     }

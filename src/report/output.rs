@@ -112,7 +112,7 @@ pub const DEFENCE_COLUMNS: &[&str] = &[
 
 /// The header of `config`'s server CSV: the 2014 server's columns, then a
 /// pool's and the defences' when it reports them, then the limit when it
-/// has a limiter.
+/// has a limiter, then the failures when it is a failing backend.
 pub fn server_header(config: &ServerConfig) -> Vec<&'static str> {
     let mut header = ServerRow::HEADER.to_vec();
     if config.reports_defences() {
@@ -120,6 +120,9 @@ pub fn server_header(config: &ServerConfig) -> Vec<&'static str> {
     }
     if config.limiter.is_some() {
         header.push("limit");
+    }
+    if config.fail.is_some() {
+        header.push("failed_per_s");
     }
     header
 }
@@ -398,22 +401,48 @@ mod tests {
             limiter: Some(LimiterConfig::new(LimiterKind::Aimd)),
             ..ServerConfig::default()
         };
+        let state = ServerState {
+            defences: Some(Gauges {
+                queue: 0,
+                busy: 0,
+                limit: Some(20),
+            }),
+            ..ServerState::default()
+        };
         let row = ServerRow::new(
             ServerCounts::default(),
             Duration::from_secs(1),
-            ServerState {
-                defences: Some(Gauges {
-                    queue: 0,
-                    busy: 0,
-                    limit: Some(20),
-                }),
-                ..ServerState::default()
-            },
+            state,
             0,
             Duration::ZERO,
         );
         assert_eq!(serde_header(&row), server_header(&pool));
         assert_eq!(server_header(&pool).last(), Some(&"limit"));
+        // A failing backend's rows carry its failures, last.
+        let failing = ServerConfig {
+            fail: Some(crate::model::server::Failing {
+                rate: 0.5,
+                status: 500,
+            }),
+            ..pool
+        };
+        let row = ServerRow::new(
+            ServerCounts {
+                failed: 3,
+                ..ServerCounts::default()
+            },
+            Duration::from_secs(2),
+            ServerState {
+                failing: true,
+                ..state
+            },
+            0,
+            Duration::ZERO,
+        );
+        assert_eq!(row.failed_per_s, Some(1.5));
+        assert_eq!(serde_header(&row), server_header(&failing));
+        assert_eq!(server_header(&failing).last(), Some(&"failed_per_s"));
+        assert!(row.to_string().contains(", failed: 1.50 req/sec"), "{row}");
     }
 
     #[test]
@@ -444,6 +473,7 @@ mod tests {
                     time: Duration::from_millis(3250),
                 },
                 defences: None,
+                failing: false,
             },
             1,
             Duration::from_secs(2),

@@ -314,6 +314,10 @@ pub struct ServerRow {
     /// The limiter's limit at the report (empty without a limiter).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<u64>,
+    /// Requests a failing backend answered with its error, per second
+    /// (there only with `--fail-rate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_per_s: Option<f64>,
 }
 
 /// The server's state at a report.
@@ -327,6 +331,8 @@ pub struct ServerState {
     pub held: Held,
     /// A pool's and the defences' figures, when the server reports them.
     pub defences: Option<Gauges>,
+    /// Whether the server is a failing backend (its rows count failures).
+    pub failing: bool,
 }
 
 impl ServerRow {
@@ -344,6 +350,7 @@ impl ServerRow {
             delay,
             held,
             defences,
+            failing,
         } = state;
         let secs = interval.as_secs_f64();
         let rate = |n: u64| defences.map(|_| round2(per_sec(n, secs)));
@@ -371,6 +378,7 @@ impl ServerRow {
             rejected_per_s: rate(counts.rejected),
             dropped_per_s: rate(counts.dropped),
             limit: defences.and_then(|g| g.limit),
+            failed_per_s: failing.then(|| round2(per_sec(counts.failed, secs))),
         }
     }
 }
@@ -385,6 +393,9 @@ impl fmt::Display for ServerRow {
             self.completed_per_s,
             self.abandoned_per_s
         )?;
+        if let Some(failed) = self.failed_per_s.filter(|r| *r > 0.0) {
+            write!(f, ", failed: {failed:.2} req/sec")?;
+        }
         if self.shed_per_s > 0.0 {
             write!(f, ", shed: {:.2} req/sec", self.shed_per_s)?;
         }
@@ -580,6 +591,7 @@ mod tests {
                 busy: 20,
                 limit: None,
             }),
+            failing: false,
         };
         let pool = ServerRow::new(counts, Duration::from_secs(2), state, 0, Duration::ZERO);
         assert_eq!(

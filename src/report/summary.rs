@@ -167,6 +167,8 @@ pub struct ServerSummary {
     pub refused: u64,
     /// Requests dropped from the queue by the queue timeout.
     pub dropped: u64,
+    /// Requests a failing backend answered at once with its error.
+    pub failed: u64,
 }
 
 impl fmt::Display for ServerSummary {
@@ -188,6 +190,9 @@ impl fmt::Display for ServerSummary {
                 ", refused {}, dropped from the queue {}",
                 self.refused, self.dropped
             )?;
+        }
+        if self.failed > 0 {
+            write!(f, ", failed {}", self.failed)?;
         }
         Ok(())
     }

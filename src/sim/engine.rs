@@ -47,6 +47,8 @@ pub(super) struct Engine {
     pushback_ms: Option<i64>,
     /// The status of a shed request (429 is a throttling answer).
     shed_status: u16,
+    /// The status of a failing backend's failures (429 too).
+    fail_status: u16,
     pub(super) queue: EventQueue,
     /// Attempts answered by the departures at hand, and how (kept to
     /// reuse its memory).
@@ -151,18 +153,25 @@ impl Engine {
             }
             Delivery::Refused(why) => {
                 // The refusal comes back on a connection that stays open;
-                // only shedding sends Retry-After.
+                // only shedding sends Retry-After, and a failure (an error,
+                // not a push-back) no pushback either.
                 self.pool += 1;
                 let shed = why == Refusal::Shed;
+                let status = match why {
+                    Refusal::Shed => self.shed_status,
+                    Refusal::Failed => self.fail_status,
+                    _ => 503,
+                };
                 let hints = Hints {
                     retry_after: self.retry_after.filter(|_| shed),
-                    pushback_ms: self.pushback_ms,
-                    throttled: shed && self.shed_status == 429,
+                    pushback_ms: self.pushback_ms.filter(|_| why != Refusal::Failed),
+                    // As the networked client reads an answer.
+                    throttled: status == 429,
                     // The networked server sends x-amz-retry-after beside
                     // Retry-After, the same wait in milliseconds.
                     amz_retry_after: self.retry_after.filter(|_| shed),
                     throttle_code: false,
-                    status: Some(if shed { self.shed_status } else { 503 }),
+                    status: Some(status),
                 };
                 self.end(id, Outcome::Error, hints, now, true);
                 return;
@@ -417,6 +426,7 @@ impl Engine {
                 .and_then(|s| parse_retry_after(&format_retry_after(s.retry_after), UNIX_EPOCH)),
             pushback_ms: config.server.pushback_ms,
             shed_status: config.server.shed.map_or(503, |s| s.status),
+            fail_status: config.server.fail.map_or(500, |f| f.status),
             queue: EventQueue::with_capacity(client.clients as usize * 2),
             answered: Vec::new(),
             recomplete: false,

@@ -22,7 +22,8 @@ pub(crate) fn virtual_unix_ms(t: Duration) -> u64 {
 pub enum Delivery {
     /// Read and admitted into the model.
     Admitted(Ticket),
-    /// Refused at once (shed, or turned away by a defence or a full queue).
+    /// Refused at once (failed by a failing backend, shed, or turned away
+    /// by a defence or a full queue).
     Refused(Refusal),
     /// Waiting in a socket or the listen backlog until the server runs.
     Waiting,
@@ -275,6 +276,7 @@ impl<T: Copy> Host<T> {
             delay: self.service.current_delay(),
             held: self.held(now),
             defences: self.defences.then_some(gauges),
+            failing: self.service.fails(),
         };
         ServerRow::new(counts, measured, state, virtual_unix_ms(now), now)
     }
@@ -297,6 +299,7 @@ impl<T: Copy> Host<T> {
             shed: t.shed,
             refused: t.refused + t.limited + t.rejected,
             dropped: t.dropped,
+            failed: t.failed,
         }
     }
 }

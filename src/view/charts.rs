@@ -78,6 +78,7 @@ fn server_series(
                         r.limited_per_s,
                         r.rejected_per_s,
                         r.dropped_per_s,
+                        r.failed_per_s,
                     ]
                     .iter()
                     .flatten()

@@ -331,6 +331,7 @@ fn server_figures(row: Option<&ServerRow>) -> Vec<Text<'static>> {
         ("limited", r.limited_per_s),
         ("rejected", r.rejected_per_s),
         ("dropped", r.dropped_per_s),
+        ("failed", r.failed_per_s),
     ] {
         if let Some(v) = v {
             lines.push(pair(name, rate(v)));

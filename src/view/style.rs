@@ -36,7 +36,7 @@ pub enum Line {
     /// Requests finished for a client that had gone, per second.
     Abandoned,
     /// Requests turned away at once (shed, refused, limited, rejected,
-    /// dropped) per second.
+    /// dropped, failed) per second.
     Refused,
 }
 

@@ -10,8 +10,12 @@
 //! says whether a client was still there to receive it. A client that goes
 //! is told with [`Service::cancel`] when the server notices it.
 //!
-//! The gates, in order: admission control (an outer proxy), shedding, the
-//! limiter, then the shape itself (a pool's full queue). Admission control
+//! The gates, in order: a failing backend's failures, admission control
+//! (an outer proxy), shedding, the limiter, then the shape itself (a pool's
+//! full queue). A failing backend answers a request it fails at once, at
+//! the door, before any other gate sees it or any work is done: no other
+//! gate draws, counts or learns anything from it (as a fault injected in
+//! front of the proxy). Admission control
 //! records every refusal behind it as it is given, and every served or
 //! dropped request whose client received the answer (as Envoy records
 //! whatever its upstream answered, unless the client reset first); the
@@ -21,6 +25,7 @@
 //! client gone, never served).
 
 mod curve;
+mod failing;
 mod fifo;
 mod pool;
 mod ticket;
@@ -34,12 +39,16 @@ use rand::{RngExt, SeedableRng};
 use crate::model::server::{ServerConfig, Shape};
 use crate::policy::defence::{ACCURACY, AdmissionControl, Limiter};
 use curve::CompletionScheduler;
+use failing::Failures;
 use pool::Pool;
 pub use ticket::{Departure, Exit, Fate, Ticket};
 
-/// Why a request was answered 503 (or 429) without being served.
+/// Why a request was answered 503 (or 429, or a failing backend's status)
+/// without being served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refusal {
+    /// A failing backend failed it (`--fail-rate`), with its status.
+    Failed,
     /// Over the shedding threshold (`--shed-above`), with `Retry-After`.
     Shed,
     /// The pool's queue was full.
@@ -84,6 +93,8 @@ pub struct Service<T> {
     let_in: HashMap<Ticket, u64>,
     admission: Option<AdmissionControl>,
     rng: Xoshiro256PlusPlus,
+    /// A failing backend's failures, if it is one.
+    fail: Option<Failures>,
     out: Vec<Departure<T>>,
     /// The latest instant the service was advanced to.
     clock: Duration,
@@ -96,6 +107,7 @@ pub struct Service<T> {
 const POOL_STREAM: u64 = 0;
 const ADMISSION_STREAM: u64 = 0x9E37_79B9_7F4A_7C15;
 const LIMITER_STREAM: u64 = 0xD1B5_4A32_D192_ED03;
+const FAIL_STREAM: u64 = 0x94D0_49BB_1331_11EB;
 
 impl<T> Service<T> {
     /// An idle service as `config` describes it.
@@ -120,6 +132,9 @@ impl<T> Service<T> {
             let_in: HashMap::new(),
             admission: config.admission.map(AdmissionControl::new),
             rng: Xoshiro256PlusPlus::seed_from_u64(config.seed ^ ADMISSION_STREAM),
+            fail: config
+                .fail
+                .map(|f| Failures::new(f.rate, config.seed ^ FAIL_STREAM)),
             out: Vec::new(),
             clock: Duration::ZERO,
             spare: Vec::new(),
@@ -141,6 +156,11 @@ impl<T> Service<T> {
             Work::Curve(c) => c.current_delay(),
             Work::Pool(p) => p.last_sojourn(),
         }
+    }
+
+    /// Whether this is a failing backend (whose report counts failures).
+    pub fn fails(&self) -> bool {
+        self.fail.is_some()
     }
 
     /// A pool's queue and workers and the limiter's limit.
@@ -177,6 +197,9 @@ impl<T> Service<T> {
     /// left): a ticket, or the request back with the reason it was refused.
     pub fn admit(&mut self, now: Duration, payload: T) -> Result<Ticket, (T, Refusal)> {
         self.advance(now);
+        if self.fail.as_mut().is_some_and(Failures::fails) {
+            return Err((payload, Refusal::Failed));
+        }
         if let Some(admission) = &mut self.admission {
             let draw = self.rng.random_range(0..ACCURACY);
             if admission.should_reject(now, draw) {

@@ -253,6 +253,7 @@ fn a_server_counts_as_its_counts_do() {
         Refusal::Full,
         Refusal::Limited,
         Refusal::Rejected,
+        Refusal::Failed,
     ] {
         metrics.refused(why);
         counts.refused(why);
@@ -326,6 +327,7 @@ fn a_server_counts_as_its_counts_do() {
         ),
         (1, 1, 1, 1)
     );
+    assert_eq!(counts.failed, 1);
     assert_eq!(counts.abandoned_time, ms(2_500));
 }
 
@@ -335,8 +337,8 @@ fn a_curve_has_no_workers_and_no_limit() {
     let s = samples(&text);
     assert!(!text.contains("busy_workers") && !text.contains("concurrency_limit"));
     assert!(s.contains_key("retry_storm_server_queue_length"));
-    // 5 counters and 4 drop reasons, 3 gauges, 3 histograms of 22 series.
-    assert_eq!(s.len(), 5 + 4 + 3 + 3 * 22);
+    // 5 counters and 5 drop reasons, 3 gauges, 3 histograms of 22 series.
+    assert_eq!(s.len(), 5 + 5 + 3 + 3 * 22);
     let with = ServerMetrics::new(&pool_with_limiter()).render();
     assert_eq!(samples(&with).len(), s.len() + 2);
 }

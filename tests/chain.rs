@@ -254,3 +254,86 @@ async fn a_caller_that_goes_cancels_the_work_inward_only_when_the_tier_propagate
         stop_all(vec![backend, front]).await;
     }
 }
+
+const STORM: &str = env!("CARGO_BIN_EXE_storm");
+
+/// Two chains through a storm without an outage: retries at every layer
+/// in front of a backend failing every request, and one retrying tier in
+/// front of a backend failing half of them.
+const CHAINS: &str = r#"
+seed = 3
+[protocol]
+warmup = "10s"
+pause = "0s"
+observe = "6s"
+report_interval = "2s"
+tail = "0s"
+
+[[case]]
+name = "everywhere"
+client = "--strategy fixed --fixed-delay 10ms --max-attempts 2 --clients 300"
+server = "--fail-rate 1 --fail-status 503"
+[[case.tier]]
+server = "--base-delay 1ms"
+client = "--strategy fixed --fixed-delay 1ms --max-attempts 2 --timeout 2s"
+[[case.tier]]
+server = "--base-delay 1ms"
+client = "--strategy fixed --fixed-delay 1ms --max-attempts 3 --timeout 2s"
+
+[[case]]
+name = "next-to-failure"
+client = "--strategy fixed --max-attempts 1 --clients 300"
+server = "--fail-rate 0.5 --fail-status 503"
+[[case.tier]]
+server = "--base-delay 1ms"
+client = "--strategy fixed --fixed-delay 1ms --max-attempts 3 --timeout 2s"
+"#;
+
+#[test]
+fn a_storm_through_chains_amplifies_as_the_closed_forms_say() {
+    let _one = common::one_at_a_time();
+    let dir = common::temp_dir("chain-storm");
+    let file = dir.join("chains.toml");
+    std::fs::write(&file, CHAINS).unwrap();
+    let out = dir.join("out");
+    let ran = std::process::Command::new(STORM)
+        .args(["run", file.to_str().unwrap(), "--quick", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stderr));
+    let summary = common::summary_json(&out);
+    let run = |case: &str| {
+        summary["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["case"] == case)
+            .unwrap()
+            .clone()
+    };
+    // 2 x 2 x 3 attempts of every request reach the backend; requests cut
+    // short by the run's end made only part of theirs, and counts read
+    // back from rates rounded to hundredths may be off by a little.
+    let everywhere = run("everywhere");
+    let per_request = everywhere["backend_attempts_per_request"].as_f64().unwrap();
+    assert!((11.0..=12.2).contains(&per_request), "{per_request}");
+    let tiers = everywhere["tiers"].as_array().unwrap();
+    assert_eq!(tiers.len(), 3, "two tiers and the backend");
+    assert_eq!(tiers[2]["ok"], 0, "the backend fails every request");
+    assert_eq!(tiers[0]["ok"], 0);
+    let received = |t: &serde_json::Value| t["attempts_received"].as_f64().unwrap();
+    let sent = |t: &serde_json::Value| t["attempts_sent"].as_f64().unwrap();
+    // What a layer sends, the next receives.
+    for i in 0..2 {
+        let (out, into) = (sent(&tiers[i]), received(&tiers[i + 1]));
+        assert!((out - into).abs() <= 0.02 * out, "layer {i}: {out} sent, {into} received");
+    }
+    // 1 + p + p^2 with p = 1/2: 1.75 attempts per call; the variance of
+    // one call's attempts is 0.6875, so over 3,000 requests or so a mean
+    // within 0.1 of it is 6 standard deviations wide.
+    let next = run("next-to-failure");
+    let per_request = next["backend_attempts_per_request"].as_f64().unwrap();
+    assert!((per_request - 1.75).abs() < 0.1, "{per_request}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

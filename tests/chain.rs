@@ -301,7 +301,11 @@ fn a_storm_through_chains_amplifies_as_the_closed_forms_say() {
         .arg(&out)
         .output()
         .unwrap();
-    assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stderr));
+    assert!(
+        ran.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
     let summary = common::summary_json(&out);
     let run = |case: &str| {
         summary["runs"]
@@ -327,7 +331,10 @@ fn a_storm_through_chains_amplifies_as_the_closed_forms_say() {
     // What a layer sends, the next receives.
     for i in 0..2 {
         let (out, into) = (sent(&tiers[i]), received(&tiers[i + 1]));
-        assert!((out - into).abs() <= 0.02 * out, "layer {i}: {out} sent, {into} received");
+        assert!(
+            (out - into).abs() <= 0.02 * out,
+            "layer {i}: {out} sent, {into} received"
+        );
     }
     // 1 + p + p^2 with p = 1/2: 1.75 attempts per call; the variance of
     // one call's attempts is 0.6875, so over 3,000 requests or so a mean

@@ -7,6 +7,7 @@
 mod balance;
 pub mod client;
 pub mod floor;
+mod handler;
 pub mod lanes;
 pub mod metrics;
 mod model_actor;

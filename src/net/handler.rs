@@ -15,7 +15,6 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use super::model_actor::{Reply, ToModel};
-use super::server::API_PATH;
 use super::tier::Caller;
 use crate::model::deadline::{GRPC_TIMEOUT_HEADER, decode_grpc_timeout};
 use crate::model::outcome::{AMZ_RETRY_AFTER_HEADER, PUSHBACK_HEADER};
@@ -23,6 +22,9 @@ use crate::model::server::{OnDisconnect, ServerConfig};
 use crate::model::service::Refusal;
 use crate::model::tier::TierAnswer;
 use crate::policy::format_retry_after;
+
+/// The path that runs through the latency model.
+pub const API_PATH: &str = "/api";
 
 /// State shared by all request handlers.
 pub(super) struct Handler {

@@ -35,8 +35,7 @@ use crate::report::rows::{ServerRow, format_delay};
 use crate::report::status::{Status, StatusSink};
 use crate::report::summary::{Reporter, ServerSummary};
 
-/// The path that runs through the latency model.
-pub const API_PATH: &str = "/api";
+pub use super::handler::API_PATH;
 
 /// The kernel's maximum listen backlog (`/proc/sys/net/core/somaxconn`),
 /// or [`DEFAULT_BACKLOG`] where it cannot be read.

@@ -279,6 +279,8 @@ impl Storm {
         Ok(SimConfig {
             server,
             client,
+            tiers: Vec::new(),
+            paused: None,
             pauses: self.sim_pauses(),
         })
     }

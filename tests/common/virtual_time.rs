@@ -21,6 +21,8 @@ pub fn sim_config(server: &[&str], client: &[&str], pauses: Vec<Pause>) -> SimCo
     SimConfig {
         server,
         client,
+        tiers: Vec::new(),
+        paused: None,
         pauses,
     }
 }

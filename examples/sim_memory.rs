@@ -72,6 +72,8 @@ fn config(args: &Args) -> Result<SimConfig, String> {
     Ok(SimConfig {
         server,
         client,
+        tiers: Vec::new(),
+        paused: None,
         pauses,
     })
 }

@@ -1,6 +1,7 @@
 //! Service chains on the real network: tiers are real servers on
 //! 127.0.0.1 whose handlers call the next tier with the client's own user
-//! state machine; the client at the front is the real client.
+//! state machine; the client at the front is the real client. The same in
+//! virtual time: tests/sim_chain.rs.
 
 mod common;
 

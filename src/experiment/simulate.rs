@@ -45,6 +45,11 @@ pub(super) fn run(
                 join_flags(&storm.client_argv(case, rep, "sim"))
             )
             .map_err(io_err("write commands.txt"))?;
+            for tier in 1..=case.tiers.len() {
+                let argv = storm.tier_argv(case, rep, tier, "sim");
+                writeln!(commands, "tier {tier}: server {}", join_flags(&argv))
+                    .map_err(io_err("write commands.txt"))?;
+            }
             if storm.verbose {
                 bar.say(format!("{name}: {}", outcome.speed()));
             }
@@ -54,8 +59,12 @@ pub(super) fn run(
                 rep,
                 timeline: storm.timeline(0),
                 client: outcome.client.rows,
+                tiers: outcome
+                    .tiers
+                    .into_iter()
+                    .map(|t| (t.server_rows, t.calls.rows))
+                    .collect(),
                 server: outcome.server_rows,
-                tiers: Vec::new(),
                 client_behind: None,
             });
         }

@@ -351,12 +351,6 @@ impl Storm {
         rep: u32,
         flags: &dyn Flags,
     ) -> Result<SimConfig, StormError> {
-        if !case.tiers.is_empty() {
-            return Err(StormError::Flags(format!(
-                "case {}: a chain of tiers does not run in virtual time yet (--engine real)",
-                case.name
-            )));
-        }
         let mut client = self.client_config(case, rep, flags)?;
         let server = flags.server(&self.sim_server_argv(case, rep));
         let mut server = refused(case, "server", server)?;
@@ -365,6 +359,15 @@ impl Storm {
         Ok(SimConfig {
             server,
             client,
+            tiers: self
+                .tier_configs(case, rep, flags, true)?
+                .into_iter()
+                .map(|tier| ServerConfig {
+                    quiet: true,
+                    ..tier
+                })
+                .collect(),
+            paused: case.pause.map(|tier| tier as usize - 1),
             pauses: self.sim_pauses(),
         })
     }

@@ -373,6 +373,20 @@ impl<R: Rng> User<R> {
         }
     }
 
+    /// Gives the current request up at `now` because whoever it was made
+    /// for has cancelled it (a tier's call whose caller has gone): nothing
+    /// more of it is due, and the engine cancels its attempts in flight.
+    /// The user thinks before its next request, or leaves.
+    pub fn cancel(&mut self, rules: &Rules, now: Duration) -> RequestRecord {
+        let record = RequestRecord {
+            attempts: self.attempts,
+            latency: None,
+            throttled: false,
+        };
+        self.next_request(rules, now);
+        record
+    }
+
     /// Whether the user waits for a rate limiter's token.
     pub fn is_waiting(&self) -> bool {
         self.look_again.is_some()

@@ -207,6 +207,8 @@ pub(super) async fn user(
                     let record = flight.sent.cancel(throttle.as_deref_mut(), now);
                     common.recorder.attempt_finished(record);
                 }
+                // Given up, as the virtual engine gives it up.
+                common.recorder.request_finished(user.cancel(rules, now));
                 common.balance.left(shared.lane);
                 common.recorder.session_left();
                 return None;

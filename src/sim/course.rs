@@ -3,7 +3,8 @@
 //! runs that differ only in that pause's length and their own length go
 //! on.
 //!
-//! Up to the instant the server is stopped nothing depends on either (the
+//! Up to the instant the paused server (the backend, or a tier) is stopped
+//! nothing depends on either (the
 //! pause's end is queued when it starts, the run's end is only compared
 //! with), so such runs are the same to the event until then; and while
 //! the server is stopped, a run resuming later goes the same way as one
@@ -15,9 +16,10 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
+use super::chain_report::{TierOutcome, TierReport};
 use super::config::SimConfig;
 use super::engine::Engine;
-use super::event::Event;
+use super::event::{Event, MAX_TIERS};
 use super::host::virtual_unix_ms;
 use super::queue::Key;
 use crate::report::output::{CsvError, CsvSink, server_csv, write_row};
@@ -33,6 +35,9 @@ pub struct SimOutcome {
     pub server: ServerSummary,
     /// The server's report rows.
     pub server_rows: Vec<ServerRow>,
+    /// What each tier of the chain did, from the client inward (empty
+    /// without tiers).
+    pub tiers: Vec<TierOutcome>,
     /// Events processed (for a run made from a warm-up, those after the
     /// state it went on from).
     pub events: u64,
@@ -63,6 +68,9 @@ pub enum SimError {
     Csv(CsvError),
     /// A warm-up cannot serve this run, for the reason given.
     Unshared(&'static str),
+    /// The service chain is not one the engine can run, for the reason
+    /// given.
+    Chain(String),
 }
 
 impl fmt::Display for SimError {
@@ -71,6 +79,7 @@ impl fmt::Display for SimError {
             SimError::NoDuration => write!(f, "a virtual-time run needs a --duration"),
             SimError::Csv(e) => e.fmt(f),
             SimError::Unshared(why) => write!(f, "a warm-up cannot be shared: {why}"),
+            SimError::Chain(why) => write!(f, "a service chain in virtual time: {why}"),
         }
     }
 }
@@ -83,10 +92,12 @@ struct Course {
     reporter: Reporter,
     server_csv: Option<CsvSink<ServerRow>>,
     server_rows: Vec<ServerRow>,
+    /// The tiers' reports, from the client inward.
+    tiers: Vec<TierReport>,
     /// When the last client and server rows ended.
     client_last: Duration,
     server_last: Duration,
-    /// A server tick fell while the server was stopped.
+    /// A server tick fell while the backend was stopped.
     tick_missed: bool,
     config: SimConfig,
     end: Duration,
@@ -128,18 +139,21 @@ impl Course {
     /// The run of `config` at its start.
     fn new(config: &SimConfig) -> Result<Course, SimError> {
         let end = config.client.duration.ok_or(SimError::NoDuration)?;
-        if config.server.call.is_some() {
-            return Err(SimError::Unshared(
-                "a tier's call (--call) does not run in virtual time yet",
-            ));
-        }
+        check_chain(config)?;
         let reporter = Reporter::new(&config.client, None).map_err(SimError::Csv)?;
         let server_csv = server_csv(&config.server).map_err(SimError::Csv)?;
+        let tiers = config
+            .tiers
+            .iter()
+            .map(TierReport::new)
+            .collect::<Result<_, _>>()
+            .map_err(SimError::Csv)?;
         Ok(Course {
             engine: Engine::new(config),
             reporter,
             server_csv,
             server_rows: Vec::new(),
+            tiers,
             client_last: Duration::ZERO,
             server_last: Duration::ZERO,
             tick_missed: false,
@@ -155,11 +169,17 @@ impl Course {
         if self.server_csv.is_some() {
             return None;
         }
+        let tiers = self
+            .tiers
+            .iter()
+            .map(TierReport::fork)
+            .collect::<Option<_>>()?;
         Some(Course {
             engine: self.engine.clone(),
             reporter: self.reporter.fork()?,
             server_csv: None,
             server_rows: self.server_rows.clone(),
+            tiers,
             client_last: self.client_last,
             server_last: self.server_last,
             tick_missed: self.tick_missed,
@@ -177,7 +197,7 @@ impl Course {
             let engine = &mut self.engine;
             let next = engine.queue.peek();
             // Completions due at an instant come before other events at it.
-            if let Some(at) = engine.host.next_completion()
+            if let Some(at) = engine.next_completion()
                 && at < end
                 && next.is_none_or(|e| at <= e.time())
             {
@@ -210,13 +230,17 @@ impl Course {
     fn handle(&mut self, now: Duration, event: Event) {
         let engine = &mut self.engine;
         match event {
-            Event::Due(user) => engine.due(user, now),
+            Event::Due(user) => engine.due::<true>(0, user, now),
             Event::Arrival => engine.arrival(now),
-            Event::Deadline(id) => engine.deadline(id, now),
-            Event::Syn(id) => engine.syn(id, now),
+            Event::Deadline(id) => engine.deadline::<true>(0, id, now),
+            Event::Syn(id) => engine.syn::<true>(0, id, now),
+            Event::CallDue(..) | Event::CallDeadline(..) | Event::CallSyn(..) => {
+                engine.call_event(event, now);
+            }
+            Event::TierTick(t) => self.tiers[t as usize].tick(engine, t as usize, now),
             Event::ClientTick => {
                 self.reporter.report(
-                    &engine.recorder,
+                    &engine.client.recorder,
                     now - self.client_last,
                     virtual_unix_ms(now),
                     now,
@@ -225,21 +249,23 @@ impl Course {
                 engine.push(now + self.config.client.report_interval, Event::ClientTick);
             }
             Event::ServerTick => {
-                if engine.host.is_stopped() {
+                if engine.backend_stopped() {
                     self.tick_missed = true;
                     return;
                 }
                 self.server_row(now);
             }
             Event::Stop(i) => {
-                engine.host.stop();
+                engine.stop();
                 if !(i == 0 && self.held) {
                     engine.push(now + self.config.pauses[i as usize].length, Event::Resume);
                 }
             }
             Event::Resume => {
-                if std::mem::take(&mut self.tick_missed) {
-                    self.server_row(now);
+                match self.config.paused {
+                    None if std::mem::take(&mut self.tick_missed) => self.server_row(now),
+                    None => {}
+                    Some(t) => self.tiers[t].resumed(engine, t, now),
                 }
                 self.engine.resume(now);
             }
@@ -262,25 +288,64 @@ impl Course {
     fn finish(mut self, events: u64, wall: Duration) -> SimOutcome {
         let (end, engine) = (self.end, &mut self.engine);
         self.reporter.report(
-            &engine.recorder,
+            &engine.client.recorder,
             end - self.client_last,
             virtual_unix_ms(end),
             end,
         );
-        if end > self.server_last && !engine.host.is_stopped() {
+        if end > self.server_last && !engine.backend_stopped() {
             let row = engine.host.report(end, end - self.server_last);
             write_row(&mut self.server_csv, &row);
             self.server_rows.push(row);
         }
+        let tiers = (self.tiers.into_iter().enumerate())
+            .map(|(t, report)| report.finish(engine, t, end))
+            .collect();
         SimOutcome {
-            client: self
-                .reporter
-                .close(end, self.config.client.clients, 0, &engine.recorder),
+            client: self.reporter.close(
+                end,
+                self.config.client.clients,
+                0,
+                &engine.client.recorder,
+            ),
             server: engine.host.summary(),
             server_rows: self.server_rows,
+            tiers,
             events,
             wall,
         }
+    }
+}
+
+/// Whether the engine can run `config`'s chain: every tier calls inward,
+/// the backend calls nothing, and the paused server is one of them.
+fn check_chain(config: &SimConfig) -> Result<(), SimError> {
+    let fail = |why: String| Err(SimError::Chain(why));
+    if config.server.call.is_some() {
+        return fail(
+            "the backend (the last server) makes no call; a server that calls the next \
+             is one of the tiers"
+                .to_string(),
+        );
+    }
+    if config.tiers.len() > MAX_TIERS {
+        return fail(format!(
+            "{} tiers, more than the {MAX_TIERS} a virtual run takes",
+            config.tiers.len()
+        ));
+    }
+    if let Some(i) = config.tiers.iter().position(|tier| tier.call.is_none()) {
+        return fail(format!(
+            "tier {i} (from 0, next to the client) makes no call; every tier calls the next \
+             server inward"
+        ));
+    }
+    match config.paused {
+        Some(i) if i >= config.tiers.len() => fail(format!(
+            "the pauses stop tier {i} (from 0), but the chain has {} tiers",
+            config.tiers.len()
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -321,7 +386,11 @@ impl WarmedUp {
             return Err(SimError::Unshared("the first pause starts after the end"));
         }
         let (client, server) = (&config.client, &config.server);
-        if client.csv.is_some() || client.hlog.is_some() || server.csv.is_some() {
+        let tier_writes = config.tiers.iter().any(|tier| {
+            let call = tier.call.as_deref().map(|c| &c.client);
+            tier.csv.is_some() || call.is_some_and(|c| c.csv.is_some() || c.hlog.is_some())
+        });
+        if client.csv.is_some() || client.hlog.is_some() || server.csv.is_some() || tier_writes {
             return Err(SimError::Unshared("it writes files"));
         }
         if !client.quiet {
@@ -399,6 +468,9 @@ impl WarmedUp {
             pause.length = first.length;
         }
         same.server.unused_seed_as(&warm.server);
+        for (tier, warm) in same.tiers.iter_mut().zip(&warm.tiers) {
+            tier.unused_seed_as(warm);
+        }
         if same != *warm {
             return Err(SimError::Unshared(
                 "another configuration than the warm-up's",

@@ -1,6 +1,6 @@
 //! The server process as the network sees it in virtual time: the
 //! latency model, the listen backlog, and the requests that wait while the
-//! server is stopped.
+//! server is stopped. The backend and every tier of a chain are one each.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -17,6 +17,19 @@ pub(crate) fn virtual_unix_ms(t: Duration) -> u64 {
     t.as_millis() as u64
 }
 
+/// What a server's model holds for each request: which attempt it
+/// answers, and what came with it.
+pub trait Request: Copy {
+    /// Whether the server holding such requests is a tier of a chain,
+    /// which holds a request on while it calls inward, and may be given
+    /// deadlines (the backend's path then does neither).
+    const TIER: bool;
+
+    /// The caller's deadline that came with the request (a tier's caller's
+    /// attempt), if one did.
+    fn deadline(&self) -> Option<Duration>;
+}
+
 /// How a request reached a stopped server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Delivery {
@@ -29,6 +42,9 @@ pub enum Delivery {
     Waiting,
     /// No room in the backlog: the SYN was dropped.
     Dropped,
+    /// Answered 504 at once, without work: a tier that propagates
+    /// deadlines read it after the deadline it came with.
+    Expired,
 }
 
 /// What the server counts, apart from the service itself (so that the
@@ -44,6 +60,12 @@ struct Books {
     interval: ServerCounts,
     totals: ServerCounts,
     peak: u64,
+    /// Requests a tier holds outside its model, calling inward for them.
+    calls: u64,
+    /// The most requests held at once, in the model or calling.
+    peak_held: u64,
+    /// Requests answered 504 at once, their deadline passed.
+    expired: u64,
 }
 
 impl Books {
@@ -79,6 +101,9 @@ pub struct Host<T> {
     queued: usize,
     backlog: usize,
     cancel: bool,
+    /// Whether a request read after the deadline it came with is answered
+    /// 504 without work (a tier that propagates deadlines).
+    expire: bool,
     /// Whether report rows carry a pool's and the defences' figures.
     defences: bool,
     /// Disconnects the stopped server will notice when it resumes.
@@ -86,7 +111,7 @@ pub struct Host<T> {
     books: Books,
 }
 
-impl<T: Copy> Host<T> {
+impl<T: Request> Host<T> {
     /// A running server with `config`'s model, backlog and policies.
     pub fn new(config: &ServerConfig) -> Self {
         Host {
@@ -96,6 +121,7 @@ impl<T: Copy> Host<T> {
             queued: 0,
             backlog: config.backlog as usize,
             cancel: config.on_disconnect == OnDisconnect::Cancel,
+            expire: config.call.as_ref().is_some_and(|c| c.propagate_deadline),
             defences: config.reports_defences(),
             cancels: Vec::new(),
             books: Books {
@@ -104,6 +130,9 @@ impl<T: Copy> Host<T> {
                 interval: ServerCounts::default(),
                 totals: ServerCounts::default(),
                 peak: 0,
+                calls: 0,
+                peak_held: 0,
+                expired: 0,
             },
         }
     }
@@ -112,6 +141,29 @@ impl<T: Copy> Host<T> {
     #[cfg(test)]
     fn concurrency(&self) -> u64 {
         self.service.concurrency()
+    }
+
+    /// A request served by a tier is held on while the tier calls inward
+    /// for it.
+    pub fn hold_call(&mut self) {
+        self.books.calls += 1;
+    }
+
+    /// A tier's call has ended (or was cancelled): the request it was
+    /// made for is no longer held.
+    pub fn release_call(&mut self) {
+        debug_assert!(self.books.calls > 0, "a call was held");
+        self.books.calls -= 1;
+    }
+
+    /// The most requests held at once, in the model or calling inward.
+    pub fn peak_held(&self) -> u64 {
+        self.books.peak_held.max(self.books.peak)
+    }
+
+    /// Requests answered 504 at once, read after their deadline.
+    pub fn expired(&self) -> u64 {
+        self.books.expired
     }
 
     /// Whether the server is stopped.
@@ -153,14 +205,24 @@ impl<T: Copy> Host<T> {
         self.send(now, request, false)
     }
 
-    /// The server reads a request: admitted into the model, or refused.
+    /// The server reads a request: admitted into the model, or refused,
+    /// or (its deadline passed, at a tier that propagates deadlines)
+    /// answered 504 without work.
     fn read(&mut self, now: Duration, request: T) -> Delivery {
+        if T::TIER && self.expire && request.deadline().is_some_and(|d| d <= now) {
+            self.books.expired += 1;
+            return Delivery::Expired;
+        }
         match self.service.admit(now, request) {
             Ok(ticket) => {
                 let concurrency = self.service.concurrency();
                 let queue = self.service.gauges().queue;
                 self.books.count(|c| c.admitted(concurrency, queue));
                 self.books.peak = self.books.peak.max(concurrency);
+                if T::TIER {
+                    let held = concurrency + self.books.calls;
+                    self.books.peak_held = self.books.peak_held.max(held);
+                }
                 Delivery::Admitted(ticket)
             }
             Err((_, why)) => {
@@ -200,8 +262,9 @@ impl<T: Copy> Host<T> {
     /// SIGCONT at `now`: lets leave what fell due while stopped, notices
     /// disconnects, then reads every waiting request. `gone` tells whether
     /// a request's client has closed its connection; each read request is
-    /// passed to `delivered` with its fate, but for those a `cancel` server
-    /// drops at once.
+    /// passed to `delivered` with its fate (a tier that propagates
+    /// deadlines answers those whose deadline has passed 504, without
+    /// work), but for those a `cancel` server drops at once.
     pub fn resume(
         &mut self,
         now: Duration,
@@ -308,6 +371,14 @@ impl<T: Copy> Host<T> {
 mod tests {
     use super::*;
     use crate::model::latency::LatencyModel;
+
+    impl Request for u32 {
+        const TIER: bool = false;
+
+        fn deadline(&self) -> Option<Duration> {
+            None
+        }
+    }
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)

@@ -26,15 +26,30 @@
 //!   mode the work counts until its modelled completion;
 //! - the server's report ticks stop while it is stopped and the missed one
 //!   fires at resume, as tokio's interval does in the real server.
+//!
+//! Between the client and the backend a run may have the tiers of a
+//! service chain (DESIGN.md section 13): servers of their own whose
+//! handler calls the next inward under its own client policy, each a
+//! server like the backend with a layer of calls like the client's
+//! users (`chain.rs`, `layer.rs`). Without tiers the engine runs as it
+//! did before them, to the event.
 
+mod attempt;
+mod chain;
+mod chain_report;
 mod config;
 mod course;
 mod engine;
 mod event;
 mod host;
+mod layer;
 mod live;
 mod queue;
 mod slot;
+mod tier;
 
+pub use chain_report::TierOutcome;
 pub use config::{Pause, SimConfig};
 pub use course::{SimError, SimOutcome, WarmedUp, run};
+pub use event::MAX_TIERS;
+pub use tier::TierAnswers;

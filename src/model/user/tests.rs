@@ -542,3 +542,26 @@ fn a_closed_populations_user_never_leaves() {
     one.finish(&r, None, sent, Outcome::Timeout, Hints::default(), ms(2001));
     assert!(one.is_gone());
 }
+
+#[test]
+fn a_request_cancelled_for_its_caller_is_given_up_and_a_call_leaves() {
+    let r = rules(Some(3));
+    // A tier's call: one request, its first attempt failed, its retry due.
+    let mut call = User::arriving(&r, user_rng(4, 0), ms(10), 1);
+    let (_, sent) = send(&mut call, &r, ms(10));
+    call.finish(&r, None, sent, Outcome::Error, Hints::default(), ms(20));
+    assert_eq!(call.due(), Some(ms(120)));
+    // Its caller goes: the request ends, given up after one attempt, and
+    // nothing more is due.
+    let record = call.cancel(&r, ms(50));
+    assert_eq!((record.attempts, record.latency), (1, None));
+    assert!(!record.throttled);
+    assert!(call.is_gone());
+    assert_eq!(call.due(), None);
+    // A closed population's user goes on to its next request.
+    let mut user = User::new(&r, user_rng(4, 1), Duration::ZERO);
+    let t = due(&user);
+    let _ = send(&mut user, &r, t);
+    assert_eq!(user.cancel(&r, t + ms(5)).attempts, 1);
+    assert!(!user.is_gone() && due(&user) > t + ms(5));
+}

@@ -290,23 +290,19 @@ server = "--base-delay 1ms"
 client = "--strategy fixed --fixed-delay 1ms --max-attempts 3 --timeout 2s"
 "#;
 
-#[test]
-fn a_storm_through_chains_amplifies_as_the_closed_forms_say() {
-    let _one = common::one_at_a_time();
-    let dir = common::temp_dir("chain-storm");
+/// The chains' storm on `engine`: each case's backend attempts per
+/// request, and the "everywhere" run's layers.
+fn chains_storm(engine: &str) -> (f64, f64, Vec<serde_json::Value>) {
+    let dir = common::temp_dir(&format!("chain-storm-{engine}"));
     let file = dir.join("chains.toml");
     std::fs::write(&file, CHAINS).unwrap();
     let out = dir.join("out");
     let ran = std::process::Command::new(STORM)
-        .args(["run", file.to_str().unwrap(), "--quick", "--out"])
+        .args(["run", file.to_str().unwrap(), "--quick", "--engine", engine, "--out"])
         .arg(&out)
         .output()
         .unwrap();
-    assert!(
-        ran.status.success(),
-        "{}",
-        String::from_utf8_lossy(&ran.stderr)
-    );
+    assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stderr));
     let summary = common::summary_json(&out);
     let run = |case: &str| {
         summary["runs"]
@@ -317,31 +313,48 @@ fn a_storm_through_chains_amplifies_as_the_closed_forms_say() {
             .unwrap()
             .clone()
     };
-    // 2 x 2 x 3 attempts of every request reach the backend; requests cut
-    // short by the run's end made only part of theirs, and counts read
-    // back from rates rounded to hundredths may be off by a little.
-    let everywhere = run("everywhere");
-    let per_request = everywhere["backend_attempts_per_request"].as_f64().unwrap();
-    assert!((11.0..=12.2).contains(&per_request), "{per_request}");
-    let tiers = everywhere["tiers"].as_array().unwrap();
-    assert_eq!(tiers.len(), 3, "two tiers and the backend");
-    assert_eq!(tiers[2]["ok"], 0, "the backend fails every request");
-    assert_eq!(tiers[0]["ok"], 0);
-    let received = |t: &serde_json::Value| t["attempts_received"].as_f64().unwrap();
-    let sent = |t: &serde_json::Value| t["attempts_sent"].as_f64().unwrap();
-    // What a layer sends, the next receives.
-    for i in 0..2 {
-        let (out, into) = (sent(&tiers[i]), received(&tiers[i + 1]));
-        assert!(
-            (out - into).abs() <= 0.02 * out,
-            "layer {i}: {out} sent, {into} received"
-        );
-    }
-    // 1 + p + p^2 with p = 1/2: 1.75 attempts per call; the variance of
-    // one call's attempts is 0.6875, so over 3,000 requests or so a mean
-    // within 0.1 of it is 6 standard deviations wide.
-    let next = run("next-to-failure");
-    let per_request = next["backend_attempts_per_request"].as_f64().unwrap();
-    assert!((per_request - 1.75).abs() < 0.1, "{per_request}");
+    let per_request = |case: &str| run(case)["backend_attempts_per_request"].as_f64().unwrap();
+    let layers = run("everywhere")["tiers"].as_array().unwrap().clone();
+    let figures = (per_request("everywhere"), per_request("next-to-failure"), layers);
     std::fs::remove_dir_all(&dir).unwrap();
+    figures
+}
+
+#[test]
+fn a_storm_through_chains_amplifies_as_the_closed_forms_say_on_both_engines() {
+    let _one = common::one_at_a_time();
+    let real = chains_storm("real");
+    let virtual_time = chains_storm("sim");
+    for (engine, (everywhere, next, tiers)) in [("real", &real), ("sim", &virtual_time)] {
+        // 2 x 2 x 3 attempts of every request reach the backend; requests
+        // cut short by the run's end made only part of theirs, and counts
+        // read back from rates rounded to hundredths may be off by a
+        // little.
+        assert!((11.0..=12.2).contains(everywhere), "{engine}: {everywhere}");
+        assert_eq!(tiers.len(), 3, "two tiers and the backend");
+        assert_eq!(tiers[2]["ok"], 0, "{engine}: the backend fails every request");
+        assert_eq!(tiers[0]["ok"], 0);
+        let received = |t: &serde_json::Value| t["attempts_received"].as_f64().unwrap();
+        let sent = |t: &serde_json::Value| t["attempts_sent"].as_f64().unwrap();
+        // What a layer sends, the next receives.
+        for i in 0..2 {
+            let (out, into) = (sent(&tiers[i]), received(&tiers[i + 1]));
+            assert!(
+                (out - into).abs() <= 0.02 * out,
+                "{engine} layer {i}: {out} sent, {into} received"
+            );
+        }
+        // 1 + p + p^2 with p = 1/2: 1.75 attempts per call; the variance
+        // of one call's attempts is 0.6875, so over 3,000 requests or so a
+        // mean within 0.1 of it is 6 standard deviations wide.
+        assert!((next - 1.75).abs() < 0.1, "{engine}: {next}");
+    }
+    // The engines agree on what reached each layer, within 3 %.
+    for i in 0..3 {
+        let (r, v) = (
+            real.2[i]["attempts_received"].as_f64().unwrap(),
+            virtual_time.2[i]["attempts_received"].as_f64().unwrap(),
+        );
+        assert!((r - v).abs() <= 0.03 * v, "layer {i}: real {r}, virtual {v}");
+    }
 }

@@ -187,6 +187,12 @@ impl<'a> Line<'a> {
         run.server.csv = None;
         run.client.csv = None;
         run.client.hlog = None;
+        for tier in &mut run.tiers {
+            tier.csv = None;
+            if let Some(call) = &mut tier.call {
+                call.client.csv = None;
+            }
+        }
         Ok(run)
     }
 

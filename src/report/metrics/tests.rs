@@ -2,7 +2,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::*;
-use crate::model::server::PoolModel;
+use crate::model::server::{PoolModel, ServerConfig, Shape};
+use crate::model::service::{Exit, Gauges, Refusal};
 use crate::policy::defence::{LimiterConfig, LimiterKind};
 use crate::report::counts::{ClientRecorder, Interval, ServerCounts};
 

@@ -4,16 +4,22 @@
 
 mod common;
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use common::running::{Running, model, ms};
+use common::running::{Running, client_config, model, ms};
+use common::scrape::{get as sample, scrape, scrape_as};
 use retry_storm::model::arrivals::ThinkTime;
 use retry_storm::model::client::ClientConfig;
-use retry_storm::model::server::{OnDisconnect, ServerConfig, Shedding};
+use retry_storm::model::server::{Failing, OnDisconnect, ServerConfig, Shedding};
 use retry_storm::model::tier::TierCall;
 use retry_storm::net::client;
+use retry_storm::net::metrics::MetricsEndpoint;
+use retry_storm::net::server::Server;
 use retry_storm::policy::{RetryLimits, Strategy};
+use retry_storm::report::metrics::ServerExposition;
 use retry_storm::report::summary::{ClientSummary, ServerSummary};
+use tokio::sync::oneshot;
 
 /// A server on an ephemeral port, quiet, with a `base` delay.
 fn server(base: Duration) -> ServerConfig {
@@ -343,4 +349,112 @@ fn a_storm_through_chains_amplifies_as_the_closed_forms_say() {
     let per_request = next["backend_attempts_per_request"].as_f64().unwrap();
     assert!((per_request - 1.75).abs() < 0.1, "{per_request}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A server on an ephemeral port with a 1 ms delay, serving its metrics
+/// (a tier's when it calls `call`, named as the address it got) on an
+/// endpoint of its own; stopped by the sender.
+fn metered(call: Option<ClientConfig>) -> (String, MetricsEndpoint, oneshot::Sender<()>) {
+    let mut config = ServerConfig {
+        // A backend failing a request in two, a tier failing none.
+        fail: call.is_none().then_some(Failing {
+            rate: 0.5,
+            status: 503,
+        }),
+        seed: 11,
+        ..server(ms(1))
+    };
+    config.call = call.map(|client| {
+        Box::new(TierCall {
+            url: client.url.clone(),
+            client,
+            propagate_deadline: false,
+            propagate_cancel: false,
+        })
+    });
+    let mut exposition = None;
+    let server = Server::bind_with(config.clone(), |addr| {
+        let tier = ServerExposition::tier(&config, &addr.to_string());
+        let calls = tier.calls.clone();
+        exposition = Some(tier);
+        calls
+    })
+    .unwrap();
+    let exposition = Arc::new(exposition.unwrap_or_else(|| ServerExposition::plain(&config)));
+    let server = server.with_metrics(exposition.server.clone());
+    let url = server.url();
+    let endpoint = MetricsEndpoint::serve("127.0.0.1:0".parse().unwrap(), exposition).unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(server.run(async {
+        let _ = stopped.await;
+    }));
+    (url, endpoint, stop)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tier_serves_its_calls_beside_its_server_every_series_labelled() {
+    let (backend_url, backend, stop_backend) = metered(None);
+    let call = ClientConfig {
+        limits: RetryLimits {
+            max_attempts: Some(3),
+            ..RetryLimits::default()
+        },
+        ..client_config(backend_url)
+    };
+    let (tier_url, tier, stop_tier) = metered(Some(call));
+    let named = tier_url
+        .trim_start_matches("http://")
+        .trim_end_matches("/api");
+    let label = format!("tier=\"{named}\"");
+    let config = ClientConfig {
+        clients: 5,
+        duration: Some(ms(400)),
+        ..client_config(tier_url.clone())
+    };
+    client::run(config, std::future::pending()).await.unwrap();
+    // Every request the tier took, and every call it made, has ended.
+    let calls_done = || async {
+        let t = scrape(&tier).await;
+        sample(&t, &format!("retry_storm_client_outstanding{{{label}}}")) == 0
+            && sample(&t, &format!("retry_storm_client_in_flight{{{label}}}")) == 0
+            && sample(&t, &format!("retry_storm_server_concurrency{{{label}}}")) == 0
+    };
+    let give_up = Instant::now() + Duration::from_secs(10);
+    while !calls_done().await {
+        assert!(Instant::now() < give_up, "calls still in flight after 10 s");
+        tokio::time::sleep(ms(10)).await;
+    }
+    let t = scrape(&tier).await;
+    assert_eq!(scrape_as(&tier, false).await, t);
+    for series in t.keys() {
+        assert!(series.contains(&format!("{{{label}")), "{series}");
+    }
+    let b = scrape(&backend).await;
+    assert!(b.keys().all(|s| !s.contains("tier=")), "{b:?}");
+    let calls = |name: &str| sample(&t, &format!("retry_storm_client_{name}{{{label}}}"));
+    let attempts = |outcome: &str| {
+        sample(
+            &t,
+            &format!("retry_storm_client_attempts_total{{{label},outcome=\"{outcome}\"}}"),
+        )
+    };
+    let (ok, errors) = (attempts("ok"), attempts("error"));
+    // The backend fails half of what it gets; the tier retries.
+    assert!(ok > 10 && errors > 5, "ok {ok}, errors {errors}");
+    assert!(calls("retries_total") > 0);
+    // What the tier sent, the backend saw, each attempt once.
+    let backend_saw = sample(&b, "retry_storm_server_admitted_total")
+        + sample(&b, "retry_storm_server_dropped_total{reason=\"failed\"}");
+    assert_eq!(ok + errors + attempts("timeout"), backend_saw);
+    // One call per request the tier's own work completed, each a session.
+    let completed = sample(
+        &t,
+        &format!("retry_storm_server_completed_total{{{label}}}"),
+    );
+    assert_eq!(calls("requests_started_total"), completed);
+    assert_eq!(calls("sessions_arrived_total"), completed);
+    // Calls whose caller went: at most one per user, cut short when the
+    // client stopped.
+    assert!(calls("callers_gone_total") <= 5);
+    let _ = (stop_tier.send(()), stop_backend.send(()));
 }

@@ -9,11 +9,15 @@
 //! all).
 //!
 //! The client's metrics are fed by [`ClientRecorder`] as it records, when
-//! it is given them; the server's by the real server's model task. No
-//! runtime here: the endpoint that serves them is `net::metrics`.
+//! it is given them; the server's by the real server's model task. A tier
+//! of a chain serves both, its server's and its calls', every series
+//! labelled `tier` ([`ServerExposition`]); a plain server or client carries no
+//! such label. No runtime here: the endpoint that serves them is
+//! `net::metrics`.
 //!
 //! [`ClientRecorder`]: super::counts::ClientRecorder
 
+use std::borrow::Cow;
 use std::fmt;
 use std::time::Duration;
 
@@ -29,7 +33,12 @@ use crate::model::outcome::{AttemptRecord, Outcome, RequestRecord};
 
 mod server;
 
-pub use server::{DROP_REASONS, MODEL_OUTCOMES, ServerMetrics};
+pub use server::{DROP_REASONS, MODEL_OUTCOMES, ServerExposition, ServerMetrics};
+
+/// The label every series of a tier's process carries, its value the
+/// tier's name (`server --tier-name`, by default the address it listens
+/// on): its server's metrics and its calls' alike.
+pub const TIER_LABEL: &str = "tier";
 
 /// Upper bounds of the latency histograms' buckets, in seconds: 1 ms to 10
 /// minutes (the default cap on the modelled delay) in steps of 1, 2, 5,
@@ -115,6 +124,18 @@ impl Format {
             text.push('\n');
         }
         text
+    }
+}
+
+/// An empty registry of metrics named `prefix`, each of whose series
+/// carries the label `tier="NAME"` when a tier's name is given.
+fn registry(prefix: &'static str, tier: Option<&str>) -> Registry {
+    match tier {
+        None => Registry::with_prefix(prefix),
+        Some(name) => Registry::with_prefix_and_labels(
+            prefix,
+            std::iter::once((Cow::Borrowed(TIER_LABEL), Cow::Owned(name.to_string()))),
+        ),
     }
 }
 
@@ -205,6 +226,8 @@ pub struct ClientMetrics {
     outstanding: Gauge,
     attempt_latency: Histogram,
     request_latency: Histogram,
+    /// A tier's calls whose caller had gone (served by a tier only).
+    gone: Counter,
 }
 
 impl Default for ClientMetrics {
@@ -216,8 +239,27 @@ impl Default for ClientMetrics {
 impl ClientMetrics {
     /// Every client metric, at zero.
     pub fn new() -> Self {
+        ClientMetrics::labelled(None)
+    }
+
+    /// The metrics of a tier's calls inward, at zero: the client's, and
+    /// the calls whose caller had gone (`callers_gone`), every series
+    /// labelled with the tier's `name` ([`TIER_LABEL`]).
+    pub fn of_tier_calls(name: &str) -> Self {
+        let mut m = ClientMetrics::labelled(Some(name));
+        m.registry.register(
+            "callers_gone",
+            "A tier's calls whose caller had gone before their answer (its connection \
+             closed): the call went on for nobody, unless cancellation is passed on",
+            m.gone.clone(),
+        );
+        m
+    }
+
+    /// Every client metric, at zero, labelled with `tier`'s name if given.
+    fn labelled(tier: Option<&str>) -> Self {
         let mut m = ClientMetrics {
-            registry: Registry::with_prefix("retry_storm_client"),
+            registry: registry("retry_storm_client", tier),
             attempts: Labelled::new("outcome", &ATTEMPT_OUTCOMES),
             retries: Counter::default(),
             started: Counter::default(),
@@ -230,6 +272,7 @@ impl ClientMetrics {
             outstanding: Gauge::default(),
             attempt_latency: latency_histogram(),
             request_latency: latency_histogram(),
+            gone: Counter::default(),
         };
         m.registry.register(
             "attempts",
@@ -336,6 +379,11 @@ impl ClientMetrics {
     /// An arrival was refused at the source.
     pub fn arrival_refused(&self) {
         self.refused.inc();
+    }
+
+    /// A tier's call lost its caller before its answer.
+    pub fn caller_gone(&self) {
+        self.gone.inc();
     }
 
     /// A logical request ended (as `ClientRecorder::request_finished`

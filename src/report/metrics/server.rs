@@ -1,14 +1,17 @@
-//! A server's metrics, counted by its model as requests come and go.
+//! A server's metrics, and a tier's: its own server metrics beside its
+//! calls' client metrics, every series labelled with the tier's name.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use prometheus_client::encoding::text::{encode_eof, encode_registry};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
-use super::{Exposition, Labelled, latency_histogram, render, seconds};
+use super::{ClientMetrics, Exposition, Labelled, latency_histogram, registry, render, seconds};
 use crate::model::server::{ServerConfig, Shape};
 use crate::model::service::{Exit, Fate, Gauges, Refusal};
 use crate::model::units::nanos;
@@ -54,8 +57,14 @@ impl ServerMetrics {
     /// Every metric of a server of `config`, at zero: a pool's busy
     /// workers and the limiter's limit only where there are such things.
     pub fn new(config: &ServerConfig) -> Self {
+        ServerMetrics::labelled(config, None)
+    }
+
+    /// [`ServerMetrics::new`] with every series labelled `tier`'s name, if
+    /// given ([`TIER_LABEL`](super::TIER_LABEL)).
+    pub fn labelled(config: &ServerConfig, tier: Option<&str>) -> Self {
         let mut m = ServerMetrics {
-            registry: Registry::with_prefix("retry_storm_server"),
+            registry: registry("retry_storm_server", tier),
             admitted: Counter::default(),
             completed: Counter::default(),
             abandoned: Counter::default(),
@@ -206,5 +215,51 @@ impl ServerMetrics {
 impl Exposition for ServerMetrics {
     fn render(&self) -> String {
         render(&self.registry)
+    }
+}
+
+/// What a server's metrics endpoint serves: its metrics, and, as a tier
+/// of a chain, its calls' client metrics beside them (the
+/// `retry_storm_client_*` families, fed by the recorder of its calls
+/// inward), every series of both labelled with the tier's name.
+#[derive(Debug)]
+pub struct ServerExposition {
+    /// The server's own metrics.
+    pub server: Arc<ServerMetrics>,
+    /// A tier's calls' metrics.
+    pub calls: Option<Arc<ClientMetrics>>,
+}
+
+impl ServerExposition {
+    /// The metrics of a server of `config` that calls nothing, at zero,
+    /// without a `tier` label: exactly [`ServerMetrics::new`]'s.
+    pub fn plain(config: &ServerConfig) -> Self {
+        ServerExposition {
+            server: Arc::new(ServerMetrics::new(config)),
+            calls: None,
+        }
+    }
+
+    /// The metrics of a tier named `name` whose server is `config`, at
+    /// zero: its server's and its calls', labelled `tier="NAME"`.
+    pub fn tier(config: &ServerConfig, name: &str) -> Self {
+        ServerExposition {
+            server: Arc::new(ServerMetrics::labelled(config, Some(name))),
+            calls: Some(Arc::new(ClientMetrics::of_tier_calls(name))),
+        }
+    }
+}
+
+impl Exposition for ServerExposition {
+    fn render(&self) -> String {
+        let mut text = String::with_capacity(16 * 1024);
+        let mut written = encode_registry(&mut text, &self.server.registry);
+        if let Some(calls) = &self.calls {
+            written = written.and_then(|()| encode_registry(&mut text, &calls.registry));
+        }
+        written
+            .and_then(|()| encode_eof(&mut text))
+            .expect("writing to a String does not fail");
+        text
     }
 }

@@ -18,6 +18,7 @@ use retry_storm::net::metrics::MetricsEndpoint;
 use retry_storm::net::server::Server;
 use retry_storm::policy::{RetryLimits, Strategy};
 use retry_storm::report::metrics::ServerExposition;
+use retry_storm::report::status::{Status, StatusSink};
 use retry_storm::report::summary::{ClientSummary, ServerSummary};
 use tokio::sync::oneshot;
 
@@ -259,6 +260,47 @@ async fn a_caller_that_goes_cancels_the_work_inward_only_when_the_tier_propagate
         }
         stop_all(vec![backend, front]).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tier_reports_its_calls_on_its_status_lines_beside_its_server() {
+    let backend = Running::start_config(server(ms(1)));
+    let call = policy(backend.url(), 1, ms(1), Duration::from_secs(5));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let sink = StatusSink::tapped(None, move |s: &Status| {
+        let _ = tx.send(s.clone());
+    });
+    let front = Server::bind(tier(ms(1), call, false, false))
+        .unwrap()
+        .with_status(sink);
+    let url = front.url();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let running = tokio::spawn(front.run(async {
+        let _ = stopped.await;
+    }));
+    let (status, _) = get(&url, "", Duration::from_secs(5)).await.unwrap();
+    assert_eq!(status, 200);
+    let mut lines = Vec::new();
+    let give_up = Instant::now() + Duration::from_secs(10);
+    // Rows every 50 ms: the call's, once it has ended, says so.
+    while !lines
+        .iter()
+        .any(|s| matches!(s, Status::CallRow(r) if r.ok_per_s > 0.0))
+    {
+        assert!(Instant::now() < give_up, "no row of the call: {lines:?}");
+        lines.extend(rx.try_iter());
+        tokio::time::sleep(ms(10)).await;
+    }
+    let _ = stop.send(());
+    running.await.unwrap();
+    lines.extend(rx.try_iter());
+    assert!(matches!(lines[0], Status::Listening { .. }), "{lines:?}");
+    assert!(lines.iter().any(|s| matches!(s, Status::ServerRow(_))));
+    // A tier's calls are no client: no totals for a supervisor to take
+    // as the client's.
+    let client = |s: &Status| matches!(s, Status::ClientRow(_) | Status::ClientTotals(_));
+    assert!(!lines.iter().any(client), "{lines:?}");
+    stop_all(vec![backend]).await;
 }
 
 const STORM: &str = env!("CARGO_BIN_EXE_storm");

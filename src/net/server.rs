@@ -196,6 +196,8 @@ impl Server {
             caller,
         } = self;
         StatusSink::send_to(&mut status, &Status::Listening { url });
+        // A tier's calls report on the same status lines as its server.
+        let calls_status = caller.as_ref().and(status.clone());
         let (tx, rx) = mpsc::unbounded_channel();
         let (stop_tx, stop_rx) = oneshot::channel();
         let model = ModelActor::new(&config, csv, status, gauges.clone(), rx).with_metrics(metrics);
@@ -205,6 +207,7 @@ impl Server {
             Some((caller, reporter)) => {
                 let (stop, stopped) = oneshot::channel();
                 let every = config.report_interval;
+                let reporter = reporter.with_status(calls_status);
                 let report = tokio::spawn(caller.clone().report(reporter, every, stopped));
                 (Some(caller), Some((stop, report)))
             }

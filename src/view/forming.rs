@@ -148,7 +148,7 @@ mod tests {
         RunState {
             name: "fixed".into(),
             client: ClientRow::each_second(ok),
-            server: Vec::new(),
+            ..RunState::default()
         }
     }
 

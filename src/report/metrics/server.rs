@@ -11,7 +11,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
-use super::{ClientMetrics, Exposition, Labelled, latency_histogram, registry, render, seconds};
+use super::client::ClientMetrics;
+use super::family::{Exposition, Labelled, latency_histogram, registry, render, seconds};
 use crate::model::server::{ServerConfig, Shape};
 use crate::model::service::{Exit, Fate, Gauges, Refusal};
 use crate::model::units::nanos;

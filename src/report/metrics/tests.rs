@@ -1,7 +1,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::*;
+use crate::model::outcome::{AttemptRecord, Outcome, RequestRecord};
 use crate::model::server::{PoolModel, ServerConfig, Shape};
 use crate::model::service::{Exit, Gauges, Refusal};
 use crate::policy::defence::{LimiterConfig, LimiterKind};

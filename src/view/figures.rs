@@ -1,12 +1,13 @@
 //! The figures of the last interval, as lines of text: a client's, a
-//! server's, and a storm run's with its verdict so far.
+//! server's (a tier's with its calls inward), and a storm run's with its
+//! verdict so far and its tiers'.
 
 use std::time::Duration;
 
 use ratatui::text::Line as Text;
 
 use super::forming::{Tone, verdict};
-use super::state::Board;
+use super::state::{Board, RunState, TierState};
 use super::style::Look;
 use crate::report::rows::{ClientRow, ServerRow, format_delay};
 
@@ -61,7 +62,7 @@ fn open_figures(r: &ClientRow) -> Vec<Text<'static>> {
 }
 
 /// The last server row's figures.
-pub fn server_figures(row: Option<&ServerRow>) -> Vec<Text<'static>> {
+fn server_figures(row: Option<&ServerRow>) -> Vec<Text<'static>> {
     let Some(r) = row else {
         return vec![Text::raw("waiting for the first report...")];
     };
@@ -100,6 +101,63 @@ pub fn server_figures(row: Option<&ServerRow>) -> Vec<Text<'static>> {
     lines
 }
 
+/// A server's figures, and, as a tier, its calls' below them.
+pub fn tier_figures(run: &RunState, look: Look) -> Vec<Text<'static>> {
+    let mut lines = server_figures(run.server.last());
+    if let Some(r) = run.calls.last() {
+        lines.push(Text::raw(""));
+        lines.push(Text::styled("calls inward", look.strong()));
+        lines.extend(calls_figures(r));
+    }
+    lines
+}
+
+/// A tier's calls inward, from its last row of them: each call is a
+/// session of one request, so that the calls in flight are the sessions
+/// held and the failed ones those given up (answered 503 or 504).
+fn calls_figures(r: &ClientRow) -> Vec<Text<'static>> {
+    vec![
+        pair("calls", rate(r.requests_per_s)),
+        pair("OK", rate(r.ok_per_s)),
+        pair("failed", rate(r.gave_up_per_s)),
+        pair("attempts", rate(r.sent_per_s)),
+        pair("retries", rate(r.retries_per_s)),
+        pair("in flight", r.outstanding.unwrap_or(0).to_string()),
+        pair("callers gone", r.gone_per_s.map_or("-".into(), rate)),
+        pair("latency p99", latency(r.p99_ms)),
+    ]
+}
+
+/// A storm run's tiers, from the client's side inward, three lines each:
+/// the tier's concurrency (its name's line, in bold), its calls' OK and
+/// failed rates, and the calls in flight and whose caller had gone.
+fn storm_tiers(tiers: &[TierState], look: Look) -> Vec<Text<'static>> {
+    let mut lines = Vec::new();
+    for (i, tier) in tiers.iter().enumerate() {
+        let concurrency = tier
+            .server
+            .last()
+            .map_or("-".into(), |r| r.concurrency.to_string());
+        lines.push(Text::styled(
+            format!("{:<14}concurrency {concurrency}", format!("tier {}", i + 1)),
+            look.strong(),
+        ));
+        let Some(c) = tier.calls.last() else {
+            continue;
+        };
+        lines.push(pair(
+            "calls",
+            format!("{:.1} OK/s, {:.1} failed/s", c.ok_per_s, c.gave_up_per_s),
+        ));
+        let gone = c.gone_per_s.map_or("-".into(), |g| format!("{g:.1}/s"));
+        lines.push(pair(
+            "in flight",
+            format!("{}, callers gone {gone}", c.outstanding.unwrap_or(0)),
+        ));
+    }
+    lines
+}
+
 /// A storm run's last interval and its verdict so far.
 pub fn storm_figures(board: &Board, run: usize, look: Look, now_ms: u64) -> Vec<Text<'static>> {
     let state = &board.runs[run];
@@ -115,7 +173,13 @@ pub fn storm_figures(board: &Board, run: usize, look: Look, now_ms: u64) -> Vec<
         lines.extend(open_figures(r));
     }
     if let Some(r) = state.server.last() {
-        lines.push(pair("concurrency", r.concurrency.to_string()));
+        // Through a chain, the server is its backend.
+        let name = if state.tiers.is_empty() {
+            "concurrency"
+        } else {
+            "backend conc."
+        };
+        lines.push(pair(name, r.concurrency.to_string()));
         if let Some(queue) = r.queue {
             lines.push(pair("queue", queue.to_string()));
         }
@@ -141,5 +205,9 @@ pub fn storm_figures(board: &Board, run: usize, look: Look, now_ms: u64) -> Vec<
     lines.push(pair("p99 before", latency(f.p99_before_ms)));
     lines.push(pair("p99 after", latency(f.p99_after_ms)));
     lines.push(pair("wasted", f.wasted.to_string()));
+    if !state.tiers.is_empty() {
+        lines.push(Text::raw(""));
+        lines.extend(storm_tiers(&state.tiers, look));
+    }
     lines
 }

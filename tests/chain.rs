@@ -390,6 +390,12 @@ fn a_storm_through_chains_amplifies_as_the_closed_forms_say() {
     let next = run("next-to-failure");
     let per_request = next["backend_attempts_per_request"].as_f64().unwrap();
     assert!((per_request - 1.75).abs() < 0.1, "{per_request}");
+    // Each tier is named as its files are, for its metrics' label.
+    let commands = std::fs::read_to_string(out.join("commands.txt")).unwrap();
+    for tier in ["tier-1", "tier-2"] {
+        let flag = format!("--tier-name {tier} ");
+        assert!(commands.contains(&flag), "{flag}: {commands}");
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

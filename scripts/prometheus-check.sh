@@ -2,7 +2,8 @@
 # shellcheck disable=SC2016 # the $ in single-quoted jq programs are jq's
 # A real Prometheus (Debian's package) scraping a server and two clients
 # (a closed population, and open traffic beside it) every second on loopback through a short storm, then asked over its HTTP API
-# what it saw. Installs prometheus (and jq, curl) if missing, without
+# what it saw; and a tier of a chain in front of the server (server
+# --call, named edge), fed by open traffic of its own. Installs prometheus (and jq, curl) if missing, without
 # starting the package's own service; builds the programs (cargo build
 # --release --locked); starts a server and the clients with --metrics-listen,
 # and a Prometheus with its own configuration and storage in a temporary
@@ -44,6 +45,13 @@
 #                its sessions keep arriving through the pause at the
 #                warm-up's rate, and it holds more of them in the pause
 #                than it ever did in the warm-up
+#   tier         a tier in front of the server (one attempt of 10 s a
+#                call), fed by open traffic (a session a second, one
+#                attempt each, 20 s to answer), scraped as its own job:
+#                every series it serves carries tier="edge" and none of
+#                the server's carries a tier; its calls start as its own
+#                requests are admitted; it holds more calls in flight in
+#                the pause than it ever did in the warm-up
 # Prints PASS/FAIL per check; exits 1 if one fails, 2 on a usage or setup
 # error. Everything it started is stopped, and its folder (and a
 # policy-rc.d it wrote) removed, when it exits, whatever happened.
@@ -200,6 +208,16 @@ server_url=$(grep -o 'listening on http://[0-9.:]*/api' "$tmp/server.log" | cut 
 server_metrics=$(grep -o 'metrics on http://[0-9.:]*' "$tmp/server.log" | sed 's|.*http://||')
 [[ -n $server_url && -n $server_metrics ]] || die "no address in the server's start line"
 
+# A tier in front of the server, its metrics and API on ports it picks.
+"$bin/server" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 --time-scale "$scale" \
+  --call "$server_url" --call-client "--max-attempts 1 --timeout 10s" --tier-name edge \
+  > "$tmp/tier.log" 2>&1 &
+pids+=($!)
+wait_for 10 "the tier's start line" grep -q 'metrics on http' "$tmp/tier.log"
+tier_url=$(grep -o 'listening on http://[0-9.:]*/api' "$tmp/tier.log" | cut -d' ' -f3)
+tier_metrics=$(grep -o 'metrics on http://[0-9.:]*' "$tmp/tier.log" | sed 's|.*http://||')
+[[ -n $tier_url && -n $tier_metrics ]] || die "no address in the tier's start line"
+
 cat > "$tmp/prometheus.yml" << EOF
 global:
   scrape_interval: 1s
@@ -215,6 +233,9 @@ scrape_configs:
   - job_name: retry-storm-open
     static_configs:
       - targets: ['127.0.0.1:$open_port']
+  - job_name: retry-storm-tier
+    static_configs:
+      - targets: ['$tier_metrics']
 EOF
 prometheus --config.file="$tmp/prometheus.yml" --storage.tsdb.path="$tmp/tsdb" \
   --web.listen-address="127.0.0.1:$prom_port" > "$tmp/prometheus.log" 2>&1 &
@@ -234,6 +255,14 @@ wait_for 10 "the client's start line" grep -q 'metrics on http' "$tmp/client.log
 pids+=($!)
 open_pid=$!
 wait_for 10 "the open client's start line" grep -q 'metrics on http' "$tmp/open.log"
+# The tier's own traffic, open and light (its calls, held through the
+# pause, join the backlog the server finds at its resume): what it calls
+# the server for.
+"$bin/client" --url "$tier_url" --time-scale "$scale" \
+  --arrival-rate 1 --max-attempts 1 --timeout 20s --seed 22 > "$tmp/tier-client.log" 2>&1 &
+pids+=($!)
+tier_client_pid=$!
+wait_for 10 "the tier client's start line" grep -q 'open traffic' "$tmp/tier-client.log"
 
 # query EXPR TIME: the value of the first series at TIME, or "none".
 query() {
@@ -248,13 +277,13 @@ range() {
 }
 up() { echo "up{job=\"retry-storm-$1\"}"; }
 # Every target scraped before the warm-up counts.
-both_up() { [[ $(query 'sum(up)' "$(now)") == 3 ]]; }
+both_up() { [[ $(query 'sum(up)' "$(now)") == 4 ]]; }
 wait_for 15 "every target up" both_up
 
 # promtool's lint of each exposition as curl gets it (Prometheus's text
 # format), kept for the verdicts below.
 lint=""
-for target in "$server_metrics" "127.0.0.1:$client_port" "127.0.0.1:$open_port"; do
+for target in "$server_metrics" "127.0.0.1:$client_port" "127.0.0.1:$open_port" "$tier_metrics"; do
   curl -sf "http://$target/metrics" > "$tmp/exposition.txt" || lint+="$target: no answer; "
   promtool check metrics < "$tmp/exposition.txt" > "$tmp/lint.txt" 2>&1 || lint+="$target: $(head -1 "$tmp/lint.txt"); "
 done
@@ -274,8 +303,8 @@ end=$(now)
 # The last scrapes in.
 nap 2
 
-ok='retry_storm_client_attempts_total{outcome="ok"}'
-conc=retry_storm_server_concurrency
+ok='retry_storm_client_attempts_total{job="retry-storm-client",outcome="ok"}'
+conc='retry_storm_server_concurrency{job="retry-storm-server"}'
 failures=0
 # verdict NAME DESCRIPTION AWK-CONDITION
 verdict() {
@@ -328,7 +357,7 @@ after_conc=$(num "$(query "max_over_time(${conc}[$((watch))s])" "$end")")
 verdict concurrency "server concurrency after the resume above the warm-up's (highest $after_conc against $warm_conc)" \
   "$after_conc > $warm_conc && $warm_conc >= 0"
 
-mean='rate(retry_storm_server_concurrency_seconds_total[3s])'
+mean='rate(retry_storm_server_concurrency_seconds_total{job="retry-storm-server"}[3s])'
 warm_mean=$(num "$(query "max_over_time(${mean}[$warm_window:1s])" "$at_stop")")
 after_mean=$(num "$(query "max_over_time(${mean}[$((watch))s:1s])" "$end")")
 verdict concurrency "mean server concurrency over 3 s after the resume above the warm-up's (highest $(short "$after_mean") against $(short "$warm_mean"))" \
@@ -339,7 +368,7 @@ verdict concurrency "mean server concurrency over 3 s after the resume above the
 dashboard=deploy/grafana/dashboard.json
 if [[ -e $dashboard ]]; then
   exprs=$(jq -r '[.. | objects | .expr? // empty] | unique[]' "$dashboard" |
-    sed -e 's/\$client/.*/g; s/\$server/.*/g; s/\$window/5s/g')
+    sed -e 's/\$client/.*/g; s/\$server/.*/g; s/\$tier/.+/g; s/\$window/5s/g')
   total=0 empty=()
   while IFS= read -r expr; do
     total=$((total + 1))
@@ -366,12 +395,31 @@ pause_held=$(num "$(query "max_over_time(${held}[$((pause - 2))s])" "$at_resume"
 verdict open "sessions held in the pause above the warm-up's (highest $pause_held against $warm_held)" \
   "$pause_held > $warm_held && $warm_held >= 0"
 
+# The tier: its own series labelled, the server's not; its calls follow
+# its requests; a stopped server holds its calls in flight.
+edge='{job="retry-storm-tier",tier="edge"}'
+series() { num "$(query "count({$1,__name__=~\"retry_storm_.*\"}) or vector(0)" "$at_stop")"; }
+tier_all=$(series 'job="retry-storm-tier"')
+tier_edge=$(series 'job="retry-storm-tier",tier="edge"')
+server_all=$(series 'job="retry-storm-server"')
+server_tiered=$(series 'job="retry-storm-server",tier!=""')
+verdict tier "every series of the tier labelled tier=\"edge\" ($tier_edge of $tier_all), none of the server's labelled ($server_tiered of $server_all)" \
+  "$tier_all > 0 && $tier_edge == $tier_all && $server_all > 0 && $server_tiered == 0"
+calls=$(num "$(query "rate(retry_storm_client_requests_started_total$edge[$warm_window])" "$at_stop")")
+taken=$(num "$(query "rate(retry_storm_server_admitted_total$edge[$warm_window])" "$at_stop")")
+verdict tier "the tier's calls start as its requests are admitted ($(short "$calls")/s against $(short "$taken")/s)" \
+  "$calls > 0 && $calls >= 0.8 * $taken && $calls <= 1.2 * $taken + 0.5"
+warm_calls=$(num "$(query "max_over_time(retry_storm_client_outstanding$edge[$warm_window])" "$at_stop")")
+pause_calls=$(num "$(query "max_over_time(retry_storm_client_outstanding$edge[$((pause - 2))s])" "$at_resume")")
+verdict tier "the tier's calls in flight in the pause above the warm-up's (highest $pause_calls against $warm_calls)" \
+  "$pause_calls > $warm_calls && $warm_calls >= 0"
+
 # For the record: what an SRE would have seen.
-delay=$(query "max_over_time(retry_storm_server_modelled_delay_seconds[$((watch))s])" "$end")
-p99_warm=$(query 'histogram_quantile(0.99, rate(retry_storm_client_attempt_duration_seconds_bucket[5s]))' "$at_stop")
-retries=$(query 'max_over_time(rate(retry_storm_client_retries_total[3s])[30s:1s])' "$end")
+delay=$(query "max_over_time(retry_storm_server_modelled_delay_seconds{job=\"retry-storm-server\"}[$((watch))s])" "$end")
+p99_warm=$(query 'histogram_quantile(0.99, rate(retry_storm_client_attempt_duration_seconds_bucket{job="retry-storm-client"}[5s]))' "$at_stop")
+retries=$(query 'max_over_time(rate(retry_storm_client_retries_total{job="retry-storm-client"}[3s])[30s:1s])' "$end")
 echo "seen: highest modelled delay after resume ${delay}s; p99 attempt latency in the warm-up ${p99_warm}s; highest retry rate ${retries}/s"
 echo "timeline: start $start, stop $stopped, resume $resumed, end $end (unix seconds)"
 
-kill -INT "$client_pid" "$open_pid" 2> /dev/null || true
+kill -INT "$client_pid" "$open_pid" "$tier_client_pid" 2> /dev/null || true
 [[ $failures == 0 ]] || exit 1

@@ -25,7 +25,7 @@ use crate::experiment::{self, Storm, StormError, sweep};
 use crate::model::{burst, planner};
 use crate::net::runtime::block_on;
 use crate::net::{client, rlimit, server, signals};
-use crate::report::metrics::{ClientMetrics, ServerMetrics};
+use crate::report::metrics::{ClientMetrics, ServerExposition};
 use crate::report::output::say;
 use crate::report::status::StatusSink;
 use crate::view::Setup;
@@ -111,27 +111,47 @@ async fn serve(args: ServerArgs, status: Option<StatusSink>) -> ExitCode {
     {
         eprintln!("{warning}");
     }
-    let server = match server::Server::bind(config.clone()) {
+    // A tier's metrics, its calls' beside its server's, are labelled with
+    // its name, which may be the address it is bound to: they are made
+    // once it is.
+    let wanted = args.report.metrics_listen.is_some();
+    let mut tier = None;
+    let bound = server::Server::bind_with(config.clone(), |addr| {
+        let name = args.tier.name(addr).filter(|_| wanted)?;
+        let metrics = ServerExposition::tier(&config, &name);
+        let calls = metrics.calls.clone();
+        tier = Some((name, metrics));
+        calls
+    });
+    let server = match bound {
         Ok(server) => server,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(2);
         }
     };
-    let served =
-        match metrics::Served::start(args.report.metrics_listen, || ServerMetrics::new(&config)) {
-            Ok(served) => served,
-            Err(code) => return code,
-        };
+    let label = tier.as_ref().map(|(name, _)| name.clone());
+    let served = metrics::Served::start(args.report.metrics_listen, || match tier {
+        Some((_, metrics)) => metrics,
+        None => ServerExposition::plain(&config),
+    });
+    let served = match served {
+        Ok(served) => served,
+        Err(code) => return code,
+    };
     let server = match &served.metrics {
-        Some(m) => server.with_metrics(m.clone()),
+        Some(m) => server.with_metrics(m.server.clone()),
         None => server,
     };
     // Signals are handled from before the first line, so that anyone who
     // waits for it can stop the server in order.
     let shutdown = signals::requested();
     let description = server::describe(&config, server.local_addr());
-    say(format!("{description}{}", served.note()));
+    let note = match label {
+        Some(name) => format!("{}, every series labelled tier={name:?}", served.note()),
+        None => served.note(),
+    };
+    say(format!("{description}{note}"));
     let view = match live::open(tui, || Setup::Server {
         title: description,
         interval: config.report_interval,

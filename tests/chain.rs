@@ -5,16 +5,23 @@
 
 mod common;
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use common::running::{Running, model, ms};
+use common::running::{Running, client_config, model, ms};
+use common::scrape::{get as sample, scrape, scrape_as};
 use retry_storm::model::arrivals::ThinkTime;
 use retry_storm::model::client::ClientConfig;
-use retry_storm::model::server::{OnDisconnect, ServerConfig, Shedding};
+use retry_storm::model::server::{Failing, OnDisconnect, ServerConfig, Shedding};
 use retry_storm::model::tier::TierCall;
 use retry_storm::net::client;
+use retry_storm::net::metrics::MetricsEndpoint;
+use retry_storm::net::server::Server;
 use retry_storm::policy::{RetryLimits, Strategy};
+use retry_storm::report::metrics::ServerExposition;
+use retry_storm::report::status::{Status, StatusSink};
 use retry_storm::report::summary::{ClientSummary, ServerSummary};
+use tokio::sync::oneshot;
 
 /// A server on an ephemeral port, quiet, with a `base` delay.
 fn server(base: Duration) -> ServerConfig {
@@ -256,6 +263,47 @@ async fn a_caller_that_goes_cancels_the_work_inward_only_when_the_tier_propagate
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tier_reports_its_calls_on_its_status_lines_beside_its_server() {
+    let backend = Running::start_config(server(ms(1)));
+    let call = policy(backend.url(), 1, ms(1), Duration::from_secs(5));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let sink = StatusSink::tapped(None, move |s: &Status| {
+        let _ = tx.send(s.clone());
+    });
+    let front = Server::bind(tier(ms(1), call, false, false))
+        .unwrap()
+        .with_status(sink);
+    let url = front.url();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let running = tokio::spawn(front.run(async {
+        let _ = stopped.await;
+    }));
+    let (status, _) = get(&url, "", Duration::from_secs(5)).await.unwrap();
+    assert_eq!(status, 200);
+    let mut lines = Vec::new();
+    let give_up = Instant::now() + Duration::from_secs(10);
+    // Rows every 50 ms: the call's, once it has ended, says so.
+    while !lines
+        .iter()
+        .any(|s| matches!(s, Status::CallRow(r) if r.ok_per_s > 0.0))
+    {
+        assert!(Instant::now() < give_up, "no row of the call: {lines:?}");
+        lines.extend(rx.try_iter());
+        tokio::time::sleep(ms(10)).await;
+    }
+    let _ = stop.send(());
+    running.await.unwrap();
+    lines.extend(rx.try_iter());
+    assert!(matches!(lines[0], Status::Listening { .. }), "{lines:?}");
+    assert!(lines.iter().any(|s| matches!(s, Status::ServerRow(_))));
+    // A tier's calls are no client: no totals for a supervisor to take
+    // as the client's.
+    let client = |s: &Status| matches!(s, Status::ClientRow(_) | Status::ClientTotals(_));
+    assert!(!lines.iter().any(client), "{lines:?}");
+    stop_all(vec![backend]).await;
+}
+
 const STORM: &str = env!("CARGO_BIN_EXE_storm");
 
 /// Two chains through a storm without an outage: retries at every layer
@@ -298,11 +346,22 @@ fn chains_storm(engine: &str) -> (f64, f64, Vec<serde_json::Value>) {
     std::fs::write(&file, CHAINS).unwrap();
     let out = dir.join("out");
     let ran = std::process::Command::new(STORM)
-        .args(["run", file.to_str().unwrap(), "--quick", "--engine", engine, "--out"])
+        .args([
+            "run",
+            file.to_str().unwrap(),
+            "--quick",
+            "--engine",
+            engine,
+            "--out",
+        ])
         .arg(&out)
         .output()
         .unwrap();
-    assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stderr));
+    assert!(
+        ran.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
     let summary = common::summary_json(&out);
     let run = |case: &str| {
         summary["runs"]
@@ -315,7 +374,17 @@ fn chains_storm(engine: &str) -> (f64, f64, Vec<serde_json::Value>) {
     };
     let per_request = |case: &str| run(case)["backend_attempts_per_request"].as_f64().unwrap();
     let layers = run("everywhere")["tiers"].as_array().unwrap().clone();
-    let figures = (per_request("everywhere"), per_request("next-to-failure"), layers);
+    let figures = (
+        per_request("everywhere"),
+        per_request("next-to-failure"),
+        layers,
+    );
+    // Each tier is named as its files are, for its metrics' label.
+    let commands = std::fs::read_to_string(out.join("commands.txt")).unwrap();
+    for tier in ["tier-1", "tier-2"] {
+        let flag = format!("--tier-name {tier} ");
+        assert!(commands.contains(&flag), "{engine}: {flag}: {commands}");
+    }
     std::fs::remove_dir_all(&dir).unwrap();
     figures
 }
@@ -332,7 +401,10 @@ fn a_storm_through_chains_amplifies_as_the_closed_forms_say_on_both_engines() {
         // little.
         assert!((11.0..=12.2).contains(everywhere), "{engine}: {everywhere}");
         assert_eq!(tiers.len(), 3, "two tiers and the backend");
-        assert_eq!(tiers[2]["ok"], 0, "{engine}: the backend fails every request");
+        assert_eq!(
+            tiers[2]["ok"], 0,
+            "{engine}: the backend fails every request"
+        );
         assert_eq!(tiers[0]["ok"], 0);
         let received = |t: &serde_json::Value| t["attempts_received"].as_f64().unwrap();
         let sent = |t: &serde_json::Value| t["attempts_sent"].as_f64().unwrap();
@@ -355,6 +427,117 @@ fn a_storm_through_chains_amplifies_as_the_closed_forms_say_on_both_engines() {
             real.2[i]["attempts_received"].as_f64().unwrap(),
             virtual_time.2[i]["attempts_received"].as_f64().unwrap(),
         );
-        assert!((r - v).abs() <= 0.03 * v, "layer {i}: real {r}, virtual {v}");
+        assert!(
+            (r - v).abs() <= 0.03 * v,
+            "layer {i}: real {r}, virtual {v}"
+        );
     }
+}
+
+/// A server on an ephemeral port with a 1 ms delay, serving its metrics
+/// (a tier's when it calls `call`, named as the address it got) on an
+/// endpoint of its own; stopped by the sender.
+fn metered(call: Option<ClientConfig>) -> (String, MetricsEndpoint, oneshot::Sender<()>) {
+    let mut config = ServerConfig {
+        // A backend failing a request in two, a tier failing none.
+        fail: call.is_none().then_some(Failing {
+            rate: 0.5,
+            status: 503,
+        }),
+        seed: 11,
+        ..server(ms(1))
+    };
+    config.call = call.map(|client| {
+        Box::new(TierCall {
+            url: client.url.clone(),
+            client,
+            propagate_deadline: false,
+            propagate_cancel: false,
+        })
+    });
+    let mut exposition = None;
+    let server = Server::bind_with(config.clone(), |addr| {
+        let tier = ServerExposition::tier(&config, &addr.to_string());
+        let calls = tier.calls.clone();
+        exposition = Some(tier);
+        calls
+    })
+    .unwrap();
+    let exposition = Arc::new(exposition.unwrap_or_else(|| ServerExposition::plain(&config)));
+    let server = server.with_metrics(exposition.server.clone());
+    let url = server.url();
+    let endpoint = MetricsEndpoint::serve("127.0.0.1:0".parse().unwrap(), exposition).unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(server.run(async {
+        let _ = stopped.await;
+    }));
+    (url, endpoint, stop)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tier_serves_its_calls_beside_its_server_every_series_labelled() {
+    let (backend_url, backend, stop_backend) = metered(None);
+    let call = ClientConfig {
+        limits: RetryLimits {
+            max_attempts: Some(3),
+            ..RetryLimits::default()
+        },
+        ..client_config(backend_url)
+    };
+    let (tier_url, tier, stop_tier) = metered(Some(call));
+    let named = tier_url
+        .trim_start_matches("http://")
+        .trim_end_matches("/api");
+    let label = format!("tier=\"{named}\"");
+    let config = ClientConfig {
+        clients: 5,
+        duration: Some(ms(400)),
+        ..client_config(tier_url.clone())
+    };
+    client::run(config, std::future::pending()).await.unwrap();
+    // Every request the tier took, and every call it made, has ended.
+    let calls_done = || async {
+        let t = scrape(&tier).await;
+        sample(&t, &format!("retry_storm_client_outstanding{{{label}}}")) == 0
+            && sample(&t, &format!("retry_storm_client_in_flight{{{label}}}")) == 0
+            && sample(&t, &format!("retry_storm_server_concurrency{{{label}}}")) == 0
+    };
+    let give_up = Instant::now() + Duration::from_secs(10);
+    while !calls_done().await {
+        assert!(Instant::now() < give_up, "calls still in flight after 10 s");
+        tokio::time::sleep(ms(10)).await;
+    }
+    let t = scrape(&tier).await;
+    assert_eq!(scrape_as(&tier, false).await, t);
+    for series in t.keys() {
+        assert!(series.contains(&format!("{{{label}")), "{series}");
+    }
+    let b = scrape(&backend).await;
+    assert!(b.keys().all(|s| !s.contains("tier=")), "{b:?}");
+    let calls = |name: &str| sample(&t, &format!("retry_storm_client_{name}{{{label}}}"));
+    let attempts = |outcome: &str| {
+        sample(
+            &t,
+            &format!("retry_storm_client_attempts_total{{{label},outcome=\"{outcome}\"}}"),
+        )
+    };
+    let (ok, errors) = (attempts("ok"), attempts("error"));
+    // The backend fails half of what it gets; the tier retries.
+    assert!(ok > 10 && errors > 5, "ok {ok}, errors {errors}");
+    assert!(calls("retries_total") > 0);
+    // What the tier sent, the backend saw, each attempt once.
+    let backend_saw = sample(&b, "retry_storm_server_admitted_total")
+        + sample(&b, "retry_storm_server_dropped_total{reason=\"failed\"}");
+    assert_eq!(ok + errors + attempts("timeout"), backend_saw);
+    // One call per request the tier's own work completed, each a session.
+    let completed = sample(
+        &t,
+        &format!("retry_storm_server_completed_total{{{label}}}"),
+    );
+    assert_eq!(calls("requests_started_total"), completed);
+    assert_eq!(calls("sessions_arrived_total"), completed);
+    // Calls whose caller went: at most one per user, cut short when the
+    // client stopped.
+    assert!(calls("callers_gone_total") <= 5);
+    let _ = (stop_tier.send(()), stop_backend.send(()));
 }

@@ -6,7 +6,9 @@ use std::path::Path;
 
 use retry_storm::model::server::{PoolModel, ServerConfig, Shape};
 use retry_storm::policy::defence::{LimiterConfig, LimiterKind};
-use retry_storm::report::metrics::{ClientMetrics, Exposition, Format, ServerMetrics};
+use retry_storm::report::metrics::{
+    ClientMetrics, Exposition, Format, ServerExposition, ServerMetrics,
+};
 
 fn read(file: &str) -> String {
     std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(file)).unwrap()
@@ -23,6 +25,7 @@ fn served() -> BTreeSet<(String, String)> {
     [
         ClientMetrics::new().render(),
         ServerMetrics::new(&server).render(),
+        ServerExposition::tier(&server, "tier-1").render(),
     ]
     .into_iter()
     .flat_map(|open| {

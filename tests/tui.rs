@@ -215,6 +215,95 @@ fn the_storm_view_follows_the_phases_and_q_stops_it_as_ctrl_c_does() {
 }
 
 #[test]
+fn a_tier_view_shows_its_calls_inward_and_a_storm_its_tiers() {
+    // A server run by hand as a tier of a chain, in front of a backend.
+    let backend = ServerChild::start(&[], &["--listen", "127.0.0.1:0", "--base-delay", "5ms"]);
+    let mut pty = Pty::spawn(
+        SERVER,
+        &[
+            "--tui",
+            "--listen",
+            "127.0.0.1:0",
+            "--base-delay",
+            "5ms",
+            "--report-interval",
+            "250ms",
+            "--call",
+            &backend.url,
+        ],
+        &[],
+        110,
+        40,
+    );
+    let screen = pty.wait_for_text(&["server concurrency", "last interval"]);
+    let url = screen
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .expect("the address in the header")
+        .trim_end_matches(':')
+        .to_string();
+    let client = Command::new(CLIENT)
+        .args(["--url", &url, "--clients", "20", "--lambda", "50ms"])
+        .args(["--duration", "1m", "--seed", "3"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _client = Guard(client);
+    pty.wait_for_text(&["calls inward", "callers gone"]);
+    pty.wait_for("the calls' OK rate", figure("OK"));
+    pty.keys("q");
+    let (status, screen, _) = pty.wait_end();
+    assert!(status.success(), "{status}: {screen}");
+    assert!(screen.contains("server stopped: completed"), "{screen}");
+
+    // A storm through a chain of one tier: the tier's figures as they come.
+    let dir = temp_dir("tui-chain");
+    let file = dir.join("chain.toml");
+    std::fs::write(
+        &file,
+        r#"
+seed = 3
+[protocol]
+warmup = "20s"
+pause = "30s"
+observe = "30s"
+tail = "0s"
+
+[[case]]
+name = "chain"
+client = "--strategy fixed --clients 50"
+[[case.tier]]
+server = "--base-delay 5ms"
+client = "--strategy fixed --max-attempts 2"
+"#,
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let mut pty = Pty::spawn(
+        STORM,
+        &[
+            "run",
+            file.to_str().unwrap(),
+            "--tui",
+            "--quick",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &[],
+        140,
+        50,
+    );
+    pty.wait_for_text(&["tiers: conc./calls", "tier 1        concurrency"]);
+    pty.wait_for("the tier's calls", figure("in flight"));
+    pty.keys("q");
+    let (status, screen, _) = pty.wait_end();
+    assert_eq!(status.code(), Some(130), "{screen}");
+    let log = std::fs::read_to_string(out.join("chain.tier-1.server.log")).unwrap();
+    assert!(log.contains("server stopped:"), "stopped in order: {log}");
+}
+
+#[test]
 fn without_a_terminal_tui_is_refused() {
     let out = fresh_path("tui-refused");
     let out_flag = out.to_str().unwrap();

@@ -48,6 +48,23 @@ pub struct TierArgs {
     /// closes), so that work for a gone caller stops down the chain.
     #[arg(long, requires = "call")]
     pub propagate_cancel: bool,
+    /// The tier's name in its metrics (--metrics-listen): every series it
+    /// serves, its server's and its calls', carries the label
+    /// tier="NAME" [default: the address it listens on, as bound].
+    #[arg(long, requires = "call", value_parser = tier_name, value_name = "NAME")]
+    pub tier_name: Option<String>,
+}
+
+/// A tier's name: not empty, and without control characters (it becomes
+/// a label's value, and a line of the view).
+fn tier_name(s: &str) -> Result<String, String> {
+    if s.is_empty() {
+        return Err("a tier's name cannot be empty".into());
+    }
+    if s.chars().any(char::is_control) {
+        return Err("a tier's name cannot hold control characters".into());
+    }
+    Ok(s.to_string())
 }
 
 /// The client flags a tier's call takes: its policy, its timeout, its
@@ -71,6 +88,13 @@ fn call_flags() -> Vec<String> {
 }
 
 impl TierArgs {
+    /// The tier's name in its metrics, once its server listens at `bound`:
+    /// --tier-name, or that address; none for a server that is no tier.
+    pub fn name(&self, bound: std::net::SocketAddr) -> Option<String> {
+        self.call.as_ref()?;
+        Some(self.tier_name.clone().unwrap_or_else(|| bound.to_string()))
+    }
+
     /// The call this tier makes, if it is one; `seed` is the server's,
     /// which the call draws from when its flags give no --seed. Its report
     /// interval is the server's (set by the caller).
@@ -197,6 +221,25 @@ mod tests {
         assert!(err.unwrap_err().contains("unbalanced quotes"));
         // The chain's flags need --call.
         assert!(call(&["--propagate-cancel"]).is_err());
+        assert!(call(&["--tier-name", "edge"]).is_err());
         assert!(call(&["--call", "ftp://h/api"]).is_err());
+    }
+
+    #[test]
+    fn a_tier_is_named_by_its_flag_or_by_the_address_it_listens_on() {
+        let args = |argv: &[&str]| {
+            let argv = std::iter::once("tier").chain(argv.iter().copied());
+            Tier::try_parse_from(argv).map(|t| t.tier)
+        };
+        let bound = "127.0.0.1:8071".parse().unwrap();
+        let named = args(&["--call", "http://h:1/api", "--tier-name", "edge"]).unwrap();
+        assert_eq!(named.name(bound).as_deref(), Some("edge"));
+        let unnamed = args(&["--call", "http://h:1/api"]).unwrap();
+        assert_eq!(unnamed.name(bound).as_deref(), Some("127.0.0.1:8071"));
+        assert_eq!(args(&[]).unwrap().name(bound), None);
+        for bad in ["", "a\nb"] {
+            let err = args(&["--call", "http://h:1/api", "--tier-name", bad]).unwrap_err();
+            assert!(err.to_string().contains("a tier's name cannot"), "{err}");
+        }
     }
 }

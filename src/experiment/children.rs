@@ -36,6 +36,8 @@ pub(super) struct Live {
     pub client: Option<ClientRow>,
     /// The server's latest report row.
     pub server: Option<ServerRow>,
+    /// A tier's latest report row of its calls inward.
+    pub calls: Option<ClientRow>,
     /// The client's totals, once it has finished.
     pub totals: Option<ClientTotals>,
     /// The live view's watch of this run, if any: every row goes there too.
@@ -133,6 +135,7 @@ async fn follow(
                 match status {
                     Status::ServerRow(row) => live.server = Some(row),
                     Status::ClientRow(row) => live.client = Some(row),
+                    Status::CallRow(row) => live.calls = Some(row),
                     Status::ClientTotals(totals) => live.totals = Some(totals),
                     Status::Listening { .. } => {}
                 }

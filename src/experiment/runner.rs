@@ -212,9 +212,12 @@ async fn start_server<'a>(
         let argv = storm.tier_argv(case, rep, tier, &url);
         let role = format!("tier-{tier}.server");
         // A tier's rows are read back from its files; the live view shows
-        // the backend's.
-        let quiet = Arc::new(Mutex::new(Live::default()));
-        let (child, at) = start_process(storm, (case, rep), &role, &argv, quiet).await?;
+        // them as they come, as that tier's.
+        let tier_live = Arc::new(Mutex::new(Live {
+            watch: storm.watch.as_ref().map(|w| w.run(place).tier(tier)),
+            ..Live::default()
+        }));
+        let (child, at) = start_process(storm, (case, rep), &role, &argv, tier_live).await?;
         run.tiers.insert(0, (child, url));
         url = at;
     }

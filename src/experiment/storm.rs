@@ -222,6 +222,11 @@ impl Storm {
             self.time_scale.to_string(),
         ];
         argv.extend(t.server.iter().cloned());
+        // Its metrics' `tier` label, unless its flags name it.
+        let named = t.server.iter().any(|f| f.starts_with("--tier-name"));
+        if !named {
+            argv.extend(["--tier-name".to_string(), format!("tier-{tier}")]);
+        }
         argv.extend([
             "--seed".to_string(),
             self.tier_seed(rep, tier).to_string(),

@@ -29,7 +29,7 @@ use super::tier::Caller;
 use super::timer::Alarm;
 use crate::model::server::{DEFAULT_BACKLOG, ServerConfig, Shape};
 use crate::policy::format_retry_after;
-use crate::report::metrics::ServerMetrics;
+use crate::report::metrics::{ClientMetrics, ServerMetrics};
 use crate::report::output::{CsvError, CsvSink, server_csv};
 use crate::report::rows::{ServerRow, format_delay};
 use crate::report::status::{Status, StatusSink};
@@ -108,16 +108,32 @@ impl Server {
     /// Binds the listen socket with the configured backlog and creates the
     /// CSV file. Must be called inside a tokio runtime.
     pub fn bind(config: ServerConfig) -> Result<Server, BindError> {
+        Server::bind_with(config, |_| None)
+    }
+
+    /// [`Server::bind`], and, as a tier, the metrics its calls inward
+    /// feed: `calls` is given the address bound (which may name the tier)
+    /// once it is, and returns them, if any. It is not called for a server
+    /// that calls nothing.
+    pub fn bind_with(
+        config: ServerConfig,
+        calls: impl FnOnce(SocketAddr) -> Option<Arc<ClientMetrics>>,
+    ) -> Result<Server, BindError> {
         let addr = config.listen;
         let listener =
             listen(addr, config.backlog).map_err(|source| BindError::Listen { addr, source })?;
         let alarm = Alarm::new(config.timer_resolution).map_err(BindError::Timer)?;
         let csv = server_csv(&config).map_err(BindError::Csv)?;
         let caller = match &config.call {
-            Some(call) => Some((
-                Caller::start(call).map_err(BindError::Call)?,
-                Reporter::for_calls(&call.client).map_err(BindError::Csv)?,
-            )),
+            Some(call) => {
+                let bound = listener
+                    .local_addr()
+                    .map_err(|source| BindError::Listen { addr, source })?;
+                Some((
+                    Caller::start(call, calls(bound)).map_err(BindError::Call)?,
+                    Reporter::for_calls(&call.client).map_err(BindError::Csv)?,
+                ))
+            }
             None => None,
         };
         Ok(Server {
@@ -179,6 +195,8 @@ impl Server {
             caller,
         } = self;
         StatusSink::send_to(&mut status, &Status::Listening { url });
+        // A tier's calls report on the same status lines as its server.
+        let calls_status = caller.as_ref().and(status.clone());
         let (tx, rx) = mpsc::unbounded_channel();
         let (stop_tx, stop_rx) = oneshot::channel();
         let model = ModelActor::new(&config, csv, status, gauges.clone(), rx).with_metrics(metrics);
@@ -188,6 +206,7 @@ impl Server {
             Some((caller, reporter)) => {
                 let (stop, stopped) = oneshot::channel();
                 let every = config.report_interval;
+                let reporter = reporter.with_status(calls_status);
                 let report = tokio::spawn(caller.clone().report(reporter, every, stopped));
                 (Some(caller), Some((stop, report)))
             }

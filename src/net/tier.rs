@@ -24,6 +24,7 @@ use crate::model::tier::{TierAnswer, TierCall};
 use crate::model::user::User;
 use crate::policy::Throttle;
 use crate::report::counts::ClientRecorder;
+use crate::report::metrics::ClientMetrics;
 use crate::report::rows::unix_ms;
 use crate::report::summary::{ClientSummary, Reporter};
 
@@ -42,14 +43,18 @@ pub(super) struct Caller {
 
 impl Caller {
     /// The caller of `call`, on the current runtime (its timer and the
-    /// idle connections' expiry run there).
-    pub(super) fn start(call: &TierCall) -> Result<Arc<Caller>, String> {
+    /// idle connections' expiry run there), its calls counted in `metrics`
+    /// too, if given.
+    pub(super) fn start(
+        call: &TierCall,
+        metrics: Option<Arc<ClientMetrics>>,
+    ) -> Result<Arc<Caller>, String> {
         let target = Target::resolve_now(&call.url).map_err(|why| format!("--call: {why}"))?;
         let (balance, _doors) = Balance::new(1);
         // Every call runs in lane 0 of a one-lane client, and never moves.
         balance.joined(0);
         let common = Arc::new(Common {
-            recorder: ClientRecorder::new(),
+            recorder: ClientRecorder::with_metrics(metrics),
             rules: call.client.rules(),
             throttle: call
                 .client

@@ -377,11 +377,17 @@ impl ClientRecorder {
             .expect("recorder lock poisoned")
             .tally
             .gone += 1;
+        if let Some(m) = &self.metrics {
+            m.caller_gone();
+        }
     }
 
     /// [`ClientRecorder::caller_gone`] for a recorder held by one owner.
     pub fn caller_gone_mut(&mut self) {
         self.current_mut().tally.gone += 1;
+        if let Some(m) = &self.metrics {
+            m.caller_gone();
+        }
     }
 
     /// [`ClientRecorder::session_arrived`] for a recorder held by one

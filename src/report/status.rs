@@ -1,6 +1,7 @@
 //! The status line protocol: what a supervised program tells its
 //! supervisor (storm's runner), one JSON object per line on an inherited
-//! pipe: where the server listens, then every report row as it is written.
+//! pipe: where the server listens, then every report row as it is written
+//! (a tier's calls' rows too).
 //!
 //! The display lines on stdout are for people and may change; these lines
 //! are the contract between processes.
@@ -8,6 +9,7 @@
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::{FromRawFd, RawFd};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nix::fcntl::{FcntlArg, FdFlag, fcntl};
@@ -31,6 +33,9 @@ pub enum Status {
     ServerRow(ServerRow),
     /// A client report row, as written to its CSV file.
     ClientRow(ClientRow),
+    /// A tier's report row of its calls inward, as written to its
+    /// `--call-csv` file (a server's line, beside its `ServerRow`s).
+    CallRow(ClientRow),
     /// A client's totals over its whole run: its last line.
     ClientTotals(ClientTotals),
 }
@@ -99,8 +104,16 @@ impl ClientTotals {
 /// Writes status lines to a file descriptor the program inherited. When
 /// the reader has gone it stops writing, without a word: a supervisor that
 /// has gone reads nothing. A tap, if any, gets every line too, in process
-/// (the live view).
+/// (the live view). Clones are handles on the same sink, for the tasks of
+/// one program that report apart (a tier's server and its calls): each
+/// line goes out whole.
+#[derive(Clone)]
 pub struct StatusSink {
+    outlets: Arc<Mutex<Outlets>>,
+}
+
+/// Where a sink's lines go.
+struct Outlets {
     file: Option<File>,
     tap: Option<Tap>,
 }
@@ -110,9 +123,10 @@ type Tap = Box<dyn FnMut(&Status) + Send>;
 
 impl std::fmt::Debug for StatusSink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let outlets = self.outlets.lock().expect("status sink lock poisoned");
         f.debug_struct("StatusSink")
-            .field("file", &self.file)
-            .field("tap", &self.tap.is_some())
+            .field("file", &outlets.file)
+            .field("tap", &outlets.tap.is_some())
             .finish()
     }
 }
@@ -162,39 +176,36 @@ impl StatusSink {
         // SAFETY: open, and, as the caller promises, owned by nothing else
         // here: the file becomes its owner.
         let file = unsafe { File::from_raw_fd(fd) };
-        Ok(StatusSink {
-            file: Some(file),
-            tap: None,
-        })
+        Ok(StatusSink::to(Some(file), None))
+    }
+
+    fn to(file: Option<File>, tap: Option<Tap>) -> StatusSink {
+        StatusSink {
+            outlets: Arc::new(Mutex::new(Outlets { file, tap })),
+        }
     }
 
     /// `sink` (or none) with `tap` given every line as well.
     pub fn tapped(sink: Option<StatusSink>, tap: impl FnMut(&Status) + Send + 'static) -> Self {
-        StatusSink {
-            tap: Some(Box::new(tap)),
-            ..sink.unwrap_or(StatusSink {
-                file: None,
-                tap: None,
-            })
-        }
+        let sink = sink.unwrap_or_else(|| StatusSink::to(None, None));
+        sink.outlets.lock().expect("status sink lock poisoned").tap = Some(Box::new(tap));
+        sink
     }
 
     /// A sink on an open file.
     #[cfg(test)]
     fn from_file(file: File) -> StatusSink {
-        StatusSink {
-            file: Some(file),
-            tap: None,
-        }
+        StatusSink::to(Some(file), None)
     }
 
     /// Writes one line. A write error stops the sink: a broken pipe
     /// silently, anything else with a word on stderr.
     pub fn send(&mut self, status: &Status) {
-        if let Some(tap) = &mut self.tap {
+        let mut outlets = self.outlets.lock().expect("status sink lock poisoned");
+        if let Some(tap) = &mut outlets.tap {
             tap(status);
         }
-        let Some(file) = &mut self.file else {
+        let Some(file) = &mut outlets.file else {
             return;
         };
         let mut line = status.to_line();
@@ -203,7 +214,7 @@ impl StatusSink {
             if e.kind() != io::ErrorKind::BrokenPipe {
                 eprintln!("status output: {e}; status output stopped");
             }
-            self.file = None;
+            outlets.file = None;
         }
     }
 
@@ -270,7 +281,15 @@ mod tests {
             },
             timer_step_ms: 0.5,
         });
-        for status in [listening, server, client, totals] {
+        let call = Status::CallRow(ClientRow::new(
+            &ClientCounts::default(),
+            Duration::from_secs(1),
+            2,
+            6_000,
+            Duration::from_secs(6),
+        ));
+        assert!(call.to_line().starts_with(r#"{"call_row":{"#));
+        for status in [listening, server, client, totals, call] {
             let line = status.to_line();
             assert!(!line.contains('\n'), "{line}");
             assert_eq!(Status::parse(&line).unwrap(), status);
@@ -334,8 +353,32 @@ mod tests {
         assert_eq!(text, format!("{}\n", status.to_line()));
         drop(reader);
         sink.send(&status);
-        assert!(sink.file.is_none(), "a broken pipe stops the sink");
+        let stopped = sink.outlets.lock().unwrap().file.is_none();
+        assert!(stopped, "a broken pipe stops the sink");
         sink.send(&status);
+    }
+
+    #[test]
+    fn clones_of_a_sink_write_whole_lines_to_the_same_place() {
+        let (mut reader, writer) = std::io::pipe().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let file = StatusSink::from_file(File::from(std::os::fd::OwnedFd::from(writer)));
+        let mut one = StatusSink::tapped(Some(file), move |s: &Status| tx.send(s.clone()).unwrap());
+        let mut other = one.clone();
+        let first = Status::Listening {
+            url: "http://127.0.0.1:1/api".into(),
+        };
+        let second = Status::Listening {
+            url: "http://127.0.0.1:2/api".into(),
+        };
+        one.send(&first);
+        other.send(&second);
+        drop(one);
+        drop(other);
+        let mut text = String::new();
+        reader.read_to_string(&mut text).unwrap();
+        assert_eq!(text, format!("{}\n{}\n", first.to_line(), second.to_line()));
+        assert_eq!(rx.try_iter().collect::<Vec<_>>(), [first, second]);
     }
 
     #[test]

@@ -289,6 +289,13 @@ impl Reporter {
         Ok(reporter)
     }
 
+    /// Sends every row to `status` too, from now on: a client's as
+    /// [`Status::ClientRow`], a tier's calls' as [`Status::CallRow`].
+    pub fn with_status(mut self, status: Option<StatusSink>) -> Self {
+        self.status = status;
+        self
+    }
+
     /// A reporter holding what this one holds, to go on from; none if
     /// this one writes anywhere but stdout (a file or a status line
     /// cannot be shared).
@@ -370,7 +377,12 @@ impl Reporter {
             say(&row);
         }
         write_row(&mut self.csv, &row);
-        StatusSink::send_to(&mut self.status, &Status::ClientRow(row.clone()));
+        let line = if self.calls {
+            Status::CallRow(row.clone())
+        } else {
+            Status::ClientRow(row.clone())
+        };
+        StatusSink::send_to(&mut self.status, &line);
         self.rows.push(row);
     }
 }
@@ -378,8 +390,9 @@ impl Reporter {
 impl Reporter {
     /// The run's summary once its last interval is reported: `elapsed`
     /// since its start, its `clients`, the `moves` between lanes and the
-    /// sessions `recorder` holds at the end. Its totals go out as the last
-    /// status line.
+    /// sessions `recorder` holds at the end. A client's totals go out as
+    /// its last status line (a tier's calls send none: a supervisor reads
+    /// totals as the client's).
     pub fn close(
         mut self,
         elapsed: Duration,
@@ -397,7 +410,7 @@ impl Reporter {
             clients,
             moves,
         };
-        if self.status.is_some() {
+        if self.status.is_some() && !self.calls {
             let line = Status::ClientTotals(summary.to_totals(self.timer_step));
             StatusSink::send_to(&mut self.status, &line);
         }
@@ -459,5 +472,38 @@ mod tests {
         let p99 = totals.start_lateness.p99_ms.unwrap();
         assert!((2.0..2.002).contains(&p99), "{p99}");
         assert_eq!(summary.seed, 9);
+    }
+
+    #[test]
+    fn a_tiers_calls_send_their_rows_as_call_rows_and_no_totals() {
+        let (tx, rx) = mpsc::channel();
+        let status = StatusSink::tapped(None, move |s: &Status| tx.send(s.clone()).unwrap());
+        let config = ClientConfig::with_policy(
+            String::new(),
+            Duration::from_secs(1),
+            crate::policy::Strategy::Fixed {
+                delay: Duration::from_millis(10),
+            },
+            crate::policy::RetryLimits::default(),
+        );
+        let mut reporter = Reporter::for_calls(&config)
+            .unwrap()
+            .with_status(Some(status));
+        let recorder = ClientRecorder::new();
+        recorder.session_arrived();
+        recorder.caller_gone();
+        reporter.report(
+            &recorder,
+            Duration::from_secs(1),
+            1_000,
+            Duration::from_secs(1),
+        );
+        reporter.close(Duration::from_secs(1), 0, 0, &recorder);
+        let lines: Vec<Status> = rx.try_iter().collect();
+        let [Status::CallRow(row)] = &lines[..] else {
+            panic!("one row of calls: {lines:?}");
+        };
+        assert_eq!(row.outstanding, Some(1), "calls in flight");
+        assert_eq!(row.gone_per_s, Some(1.0));
     }
 }

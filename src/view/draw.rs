@@ -15,30 +15,16 @@ use ratatui::widgets::{Block, Paragraph, Row, Table, Wrap};
 
 use super::charts::{self, Plot};
 use super::feed::Setup;
-use super::forming::{Forming, Tone, forming};
-use super::state::Board;
+use super::figures::{client_figures, storm_figures, tier_figures};
+use super::forming::{Tone, verdict};
+use super::state::{Board, RunState};
 use super::style::Look;
-use crate::report::rows::{ClientRow, ServerRow, format_delay};
 
 /// Width of the figures beside the charts.
 const SIDE: u16 = 40;
 
 fn left(ms: u64) -> String {
     format!("{:.0}s", (ms as f64 / 1e3).ceil())
-}
-
-fn rate(v: f64) -> String {
-    format!("{v:.2}/s")
-}
-
-fn latency(v: Option<f64>) -> String {
-    v.map_or("-".into(), |ms| format!("{ms:.1} ms"))
-}
-
-/// A run's verdict so far, for a storm; none for a program.
-pub fn verdict(board: &Board, run: usize, now_ms: u64) -> Option<Forming> {
-    let batch = board.batch.as_ref()?;
-    Some(forming(board.runs.get(run)?, batch, now_ms))
 }
 
 /// Draws the whole screen.
@@ -82,7 +68,7 @@ pub fn draw(frame: &mut Frame, board: &Board, look: Look, now_ms: u64) {
     let (plots, figures) = match board.setup {
         Setup::Server { .. } => (
             [charts::concurrency, charts::answers].map(|p| p(board, run, now_ms)),
-            server_figures(board.runs[run].server.last()),
+            tier_figures(&board.runs[run], look),
         ),
         Setup::Client { .. } => (
             [charts::attempts, charts::in_flight].map(|p| p(board, run, now_ms)),
@@ -198,11 +184,13 @@ fn runs(board: &Board, look: Look, now_ms: u64) -> Table<'static> {
         Tone::Bad => look.bad(),
         Tone::Open => Style::new(),
     };
+    // A column of the tiers once one has reported.
+    let chains = board.runs.iter().any(|r| !r.tiers.is_empty());
     let mut rows = Vec::new();
     for (i, run) in board.runs.iter().enumerate() {
         let client = run.client.last();
         let verdict = verdict(board, i, now_ms).expect("a storm's run");
-        let cells = [
+        let mut cells = vec![
             format!(
                 "{} {}",
                 if i == board.selected { '>' } else { ' ' },
@@ -213,8 +201,11 @@ fn runs(board: &Board, look: Look, now_ms: u64) -> Table<'static> {
             run.server
                 .last()
                 .map_or("-".into(), |r| r.concurrency.to_string()),
-            verdict.headline,
         ];
+        if chains {
+            cells.push(tiers_cell(run));
+        }
+        cells.push(verdict.headline);
         let style = if i == board.selected {
             look.selected()
         } else {
@@ -223,13 +214,10 @@ fn runs(board: &Board, look: Look, now_ms: u64) -> Table<'static> {
         rows.push(Row::new(cells).style(style.patch(tone(verdict.tone))));
     }
     for (name, verdict) in &board.finished {
-        rows.push(Row::new([
-            format!("  {name}"),
-            String::new(),
-            String::new(),
-            String::new(),
-            verdict.clone(),
-        ]));
+        let mut cells = vec![format!("  {name}")];
+        cells.resize(if chains { 5 } else { 4 }, String::new());
+        cells.push(verdict.clone());
+        rows.push(Row::new(cells));
     }
     let names = board
         .runs
@@ -239,158 +227,54 @@ fn runs(board: &Board, look: Look, now_ms: u64) -> Table<'static> {
         .map(|name| name.chars().count())
         .max()
         .unwrap_or(0);
-    Table::new(
-        rows,
-        [
-            Constraint::Length(names.max(3) as u16 + 2),
-            Constraint::Length(8),
-            Constraint::Length(10),
-            Constraint::Length(12),
-            Constraint::Fill(1),
-        ],
-    )
-    .header(
-        Row::new([
-            "  run",
-            "OK/s",
-            "timeouts/s",
-            "concurrency",
-            "verdict so far",
-        ])
-        .style(look.strong()),
-    )
-    .block(Block::bordered().title(" runs "))
-}
-
-fn pair(name: &str, value: String) -> Text<'static> {
-    Text::raw(format!("{name:<14}{value}"))
-}
-
-/// The last client row's figures.
-fn client_figures(row: Option<&ClientRow>) -> Vec<Text<'static>> {
-    let Some(r) = row else {
-        return vec![Text::raw("waiting for the first report...")];
-    };
-    let mut lines = vec![
-        pair("OK", rate(r.ok_per_s)),
-        pair("errors", rate(r.errors_per_s)),
-        pair("timeouts", rate(r.timeouts_per_s)),
-        pair("retries", rate(r.retries_per_s)),
-        pair("gave up", rate(r.gave_up_per_s)),
-        pair("throttled", rate(r.throttled_per_s)),
-        pair("in flight", r.in_flight.to_string()),
-        pair(
-            "attempts/req",
-            r.attempts_per_request
-                .map_or("-".into(), |a| format!("{a:.2}")),
-        ),
-        pair("latency p50", latency(r.p50_ms)),
-        pair("latency p99", latency(r.p99_ms)),
-        pair("latency max", latency(r.max_ms)),
+    let mut widths = vec![
+        Constraint::Length(names.max(3) as u16 + 2),
+        Constraint::Length(8),
+        Constraint::Length(10),
+        Constraint::Length(12),
     ];
-    lines.extend(open_figures(r));
-    lines
+    let mut header = vec!["  run", "OK/s", "timeouts/s", "concurrency"];
+    if chains {
+        let cells = board.runs.iter().map(|r| tiers_cell(r).chars().count());
+        let width = cells.chain([TIERS.len()]).max().unwrap_or(0);
+        widths.push(Constraint::Length(width as u16 + 2));
+        header.push(TIERS);
+    }
+    widths.push(Constraint::Fill(1));
+    header.push("verdict so far");
+    Table::new(rows, widths)
+        .header(Row::new(header).style(look.strong()))
+        .block(Block::bordered().title(" runs "))
 }
 
-/// Open traffic's figures of a client row: the sessions held and the
-/// arrivals refused at the source (none for a closed population).
-fn open_figures(r: &ClientRow) -> Vec<Text<'static>> {
-    match (r.outstanding, r.refused_per_s) {
-        (Some(held), Some(refused)) => vec![
-            pair("outstanding", held.to_string()),
-            pair("refused", rate(refused)),
-        ],
-        _ => Vec::new(),
-    }
-}
+/// The runs table's column of a storm through chains.
+const TIERS: &str = "tiers: conc./calls";
 
-/// The last server row's figures.
-fn server_figures(row: Option<&ServerRow>) -> Vec<Text<'static>> {
-    let Some(r) = row else {
-        return vec![Text::raw("waiting for the first report...")];
-    };
-    let mut lines = vec![
-        pair(
-            "concurrency",
-            format!("{} (max {})", r.concurrency, r.max_concurrency),
-        ),
-        pair(
-            "delay",
-            format_delay(Duration::from_secs_f64(r.last_delay_ms.max(0.0) / 1e3)),
-        ),
-        pair("completed", rate(r.completed_per_s)),
-        pair("abandoned", rate(r.abandoned_per_s)),
-        pair("shed", rate(r.shed_per_s)),
-    ];
-    if let (Some(queue), Some(max), Some(busy)) = (r.queue, r.max_queue, r.busy) {
-        lines.push(pair("queue", format!("{queue} (max {max})")));
-        lines.push(pair("busy", busy.to_string()));
+/// A run's tiers in the runs table, from the client's side inward: each
+/// one's concurrency and calls in flight (`-` where it has not reported).
+fn tiers_cell(run: &RunState) -> String {
+    let tiers: Vec<String> = run
+        .tiers
+        .iter()
+        .map(|t| {
+            let figure = |n: Option<u64>| n.map_or("-".to_string(), |n| n.to_string());
+            let concurrency = figure(t.server.last().map(|r| r.concurrency));
+            let calls = figure(t.calls.last().map(|r| r.outstanding.unwrap_or(0)));
+            format!("{concurrency}/{calls}")
+        })
+        .collect();
+    if tiers.is_empty() {
+        "-".into()
+    } else {
+        tiers.join(" ")
     }
-    for (name, v) in [
-        ("refused", r.refused_per_s),
-        ("limited", r.limited_per_s),
-        ("rejected", r.rejected_per_s),
-        ("dropped", r.dropped_per_s),
-        ("failed", r.failed_per_s),
-    ] {
-        if let Some(v) = v {
-            lines.push(pair(name, rate(v)));
-        }
-    }
-    if let Some(limit) = r.limit {
-        lines.push(pair("limit", limit.to_string()));
-    }
-    lines.push(pair("held for gone", r.abandoned_held.to_string()));
-    lines
-}
-
-/// A storm run's last interval and its verdict so far.
-fn storm_figures(board: &Board, run: usize, look: Look, now_ms: u64) -> Vec<Text<'static>> {
-    let state = &board.runs[run];
-    let mut lines = Vec::new();
-    if let Some(r) = state.client.last() {
-        lines.push(pair("OK", rate(r.ok_per_s)));
-        lines.push(pair("errors", rate(r.errors_per_s)));
-        lines.push(pair("timeouts", rate(r.timeouts_per_s)));
-        lines.push(pair("retries", rate(r.retries_per_s)));
-        lines.push(pair("latency p50", latency(r.p50_ms)));
-        lines.push(pair("latency p99", latency(r.p99_ms)));
-        lines.push(pair("latency max", latency(r.max_ms)));
-        lines.extend(open_figures(r));
-    }
-    if let Some(r) = state.server.last() {
-        lines.push(pair("concurrency", r.concurrency.to_string()));
-        if let Some(queue) = r.queue {
-            lines.push(pair("queue", queue.to_string()));
-        }
-    }
-    let Some(v) = verdict(board, run, now_ms) else {
-        return lines;
-    };
-    let f = &v.figures;
-    let style = match v.tone {
-        Tone::Good => look.good(),
-        Tone::Bad => look.bad(),
-        Tone::Open => look.strong(),
-    };
-    lines.push(Text::raw(""));
-    lines.push(Text::styled("verdict so far", look.strong()));
-    lines.push(Text::styled(v.headline, style));
-    lines.push(pair("baseline", format!("{:.1} OK/s", f.baseline_ok_per_s)));
-    lines.push(pair("peak conc.", f.peak_concurrency.to_string()));
-    lines.push(pair(
-        "amplification",
-        f.amplification.map_or("-".into(), |a| format!("{a:.2}")),
-    ));
-    lines.push(pair("p99 before", latency(f.p99_before_ms)));
-    lines.push(pair("p99 after", latency(f.p99_after_ms)));
-    lines.push(pair("wasted", f.wasted.to_string()));
-    lines
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::counts::ServerCounts;
+    use crate::report::rows::{ClientRow, ServerRow, ServerState};
     use crate::report::status::Status;
     use crate::view::feed::{Feed, Phase, Plan};
     use ratatui::Terminal;
@@ -517,5 +401,100 @@ mod tests {
         let text = screen(&board, 120, 40);
         assert!(text.contains("exponential: attempts per second"), "{text}");
         assert!(!text.contains("fixed: attempts per second"), "{text}");
+    }
+
+    fn server_row(concurrency: u64) -> ServerRow {
+        let state = ServerState {
+            concurrency,
+            ..ServerState::default()
+        };
+        let counts = ServerCounts::default();
+        let second = Duration::from_secs(1);
+        ServerRow::new(counts, second, state, 11_000, second)
+    }
+
+    /// A tier's row of its calls: `ok` calls a second, 3 in flight, one
+    /// caller gone a second.
+    fn calls_row(ok: f64) -> ClientRow {
+        ClientRow {
+            ok_per_s: ok,
+            requests_per_s: ok + 2.0,
+            gave_up_per_s: 2.0,
+            outstanding: Some(3),
+            refused_per_s: Some(0.0),
+            gone_per_s: Some(1.0),
+            ..storm().runs[0].client[0].clone()
+        }
+    }
+
+    #[test]
+    fn a_tier_run_by_hand_shows_its_calls_beside_its_server() {
+        let no = |_: &Board, _: usize| String::new();
+        let mut board = Board::new(
+            Setup::Server {
+                title: "listening on http://127.0.0.1:8071/api: ..., then calls ...".into(),
+                interval: Duration::from_secs(1),
+            },
+            10_000,
+        );
+        let status = Status::ServerRow(server_row(7));
+        board.apply(Feed::Status { run: 0, status }, no);
+        let plain = screen(&board, 120, 40);
+        assert!(plain.contains("concurrency   7") && !plain.contains("calls inward"));
+        let status = Status::CallRow(calls_row(95.0));
+        board.apply(Feed::Status { run: 0, status }, no);
+        let text = screen(&board, 120, 40);
+        for figure in [
+            "concurrency   7",
+            "calls inward",
+            "calls         97.00/s",
+            "OK            95.00/s",
+            "failed        2.00/s",
+            "in flight     3",
+            "callers gone  1.00/s",
+        ] {
+            assert!(text.contains(figure), "{figure}: {text}");
+        }
+    }
+
+    #[test]
+    fn a_storm_through_a_chain_shows_each_tiers_concurrency_and_calls() {
+        let mut board = storm();
+        assert!(!screen(&board, 120, 40).contains("tiers:"));
+        let no = |_: &Board, _: usize| String::new();
+        for (tier, concurrency) in [(1, 12), (2, 4)] {
+            let status = Status::ServerRow(server_row(concurrency));
+            board.apply(
+                Feed::Tier {
+                    run: 0,
+                    tier,
+                    status,
+                },
+                no,
+            );
+        }
+        let status = Status::CallRow(calls_row(95.0));
+        board.apply(
+            Feed::Tier {
+                run: 0,
+                tier: 1,
+                status,
+            },
+            no,
+        );
+        let text = screen(&board, 140, 50);
+        // The runs table: tier 1 with 3 calls in flight, tier 2 not yet
+        // reporting its calls; a run without tiers.
+        assert!(text.contains("tiers: conc./calls"), "{text}");
+        assert!(text.contains("12/3 4/-"), "{text}");
+        // The selected run's figures, each tier's.
+        for figure in [
+            "tier 1        concurrency 12",
+            "calls         95.0 OK/s, 2.0 failed/s",
+            "in flight     3, callers gone 1.0/s",
+            "tier 2        concurrency 4",
+        ] {
+            assert!(text.contains(figure), "{figure}: {text}");
+        }
     }
 }

@@ -91,6 +91,16 @@ pub enum Feed {
         /// The line.
         status: Status,
     },
+    /// A status line of a tier of a storm's run `run`: its server's rows
+    /// and its calls'.
+    Tier {
+        /// Which run.
+        run: usize,
+        /// Which tier, from 1: the client's side first.
+        tier: usize,
+        /// The line.
+        status: Status,
+    },
     /// A storm's batch of runs side by side starts: its clients start now.
     Batch {
         /// Which batch, from 0.
@@ -134,23 +144,35 @@ impl Watch {
         RunWatch {
             watch: self.clone(),
             run,
+            tier: None,
         }
     }
 }
 
-/// The watch of one run.
+/// The watch of one run, or of one of its tiers.
 #[derive(Debug, Clone)]
 pub struct RunWatch {
     watch: Watch,
     run: usize,
+    tier: Option<usize>,
 }
 
 impl RunWatch {
-    /// Sends one of the run's status lines.
+    /// The watch of the run's tier `tier` (from 1, the client's side
+    /// first): its status lines go to the view as that tier's.
+    pub fn tier(&self, tier: usize) -> RunWatch {
+        RunWatch {
+            tier: Some(tier),
+            ..self.clone()
+        }
+    }
+
+    /// Sends one of the run's (or its tier's) status lines.
     pub fn status(&self, status: &Status) {
-        self.watch.send(Feed::Status {
-            run: self.run,
-            status: status.clone(),
+        let (run, status) = (self.run, status.clone());
+        self.watch.send(match self.tier {
+            None => Feed::Status { run, status },
+            Some(tier) => Feed::Tier { run, tier, status },
         });
     }
 }

@@ -4,7 +4,7 @@
 //! for the phase the run is in.
 
 use super::feed::Phase;
-use super::state::{Batch, RunState};
+use super::state::{Batch, Board, RunState};
 use crate::report::verdict::{Figures, RECOVERED_SHARE, figures};
 
 /// How a verdict so far reads.
@@ -114,6 +114,12 @@ pub fn forming(run: &RunState, batch: &Batch, now_ms: u64) -> Forming {
     }
 }
 
+/// A run's verdict so far, for a storm; none for a program.
+pub fn verdict(board: &Board, run: usize, now_ms: u64) -> Option<Forming> {
+    let batch = board.batch.as_ref()?;
+    Some(forming(board.runs.get(run)?, batch, now_ms))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -148,7 +154,7 @@ mod tests {
         RunState {
             name: "fixed".into(),
             client: ClientRow::each_second(ok),
-            server: Vec::new(),
+            ..RunState::default()
         }
     }
 

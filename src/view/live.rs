@@ -25,8 +25,9 @@ use ratatui::backend::CrosstermBackend;
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use ratatui::layout::Rect;
 
-use super::draw::{draw, verdict};
+use super::draw::draw;
 use super::feed::{Feed, Setup, Watch};
+use super::forming::verdict;
 use super::state::Board;
 use super::style::Look;
 use super::terminal;

@@ -7,8 +7,8 @@
 //! - [`feed`]: what the view is told;
 //! - [`state`]: what it keeps and derives (origins, shaded spans, time
 //!   left), and [`forming`]: a storm run's verdict as it forms;
-//! - [`charts`], [`draw`] and [`style`]: the screen, with a marker of its
-//!   own for every series so that `NO_COLOR` loses nothing;
+//! - [`charts`], [`draw`], [`figures`] and [`style`]: the screen, with a
+//!   marker of its own for every series so that `NO_COLOR` loses nothing;
 //! - [`terminal`]: raw mode, the alternate screen, the program's output
 //!   held meanwhile, and the terminal restored whatever happens;
 //! - [`live`]: the thread, its keys, and how `q` stops the program;
@@ -17,6 +17,7 @@
 pub mod charts;
 pub mod draw;
 pub mod feed;
+pub mod figures;
 pub mod forming;
 pub mod live;
 pub mod progress;

@@ -6,6 +6,7 @@
 
 pub mod pty;
 pub mod running;
+pub mod scrape;
 pub mod virtual_time;
 
 use std::io::{BufRead, BufReader, Read};

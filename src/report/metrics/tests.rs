@@ -1,8 +1,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::*;
-use crate::model::server::PoolModel;
+use crate::model::outcome::{AttemptRecord, Outcome, RequestRecord};
+use crate::model::server::{PoolModel, ServerConfig, Shape};
+use crate::model::service::{Exit, Gauges, Refusal};
 use crate::policy::defence::{LimiterConfig, LimiterKind};
 use crate::report::counts::{ClientRecorder, Interval, ServerCounts};
 
@@ -411,4 +414,71 @@ fn the_prometheus_format_names_counters_by_their_samples_and_has_no_unit_or_eof(
     for line in text.lines().filter(|l| l.ends_with(" counter")) {
         assert!(line.ends_with("_total counter"), "{line}");
     }
+}
+
+#[test]
+fn a_tier_labels_every_series_and_a_plain_server_or_client_carries_no_label() {
+    let config = pool_with_limiter();
+    // A server that calls nothing serves its metrics as they are.
+    let plain = ServerExposition::plain(&config);
+    assert!(plain.calls.is_none());
+    assert_eq!(plain.render(), ServerMetrics::new(&config).render());
+    assert!(!plain.render().contains("tier=") && !ClientMetrics::new().render().contains("tier="));
+    assert!(!ClientMetrics::new().render().contains("callers_gone"));
+
+    let tier = ServerExposition::tier(&config, "edge");
+    tier.server.admitted();
+    tier.server.refused(Refusal::Shed);
+    let recorder = ClientRecorder::with_metrics(tier.calls.clone());
+    for outcome in [Outcome::Error, Outcome::Ok] {
+        recorder.attempt_started();
+        recorder.attempt_finished(attempt(outcome, outcome == Outcome::Ok, ms(5)));
+    }
+    recorder.session_arrived();
+    recorder.session_arrived();
+    recorder.caller_gone();
+    let text = tier.render();
+    assert_eq!(text.matches("# EOF").count(), 1, "{text}");
+    let s = samples(&text);
+    // Every series, the server's and the calls', carries the label first.
+    for key in s.keys() {
+        let (_, labels) = key.split_once('{').unwrap_or_else(|| panic!("{key}"));
+        assert!(labels.starts_with("tier=\"edge\""), "{key}");
+    }
+    let at = |key: &str| s.get(key).unwrap_or_else(|| panic!("no {key}")).as_str();
+    let t = "tier=\"edge\"";
+    assert_eq!(
+        at(&format!("retry_storm_server_admitted_total{{{t}}}")),
+        "1"
+    );
+    assert_eq!(at(&format!("retry_storm_server_shed_total{{{t}}}")), "1");
+    let c = "retry_storm_client_";
+    assert_eq!(at(&format!("{c}attempts_total{{{t},outcome=\"ok\"}}")), "1");
+    assert_eq!(
+        at(&format!("{c}attempts_total{{{t},outcome=\"error\"}}")),
+        "1"
+    );
+    assert_eq!(at(&format!("{c}retries_total{{{t}}}")), "1");
+    assert_eq!(at(&format!("{c}outstanding{{{t}}}")), "2");
+    assert_eq!(at(&format!("{c}callers_gone_total{{{t}}}")), "1");
+    // The server's families, then the calls' (the client's and one of a
+    // tier's own), each once.
+    let families: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .collect();
+    let server = ServerMetrics::new(&config).render();
+    let client = ClientMetrics::new().render();
+    let mut expected: Vec<&str> = [&server, &client]
+        .into_iter()
+        .flat_map(|t| t.lines().filter_map(|l| l.strip_prefix("# TYPE ")))
+        .collect();
+    expected.push("retry_storm_client_callers_gone counter");
+    assert_eq!(families, expected);
+    // A name that needs escaping is escaped.
+    let quoted = ServerExposition::tier(&config, "a \"b\"").render();
+    assert!(
+        quoted.contains("retry_storm_server_admitted_total{tier=\"a \\\"b\\\"\"} 0"),
+        "{quoted}"
+    );
 }

@@ -507,3 +507,54 @@ async fn two_shards_of_open_traffic_take_the_one_streams_arrivals_and_merge() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A chain through the storm, its tier 1 stopped: the runs of its shards
+/// merge into the summaries one process makes, every layer's figures and
+/// files included.
+#[test]
+fn a_chains_runs_in_shards_merge_into_its_summaries() {
+    let dir = temp_dir("chain-runs");
+    let scenario = dir.join("chain.toml");
+    std::fs::write(
+        &scenario,
+        r#"
+seed = 5
+[protocol]
+warmup = "10s"
+pause = "5s"
+observe = "20s"
+report_interval = "2s"
+tail = "0s"
+
+[[case]]
+name = "chain"
+client = "--strategy full-jitter --max-attempts 3 --clients 200"
+pause = 1
+[[case.tier]]
+server = "--base-delay 5ms --propagate-deadline"
+client = "--strategy full-jitter --max-attempts 2 --timeout 1s"
+"#,
+    )
+    .unwrap();
+    let run = |out: &Path, shard: Option<&str>| {
+        let mut args = vec!["run", path(&scenario), "--engine", "sim", "--runs", "3"];
+        args.extend(["--quiet", "--out", path(out)]);
+        if let Some(s) = shard {
+            args.extend(["--shard", s]);
+        }
+        storm(&args, &[]);
+    };
+    let whole = dir.join("whole");
+    run(&whole, None);
+    let shards = [dir.join("a"), dir.join("b")];
+    run(&shards[0], Some("0/2"));
+    run(&shards[1], Some("1/2"));
+    let merged = merged_like(&dir, &shards, &whole, &["summary.json", "summary.md"]);
+    assert!(merged.join("chain.run2.tier-1.calls.csv").exists());
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(merged.join("summary.json")).unwrap())
+            .unwrap();
+    let tiers = summary["cases"][0]["tiers"].as_array().unwrap();
+    assert_eq!(tiers.len(), 2, "tier 1 and the backend");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -541,3 +541,91 @@ async fn a_tier_serves_its_calls_beside_its_server_every_series_labelled() {
     assert!(calls("callers_gone_total") <= 5);
     let _ = (stop_tier.send(()), stop_backend.send(()));
 }
+
+/// A chain through an outage of its backend: retrying at both layers, and
+/// at neither.
+const OUTAGE: &str = r#"
+seed = 11
+[protocol]
+warmup = "20s"
+pause = "20s"
+observe = "30s"
+report_interval = "5s"
+tail = "0s"
+
+[[case]]
+name = "retry-everywhere"
+client = "--strategy fixed --clients 500"
+[[case.tier]]
+server = "--base-delay 5ms"
+client = "--strategy fixed --max-attempts 3 --timeout 1s"
+
+[[case]]
+name = "no-retries"
+client = "--strategy fixed --max-attempts 1 --clients 500"
+[[case.tier]]
+server = "--base-delay 5ms"
+client = "--strategy fixed --max-attempts 1 --timeout 1s"
+"#;
+
+/// Each case's verdict and amplification through the outage on `engine`.
+fn outage_storm(engine: &str) -> Vec<(String, bool, f64)> {
+    let dir = common::temp_dir(&format!("chain-outage-{engine}"));
+    let file = dir.join("outage.toml");
+    std::fs::write(&file, OUTAGE).unwrap();
+    let out = dir.join("out");
+    let ran = std::process::Command::new(STORM)
+        .args([
+            "run",
+            file.to_str().unwrap(),
+            "--quick",
+            "--engine",
+            engine,
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        ran.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    let verdicts = common::summary_json(&out)["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["case"].as_str().unwrap().to_string(),
+                r["recovered"].as_bool().unwrap(),
+                r["amplification"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    std::fs::remove_dir_all(&dir).unwrap();
+    verdicts
+}
+
+#[test]
+fn real_and_virtual_chains_reach_the_same_verdicts_through_an_outage() {
+    let _one = common::one_at_a_time();
+    let real = outage_storm("real");
+    let virtual_time = outage_storm("sim");
+    let verdicts = |runs: &[(String, bool, f64)]| -> Vec<(String, bool)> {
+        runs.iter().map(|(c, r, _)| (c.clone(), *r)).collect()
+    };
+    // Retries at both layers never come back; no retries at all do.
+    assert_eq!(
+        verdicts(&virtual_time),
+        [
+            ("retry-everywhere".to_string(), false),
+            ("no-retries".to_string(), true)
+        ]
+    );
+    assert_eq!(verdicts(&real), verdicts(&virtual_time));
+    // The client's attempts per request from the stop on, within 10 %.
+    for ((case, _, r), (_, _, v)) in real.iter().zip(&virtual_time) {
+        assert!((r - v).abs() <= 0.1 * v, "{case}: real {r}, virtual {v}");
+    }
+}

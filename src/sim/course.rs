@@ -237,7 +237,7 @@ impl Course {
             Event::CallDue(..) | Event::CallDeadline(..) | Event::CallSyn(..) => {
                 engine.call_event(event, now);
             }
-            Event::TierTick(t) => self.tiers[t as usize].tick(engine, t as usize, now),
+            Event::TierTick(t) => self.tier_tick(t as usize, now),
             Event::ClientTick => {
                 self.reporter.report(
                     &engine.client.recorder,
@@ -270,6 +270,12 @@ impl Course {
                 self.engine.resume(now);
             }
         }
+    }
+
+    /// Tier `t`'s report tick at `now`.
+    #[inline(never)]
+    fn tier_tick(&mut self, t: usize, now: Duration) {
+        self.tiers[t].tick(&mut self.engine, t, now);
     }
 
     /// Writes the server's row of the interval ending at `now`, and

@@ -1,13 +1,15 @@
 //! A stopped tier of a service chain in virtual time: it reads nothing,
 //! makes no call and answers nothing until it resumes, then reads the
-//! answers its calls were given meanwhile; and runs of a chain made from
-//! a shared warm-up are the runs made from the start.
+//! answers its calls were given meanwhile; runs of a chain made from a
+//! shared warm-up are the runs made from the start; and a chain of every
+//! kind of caller and server holds together through a stop.
 
 mod common;
 
 use std::time::Duration;
 
 use common::virtual_time::{NEITHER, Propagate, chain, tier};
+use retry_storm::report::summary::ClientSummary;
 use retry_storm::sim::{self, Pause, SimConfig, SimOutcome, WarmedUp};
 
 fn secs(n: u64) -> Duration {
@@ -199,5 +201,158 @@ fn runs_of_a_chain_from_a_shared_warm_up_are_the_runs_from_the_start() {
             assert!(alone.client.totals.tally.timeouts > 0, "{pause} s");
             assert!(alone.tiers[1].expired > 0, "{pause} s");
         }
+    }
+}
+
+/// Hedging users (or open traffic's sessions) through a pool tier with
+/// CoDel whose calls retry under a budget, then a tier whose calls follow
+/// the AWS adaptive mode (its rate limiter, on from the first 429, makes
+/// attempts wait for tokens), to a backend that sheds with 429; the inner
+/// tier stopped from 10 s to 18 s.
+fn tangle(open: bool) -> SimConfig {
+    let mut user = vec![
+        "--lambda",
+        "0.5",
+        "--timeout",
+        "800ms",
+        "--hedge-delay",
+        "100ms",
+        "--hedge-max-attempts",
+        "3",
+        "--duration",
+        "40s",
+        "--seed",
+        "41",
+    ];
+    if open {
+        user.extend(["--arrival-rate", "150", "--session-requests", "2"]);
+    } else {
+        user.extend([
+            "--clients",
+            "200",
+            "--ramp-up",
+            "1s",
+            "--report-interval",
+            "5s",
+        ]);
+    }
+    let pool = [
+        "--model",
+        "pool",
+        "--workers",
+        "10",
+        "--service-time",
+        "20ms",
+        "--queue",
+        "50",
+        "--queue-timeout",
+        "codel",
+        "--seed",
+        "42",
+    ];
+    let adaptive = [
+        "--strategy",
+        "aws-adaptive",
+        "--timeout",
+        "300ms",
+        "--seed",
+        "43",
+    ];
+    let curve = ["--base-delay", "30ms", "--on-disconnect", "cancel"];
+    let budget = [
+        "--strategy",
+        "fixed",
+        "--max-attempts",
+        "3",
+        "--throttle",
+        "budget",
+        "--timeout",
+        "200ms",
+        "--seed",
+        "44",
+    ];
+    let both = Propagate {
+        deadline: true,
+        cancel: true,
+    };
+    let deadline = Propagate {
+        deadline: true,
+        cancel: false,
+    };
+    let backend = [
+        "--base-delay",
+        "50ms",
+        "--shed-above",
+        "40",
+        "--shed-status",
+        "429",
+        "--backlog",
+        "16",
+    ];
+    let mut config = chain(
+        &user,
+        vec![
+            tier(&pool, &budget, both),
+            tier(&curve, &adaptive, deadline),
+        ],
+        &backend,
+    );
+    config.paused = Some(1);
+    config.pauses = vec![Pause {
+        at: secs(10),
+        length: secs(8),
+    }];
+    config
+}
+
+#[test]
+fn a_chain_of_every_kind_of_caller_and_server_holds_together_through_a_stop() {
+    for open in [false, true] {
+        let config = tangle(open);
+        let out = sim::run(&config).unwrap();
+        // The same seed, the same run.
+        assert_eq!(tiers(&out), tiers(&sim::run(&config).unwrap()));
+        let t = &out.client.totals.tally;
+        // The outer tier bounds its calls by the users' deadlines: they
+        // see its 504s, not their own timeouts.
+        assert!(t.ok > 1000 && t.cancelled > 0 && t.errors > 0, "{t:?}");
+        // What a layer sent (ended, or in flight at the end) reaches the
+        // next server, or waits in its backlog at the end, or lost its
+        // SYN.
+        let sent = |summary: &ClientSummary| {
+            let in_flight = summary.rows.last().map_or(0, |row| row.in_flight);
+            summary.totals.tally.sent() + in_flight
+        };
+        let sent = [
+            sent(&out.client),
+            sent(&out.tiers[0].calls),
+            sent(&out.tiers[1].calls),
+        ];
+        let received = [
+            out.tiers[0].received,
+            out.tiers[1].received,
+            out.server.completed + out.server.abandoned + out.server.shed + out.server.in_flight,
+        ];
+        for (layer, (sent, received)) in sent.iter().zip(received).enumerate() {
+            assert!(
+                received <= *sent && received > 0,
+                "layer {layer}: {sent} {received}"
+            );
+        }
+        let (outer, inner) = (&out.tiers[0], &out.tiers[1]);
+        // The outer tier's calls wait for the stopped inner one, and its
+        // hedged callers go: both tiers cancel calls of gone callers.
+        assert!(outer.cancelled_calls > 0 && outer.calls.totals.tally.timeouts > 0);
+        assert!(inner.expired > 0, "the inner tier reads deadlines passed");
+        assert!(outer.work_for_gone_callers > 0 && inner.work_for_gone_callers > 0);
+        // The outer tier's budget lets few retries go. The backend sheds
+        // with 429, and the inner tier's calls then wait for tokens: some
+        // wait past their caller's deadline and end before any attempt.
+        let calls = outer.calls.totals.tally;
+        assert!(calls.retries * 5 < calls.started * 2, "{calls:?}");
+        assert!(out.server.shed > 0);
+        let calls = inner.calls.totals.tally;
+        let ended: u64 = calls.attempts_per_request.iter().sum();
+        assert!(ended > calls.started + 100, "{calls:?}");
     }
 }

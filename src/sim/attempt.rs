@@ -189,9 +189,11 @@ impl Engine {
             Delivery::Dropped => {
                 let backoff = SYN_TIMEOUT * (1u32 << tries.min(16));
                 self.push(now + backoff, syn_event::<C>(l, id));
+                // The deadline goes with the request only to a tier.
+                let to_tier = l < self.tiers.len();
                 State::Connecting {
                     tries: tries + 1,
-                    deadline: nanos(deadline),
+                    deadline: if to_tier { nanos(deadline) } else { 0 },
                 }
             }
             Delivery::Refused(why) => {

@@ -96,7 +96,6 @@ impl TierReport {
     }
 
     /// Tier `t`'s report tick at `now`: missed while it is stopped.
-    #[inline(never)]
     pub(super) fn tick(&mut self, engine: &mut Engine, t: usize, now: Duration) {
         if engine.tiers[t].host.is_stopped() {
             self.missed = true;

@@ -3,15 +3,14 @@
 //! runs that differ only in that pause's length and their own length go
 //! on.
 //!
-//! Up to the instant the paused server (the backend, or a tier) is stopped
-//! nothing depends on either (the
-//! pause's end is queued when it starts, the run's end is only compared
-//! with), so such runs are the same to the event until then; and while
-//! the server is stopped, a run resuming later goes the same way as one
-//! resuming sooner until that one resumes. A sweep tries one seed at a
-//! dozen pauses or more: it makes the warm-up once, and goes on through a
-//! pause from where the last run made left it, if that run resumed no
-//! later.
+//! Up to the instant the paused server (the backend, or a tier) is
+//! stopped nothing depends on either (the pause's end is queued when it
+//! starts, the run's end is only compared with), so such runs are the
+//! same to the event until then; and while the server is stopped, a run
+//! resuming later goes the same way as one resuming sooner until that one
+//! resumes. A sweep tries one seed at a dozen pauses or more: it makes the
+//! warm-up once, and goes on through a pause from where the last run made
+//! left it, if that run resumed no later.
 
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -237,7 +236,7 @@ impl Course {
             Event::CallDue(..) | Event::CallDeadline(..) | Event::CallSyn(..) => {
                 engine.call_event(event, now);
             }
-            Event::TierTick(t) => self.tiers[t as usize].tick(engine, t as usize, now),
+            Event::TierTick(t) => self.tier_tick(t as usize, now),
             Event::ClientTick => {
                 self.reporter.report(
                     &engine.client.recorder,
@@ -270,6 +269,12 @@ impl Course {
                 self.engine.resume(now);
             }
         }
+    }
+
+    /// Tier `t`'s report tick at `now`.
+    #[inline(never)]
+    fn tier_tick(&mut self, t: usize, now: Duration) {
+        self.tiers[t].tick(&mut self.engine, t, now);
     }
 
     /// Writes the server's row of the interval ending at `now`, and

@@ -85,6 +85,7 @@ impl Engine {
     }
 
     /// A retransmitted SYN of attempt `id` of layer `l` arrives.
+    #[inline(always)]
     pub(super) fn retry_connect(
         &mut self,
         l: usize,
@@ -187,6 +188,7 @@ impl Engine {
 
     /// The server layer `l` calls answers attempt `id` as it left the
     /// server's model.
+    #[inline(always)]
     pub(super) fn answer<const C: bool>(
         &mut self,
         l: usize,

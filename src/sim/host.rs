@@ -187,6 +187,7 @@ impl<T: Request> Host<T> {
 
     /// A request arrives at `now`, on a connection from the pool
     /// (`pooled`) or a new one.
+    #[inline]
     pub fn send(&mut self, now: Duration, request: T, pooled: bool) -> Delivery {
         if !self.stopped {
             return self.read(now, request);

@@ -11,14 +11,16 @@ use super::generate::GenerateArgs;
 use super::refusal::refuse_strays;
 use super::report::ReportArgs;
 use super::runtime::RuntimeArgs;
-use super::service::ServiceArgs;
+use super::service::{Service, ServiceArgs};
 use super::tier::TierArgs;
 use super::values::{
     duration, growth_factor, positive, positive_duration, probability, time_scale, timer_resolution,
 };
 use super::view::ViewArgs;
 use crate::model::latency::LatencyModel;
-use crate::model::server::{Failing, OnDisconnect, ServerConfig, Shedding};
+use crate::model::server::{
+    Failing, OnDisconnect, PoolModel, QueueKind, ServerConfig, Shape, Shedding,
+};
 use crate::net::server::default_backlog;
 
 impl ValueEnum for OnDisconnect {
@@ -161,6 +163,33 @@ pub struct ServerArgs {
 }
 
 impl ServerArgs {
+    /// Refuses what a pool waiting in the listen backlog does not model: a
+    /// server that sees a request only when a worker accepts its
+    /// connection has no door in front of the queue for a defence to
+    /// stand at, and a sync worker neither checks the connection before
+    /// it works nor calls anything inward while it holds no worker.
+    fn refuse_with_backlog(&self, service: &Service) -> Result<(), String> {
+        let given = [
+            ("--shed-above", self.shed_above.is_some()),
+            ("--limiter", service.limiter.is_some()),
+            ("--admission-control", service.admission.is_some()),
+            ("--fail-rate", self.fail_rate.is_some()),
+            ("--call", self.tier.call.is_some()),
+            (
+                "--on-disconnect cancel",
+                self.on_disconnect == OnDisconnect::Cancel,
+            ),
+        ];
+        match given.iter().find(|(_, on)| *on) {
+            Some((flag, _)) => Err(format!(
+                "{flag} is not modelled with --queue backlog: its workers take each \
+                 connection from the kernel's accept queue and serve its request whatever \
+                 became of the client (use an application queue, --queue K)"
+            )),
+            None => Ok(()),
+        }
+    }
+
     /// Checks the flags together and builds the server's configuration.
     pub fn config(&self) -> Result<ServerConfig, clap::Error> {
         let conflict = |msg: &str| Self::command().error(ErrorKind::ArgumentConflict, msg);
@@ -214,6 +243,16 @@ impl ServerArgs {
             "a failing backend (--fail-rate)",
         )
         .map_err(|msg| conflict(&msg))?;
+        if matches!(
+            service.shape,
+            Shape::Pool(PoolModel {
+                kind: QueueKind::Backlog,
+                ..
+            })
+        ) {
+            self.refuse_with_backlog(&service)
+                .map_err(|msg| conflict(&msg))?;
+        }
         let seed = self.seed.unwrap_or_else(rand::random);
         let mut call = self.tier.call(seed).map_err(|msg| conflict(&msg))?;
         if let Some(call) = &mut call {
@@ -337,6 +376,7 @@ mod tests {
                 service_time: ms(100),
                 distribution: ServiceDistribution::Exponential,
                 queue: 1000,
+                kind: QueueKind::Application,
                 codel: None,
                 lifo: None,
             })
@@ -399,6 +439,42 @@ mod tests {
             ])
             .is_ok()
         );
+    }
+
+    #[test]
+    fn a_pool_may_wait_in_the_listen_backlog_and_then_takes_no_defence() {
+        let s = server(&["--model", "pool", "--queue", "backlog", "--backlog", "1000"]).unwrap();
+        let Shape::Pool(p) = s.shape else {
+            panic!("a pool: {:?}", s.shape);
+        };
+        assert_eq!(
+            (p.kind, p.workers, s.backlog),
+            (QueueKind::Backlog, 20, 1000)
+        );
+        assert!(s.waits_in_backlog());
+        let s = server(&["--model", "pool", "--queue", "7"]).unwrap();
+        assert!(!s.waits_in_backlog());
+        assert!(matches!(s.shape, Shape::Pool(p) if p.queue == 7));
+        for flag in [
+            &["--queue-timeout", "codel"][..],
+            &["--lifo", "adaptive"],
+            &["--limiter", "aimd"],
+            &["--admission-control"],
+            &["--shed-above", "5"],
+            &["--fail-rate", "0.5"],
+            &["--call", "http://127.0.0.1:1/api"],
+            &["--on-disconnect", "cancel"],
+        ] {
+            let mut args = vec!["--model", "pool", "--queue", "backlog"];
+            args.extend_from_slice(flag);
+            let err = server(&args).expect_err("refused with --queue backlog");
+            assert!(
+                err.to_string().contains(flag[0]) && err.to_string().contains("backlog"),
+                "{flag:?}: {err}"
+            );
+        }
+        let err = server(&["--model", "pool", "--queue", "many"]).unwrap_err();
+        assert!(err.to_string().contains("backlog"), "{err}");
     }
 
     #[test]

@@ -8,7 +8,7 @@ use clap::{Args, ValueEnum};
 
 use super::refusal::refuse_strays;
 use super::values::{positive, positive_duration, ratio};
-use crate::model::server::{PoolModel, ServiceDistribution, Shape};
+use crate::model::server::{PoolModel, QueueKind, ServiceDistribution, Shape};
 use crate::policy::defence::{AdmissionConfig, CoDel, LimiterConfig, LimiterKind};
 
 /// The shapes a server can take.
@@ -64,6 +64,28 @@ pub enum LimiterArg {
     Vegas,
 }
 
+/// Where a pool's requests wait: `--queue K` or `--queue backlog`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueArg {
+    /// An application queue of this many places.
+    Places(u32),
+    /// The listen backlog.
+    Backlog,
+}
+
+/// Parses `--queue`: a number of places, or `backlog`.
+fn queue_arg(s: &str) -> Result<QueueArg, String> {
+    match s {
+        "backlog" => Ok(QueueArg::Backlog),
+        _ => s.parse().map(QueueArg::Places).map_err(|_| {
+            format!(
+                "expected a number of places (0 to {}) or `backlog`",
+                u32::MAX
+            )
+        }),
+    }
+}
+
 /// The server's shape and defences.
 #[derive(Debug, Args)]
 pub struct ServiceArgs {
@@ -83,10 +105,15 @@ pub struct ServiceArgs {
     /// Pool: how service times are drawn [default: exponential].
     #[arg(long, value_enum, value_name = "DIST", help_heading = "Shape")]
     pub service_distribution: Option<DistributionArg>,
-    /// Pool: most requests waiting for a worker; one more gets 503 at once
+    /// Pool: where requests wait for a worker. K: an application queue of
+    /// K places, every connection accepted at once and one more request
+    /// answered 503 (a thread-pool executor with a bounded queue).
+    /// `backlog`: the listen backlog (--backlog), a free worker accepting
+    /// the oldest connection, one request a connection, and connection
+    /// attempts beyond it dropped unanswered (gunicorn's sync workers)
     /// [default: 1000].
-    #[arg(long, value_name = "K", help_heading = "Shape")]
-    pub queue: Option<u32>,
+    #[arg(long, value_parser = queue_arg, value_name = "K|backlog", help_heading = "Shape")]
+    pub queue: Option<QueueArg>,
     /// Pool: drop requests that waited too long in the queue (503).
     #[arg(long, value_enum, value_name = "KIND", help_heading = "Defences")]
     pub queue_timeout: Option<QueueTimeoutArg>,
@@ -167,6 +194,19 @@ impl ServiceArgs {
             model,
             "--model",
         )?;
+        if self.queue == Some(QueueArg::Backlog) {
+            let queue_only = [
+                ("--queue-timeout", self.queue_timeout.is_some()),
+                ("--lifo", self.lifo.is_some()),
+            ];
+            if let Some((flag, _)) = queue_only.iter().find(|(_, given)| *given) {
+                return Err(format!(
+                    "{flag} does not apply to --queue backlog: the kernel's accept queue is \
+                     first in, first out and drops nothing for its age (it applies to an \
+                     application queue, --queue K)"
+                ));
+            }
+        }
         let codel = if self.queue_timeout.is_some() {
             "codel"
         } else {
@@ -235,7 +275,14 @@ impl ServiceArgs {
                     Some(DistributionArg::Exponential) => ServiceDistribution::Exponential,
                     None => pool.distribution,
                 },
-                queue: self.queue.unwrap_or(pool.queue),
+                queue: match self.queue {
+                    Some(QueueArg::Places(k)) => k,
+                    _ => pool.queue,
+                },
+                kind: match self.queue {
+                    Some(QueueArg::Backlog) => QueueKind::Backlog,
+                    _ => QueueKind::Application,
+                },
                 codel: self.queue_timeout.map(|_| CoDel {
                     target: self.codel_target.unwrap_or(defaults.target),
                     interval,

@@ -55,6 +55,39 @@ impl ServiceDistribution {
     }
 }
 
+/// Where a pool's requests wait for a worker. Named by the servers that
+/// work each way: they differ in what a client sees when the queue is
+/// full and in how long a gone client's request stays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum QueueKind {
+    /// A bounded queue in the application: every connection is accepted
+    /// at once and its request waits for a worker in a queue of
+    /// [`PoolModel::queue`] places, one more answered 503 at once (a
+    /// thread-pool executor with a bounded queue, as Java's
+    /// `ThreadPoolExecutor` or Jetty's `QueuedThreadPool` are).
+    #[default]
+    Application,
+    /// The kernel's listen backlog: a free worker accepts the oldest
+    /// waiting connection and reads its request, whether its client is
+    /// still there or not. At most `backlog + 1` connections wait (Linux's
+    /// accept queue); beyond them a connection attempt is dropped without
+    /// an answer, and the client's kernel retransmits its SYN after 1 s,
+    /// 3 s, 7 s... Each connection carries one request and is closed after
+    /// its answer. gunicorn's sync workers work this way, and so does a
+    /// Tomcat whose connections are all taken (`acceptCount`).
+    Backlog,
+}
+
+impl QueueKind {
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            QueueKind::Application => "application",
+            QueueKind::Backlog => "backlog",
+        }
+    }
+}
+
 /// A thread pool with a queue, and the defences that act on its queue.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PoolModel {
@@ -64,8 +97,12 @@ pub struct PoolModel {
     pub service_time: Duration,
     /// How service times are drawn.
     pub distribution: ServiceDistribution,
-    /// Most requests that may wait for a worker; one more is refused.
+    /// Most requests that may wait for a worker in an application queue;
+    /// one more is refused.
     pub queue: u32,
+    /// Where requests wait: an application queue of [`PoolModel::queue`]
+    /// places, or the listen backlog of [`ServerConfig::backlog`].
+    pub kind: QueueKind,
     /// The controlled-delay queue timeout, if on.
     pub codel: Option<CoDel>,
     /// Adaptive LIFO, if on: newest first while the queue has not been
@@ -82,6 +119,7 @@ impl Default for PoolModel {
             service_time: Duration::from_millis(100),
             distribution: ServiceDistribution::Exponential,
             queue: 1000,
+            kind: QueueKind::Application,
             codel: None,
             lifo: None,
         }
@@ -98,6 +136,16 @@ impl PoolModel {
             distribution: ServiceDistribution::Constant,
             queue,
             ..PoolModel::default()
+        }
+    }
+
+    /// `workers` serving exactly `service_time` each, their requests
+    /// waiting in the listen backlog: worked out by hand as
+    /// [`PoolModel::constant`] is.
+    pub fn backlog(workers: u32, service_time: Duration) -> Self {
+        PoolModel {
+            kind: QueueKind::Backlog,
+            ..PoolModel::constant(workers, service_time, 0)
         }
     }
 
@@ -303,6 +351,19 @@ impl ServerConfig {
         );
         let vegas = self.limiter.is_some_and(|l| l.kind == LimiterKind::Vegas);
         exponential_service || vegas || self.admission.is_some() || self.fail.is_some()
+    }
+
+    /// Whether requests wait in the listen backlog (a pool with
+    /// [`QueueKind::Backlog`]): the server then accepts a connection only
+    /// when a worker is free, and closes each after its answer.
+    pub fn waits_in_backlog(&self) -> bool {
+        matches!(
+            self.shape,
+            Shape::Pool(PoolModel {
+                kind: QueueKind::Backlog,
+                ..
+            })
+        )
     }
 
     /// Whether the server reports a pool's figures and its defences'

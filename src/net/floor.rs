@@ -51,9 +51,16 @@ where
     }
     let errors = AtomicU64::new(0);
     let count = lanes::count(threads);
-    server::accept_into_lanes(listener, &errors, shutdown, count, serve)
-        .await
-        .stop();
+    server::accept_into_lanes(
+        listener,
+        &errors,
+        shutdown,
+        count,
+        None,
+        move |stream, _| serve(stream),
+    )
+    .await
+    .stop();
     if signals::second_arrived() {
         signals::second();
     }

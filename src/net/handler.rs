@@ -14,6 +14,7 @@ use hyper::{Method, Request, Response, StatusCode, header};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
+use super::backlog::Worker;
 use super::model_actor::{Reply, ToModel};
 use super::tier::Caller;
 use crate::model::deadline::{GRPC_TIMEOUT_HEADER, decode_grpc_timeout};
@@ -82,6 +83,7 @@ impl Handler {
     pub(super) fn call(
         &self,
         req: Request<Incoming>,
+        worker: Option<Worker>,
     ) -> impl Future<Output = Result<Response<Full<Bytes>>, Infallible>> + use<> {
         let tier = self.tier.clone();
         let deadline = tier
@@ -95,7 +97,7 @@ impl Handler {
             Some(t) if t.expired(deadline) => {
                 Admission::Answer(plain(StatusCode::GATEWAY_TIMEOUT, "deadline exceeded\n"))
             }
-            _ => self.admit(&req),
+            _ => self.admit(&req, worker),
         };
         let shed = self.shed.clone();
         let pushback = self.pushback.clone();
@@ -146,8 +148,9 @@ impl Handler {
         }
     }
 
-    /// Routes a request: answered at once, or admitted into the model.
-    fn admit(&self, req: &Request<Incoming>) -> Admission {
+    /// Routes a request: answered at once, or admitted into the model
+    /// (with its connection's worker, for a pool waiting in the backlog).
+    fn admit(&self, req: &Request<Incoming>, worker: Option<Worker>) -> Admission {
         if req.uri().path() != API_PATH {
             return Admission::Answer(plain(StatusCode::NOT_FOUND, "not found\n"));
         }
@@ -162,7 +165,12 @@ impl Handler {
         let (reply, done) = oneshot::channel();
         if self
             .to_model
-            .send(ToModel::Admit { id, stamp, reply })
+            .send(ToModel::Admit {
+                id,
+                stamp,
+                reply,
+                worker,
+            })
             .is_err()
         {
             return Admission::Answer(plain(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n"));
@@ -215,6 +223,9 @@ fn refusal_body(why: Refusal) -> &'static str {
         Refusal::Limited => "overloaded: concurrency limit\n",
         Refusal::Rejected => "overloaded: denied by admission control\n",
         Refusal::Expired => "overloaded: timed out in the queue\n",
+        // Not sent: a pool waiting in the backlog accepts a connection only
+        // when a worker is free.
+        Refusal::Unaccepted => "overloaded: backlog full\n",
     }
 }
 

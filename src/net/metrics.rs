@@ -124,26 +124,32 @@ impl MetricsEndpoint {
         let task = tokio::spawn(async move {
             let errors = AtomicU64::new(0);
             let open = Arc::new(Semaphore::new(limits.max_connections));
-            accept_loop(listener, &errors, std::future::pending(), |stream| {
-                // Beyond the bound, the connection is dropped: closed.
-                let Ok(held) = open.clone().try_acquire_owned() else {
-                    return;
-                };
-                let metrics = metrics.clone();
-                tokio::spawn(async move {
-                    let service = service_fn(move |req| {
-                        let response = respond(&req, metrics.as_ref());
-                        async move { Ok::<_, Infallible>(response) }
+            accept_loop(
+                listener,
+                &errors,
+                std::future::pending(),
+                None,
+                |stream, _| {
+                    // Beyond the bound, the connection is dropped: closed.
+                    let Ok(held) = open.clone().try_acquire_owned() else {
+                        return;
+                    };
+                    let metrics = metrics.clone();
+                    tokio::spawn(async move {
+                        let service = service_fn(move |req| {
+                            let response = respond(&req, metrics.as_ref());
+                            async move { Ok::<_, Infallible>(response) }
+                        });
+                        // A scraper's errors end its connection, nothing more.
+                        let _ = http1::Builder::new()
+                            .timer(TokioTimer::new())
+                            .header_read_timeout(limits.header_read_timeout)
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await;
+                        drop(held);
                     });
-                    // A scraper's errors end its connection, nothing more.
-                    let _ = http1::Builder::new()
-                        .timer(TokioTimer::new())
-                        .header_read_timeout(limits.header_read_timeout)
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                    drop(held);
-                });
-            })
+                },
+            )
             .await;
         });
         Ok(MetricsEndpoint { addr: bound, task })

@@ -4,6 +4,7 @@
 //! the Prometheus metrics endpoint. Everything they compute comes from the
 //! model, policy and report layers below.
 
+mod backlog;
 mod balance;
 pub mod client;
 pub mod floor;

@@ -12,6 +12,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
+use super::backlog::{AcceptQueue, Worker};
 use super::timer::Alarm;
 use crate::model::server::{OnDisconnect, ServerConfig};
 use crate::model::service::{Exit, Refusal, Service, Ticket};
@@ -46,6 +47,9 @@ pub(super) enum ToModel {
         id: u64,
         stamp: Instant,
         reply: oneshot::Sender<Reply>,
+        /// The worker of a pool waiting in the backlog that accepted the
+        /// request's connection, given back when the request leaves.
+        worker: Option<Worker>,
     },
     /// The client of request `id` went away (sent in `cancel` mode only).
     Cancel { id: u64 },
@@ -66,6 +70,9 @@ pub(super) enum Reply {
 struct Pending {
     id: u64,
     reply: oneshot::Sender<Reply>,
+    /// Its worker, if the pool waits in the backlog: dropped (given back
+    /// to the accept loop) with the request when it leaves the model.
+    _worker: Option<Worker>,
 }
 
 /// Owns the service, the counters and the report.
@@ -87,6 +94,9 @@ pub(super) struct ModelActor {
     status: Option<StatusSink>,
     report_interval: Duration,
     quiet: bool,
+    /// The kernel's accept queue, where a pool waiting in the backlog
+    /// keeps its waiting requests.
+    accept_queue: Option<AcceptQueue>,
 }
 
 impl ModelActor {
@@ -113,7 +123,15 @@ impl ModelActor {
             status,
             report_interval: config.report_interval,
             quiet: config.quiet,
+            accept_queue: None,
         }
+    }
+
+    /// Reads the kernel's accept queue into the report, if given (a pool
+    /// waiting in the backlog, whose waiting requests are there).
+    pub(super) fn with_accept_queue(mut self, queue: Option<AcceptQueue>) -> Self {
+        self.accept_queue = queue;
+        self
     }
 
     /// Feeds `metrics` too, if given.
@@ -204,10 +222,20 @@ impl ModelActor {
 
     fn on_message(&mut self, msg: ToModel) {
         match msg {
-            ToModel::Admit { id, stamp, reply } => {
+            ToModel::Admit {
+                id,
+                stamp,
+                reply,
+                worker,
+            } => {
                 let at = stamp.saturating_duration_since(self.epoch);
+                let pending = Pending {
+                    id,
+                    reply,
+                    _worker: worker,
+                };
                 // What is due by then leaves first, freeing its place.
-                match self.service.admit(at, Pending { id, reply }) {
+                match self.service.admit(at, pending) {
                     Ok(ticket) => {
                         if let Some(tickets) = &mut self.tickets {
                             tickets.insert(id, ticket);
@@ -302,8 +330,15 @@ impl ModelActor {
     }
 
     fn report(&mut self, measured: Duration) {
-        let concurrency = self.service.concurrency();
-        let gauges = self.service.gauges();
+        let mut concurrency = self.service.concurrency();
+        let mut gauges = self.service.gauges();
+        // The requests waiting in the kernel are the queue, and in the
+        // server, as the virtual engine holds them.
+        if let Some(waiting) = self.accept_queue.as_ref().and_then(AcceptQueue::waiting) {
+            gauges.queue = waiting;
+            concurrency += waiting;
+            self.peak = self.peak.max(concurrency);
+        }
         let counts = std::mem::replace(
             &mut self.interval,
             ServerCounts::starting_at(concurrency, gauges.queue),

@@ -294,6 +294,11 @@ impl Pool {
             .map_err(Failure::of)?;
         let status = response.status();
         let headers = response.headers();
+        // A server that closes after its answer (one request a connection,
+        // as gunicorn's sync workers) says so: the connection is not kept.
+        let closing = headers
+            .get(header::CONNECTION)
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"close"));
         let hints = read_hints(
             status.as_u16(),
             |name| headers.get(name).and_then(|v| v.to_str().ok()),
@@ -304,7 +309,9 @@ impl Pool {
             .collect()
             .await
             .map_err(|e| Failure::Other(e.into()))?;
-        self.checkin(conn);
+        if !closing {
+            self.checkin(conn);
+        }
         Ok((status, hints))
     }
 

@@ -21,13 +21,15 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 
+use super::backlog::AcceptQueue;
+pub use super::backlog::{Worker, Workers};
 use super::handler::Handler;
 use super::lanes::{self, Lanes};
 pub use super::model_actor::Gauges;
 use super::model_actor::ModelActor;
 use super::tier::Caller;
 use super::timer::Alarm;
-use crate::model::server::{DEFAULT_BACKLOG, ServerConfig, Shape};
+use crate::model::server::{DEFAULT_BACKLOG, QueueKind, ServerConfig, Shape};
 use crate::policy::format_retry_after;
 use crate::report::metrics::{ClientMetrics, ServerMetrics};
 use crate::report::output::{CsvError, CsvSink, server_csv};
@@ -199,7 +201,14 @@ impl Server {
         let calls_status = caller.as_ref().and(status.clone());
         let (tx, rx) = mpsc::unbounded_channel();
         let (stop_tx, stop_rx) = oneshot::channel();
-        let model = ModelActor::new(&config, csv, status, gauges.clone(), rx).with_metrics(metrics);
+        let workers = match config.shape {
+            Shape::Pool(pool) if config.waits_in_backlog() => Some(Workers::new(pool.workers)),
+            _ => None,
+        };
+        let accept_queue = workers.as_ref().and(AcceptQueue::of(&listener).ok());
+        let model = ModelActor::new(&config, csv, status, gauges.clone(), rx)
+            .with_metrics(metrics)
+            .with_accept_queue(accept_queue);
         let actor = tokio::spawn(model.run(alarm, stop_rx));
         // A tier reports its calls on the server's interval.
         let (tier, calls) = match caller {
@@ -214,22 +223,32 @@ impl Server {
         };
         let shared = Arc::new(Handler::new(&config, tx, tier));
         let header_read_timeout = config.header_read_timeout;
-        let serve = move |stream: TcpStream| {
+        // A pool waiting in the backlog serves one request a connection,
+        // as a sync worker does.
+        let keep_alive = workers.is_none();
+        let serve = move |stream: TcpStream, worker: Option<Worker>| {
             let handler = shared.clone();
             tokio::spawn(async move {
-                let service = service_fn(move |req| handler.call(req));
+                // The connection's worker goes with its first request into
+                // the model; unused, it is given back with the connection.
+                let worker = std::sync::Mutex::new(worker);
+                let service = service_fn(move |req| {
+                    let worker = worker.lock().ok().and_then(|mut w| w.take());
+                    handler.call(req, worker)
+                });
                 // Errors here are a client's doing (reset, garbage): the
                 // connection ends, the server goes on.
                 let _ = http1::Builder::new()
                     .timer(TokioTimer::new())
                     .header_read_timeout(header_read_timeout)
+                    .keep_alive(keep_alive)
                     .serve_connection(TokioIo::new(stream), service)
                     .await;
             });
         };
         let count = lanes::count(config.threads);
         let errors = &gauges.accept_errors;
-        let lanes = accept_into_lanes(listener, errors, shutdown, count, serve).await;
+        let lanes = accept_into_lanes(listener, errors, shutdown, count, workers, serve).await;
         let _ = stop_tx.send(());
         if let Some((stop, report)) = calls {
             let _ = stop.send(());
@@ -257,29 +276,39 @@ pub fn listen(addr: SocketAddr, backlog: u32) -> io::Result<TcpListener> {
 }
 
 /// Accepts connections until `shutdown` and hands each to `serve`, with
-/// no-delay set. Accept failures (such as running out of file descriptors)
+/// no-delay set. Given `workers`, each connection is accepted only once a
+/// worker is free, and handed over with it (the rest wait in the listen
+/// backlog). Accept failures (such as running out of file descriptors)
 /// are counted in `errors` and retried after a growing pause, never a crash
 /// or a busy loop.
 pub async fn accept_loop(
     listener: TcpListener,
     errors: &AtomicU64,
     shutdown: impl Future<Output = ()>,
-    mut serve: impl FnMut(TcpStream),
+    workers: Option<Workers>,
+    mut serve: impl FnMut(TcpStream, Option<Worker>),
 ) {
     const FIRST_PAUSE: Duration = Duration::from_millis(5);
     const MAX_PAUSE: Duration = Duration::from_millis(500);
     let mut shutdown = pin!(shutdown);
     let mut pause = FIRST_PAUSE;
+    let next = async || {
+        let worker = match &workers {
+            Some(workers) => Some(workers.free().await),
+            None => None,
+        };
+        (listener.accept().await, worker)
+    };
     loop {
-        let accepted = tokio::select! {
+        let (accepted, worker) = tokio::select! {
             _ = &mut shutdown => return,
-            accepted = listener.accept() => accepted,
+            accepted = next() => accepted,
         };
         match accepted {
             Ok((stream, _peer)) => {
                 pause = FIRST_PAUSE;
                 let _ = stream.set_nodelay(true);
-                serve(stream);
+                serve(stream, worker);
             }
             Err(_) => {
                 errors.fetch_add(1, Ordering::Relaxed);
@@ -311,16 +340,17 @@ pub async fn accept_into_lanes<S>(
     errors: &AtomicU64,
     shutdown: impl Future<Output = ()>,
     count: usize,
+    workers: Option<Workers>,
     serve: S,
 ) -> Lanes
 where
-    S: Fn(TcpStream) + Send + Clone + 'static,
+    S: Fn(TcpStream, Option<Worker>) + Send + Clone + 'static,
 {
     let count = count.max(1);
     let mut senders = Vec::with_capacity(count - 1);
     let mut receivers = Vec::with_capacity(count - 1);
     for _ in 1..count {
-        let (tx, rx) = mpsc::unbounded_channel::<std::net::TcpStream>();
+        let (tx, rx) = mpsc::unbounded_channel::<(std::net::TcpStream, Option<Worker>)>();
         senders.push(tx);
         receivers.push(Some(rx));
     }
@@ -331,10 +361,10 @@ where
         async move {
             let taken = receivers.lock().expect("lanes lock poisoned")[lane - 1].take();
             let Some(mut streams) = taken else { return };
-            while let Some(stream) = streams.recv().await {
+            while let Some((stream, worker)) = streams.recv().await {
                 // Registered with this lane's runtime from here on.
                 if let Ok(stream) = TcpStream::from_std(stream) {
-                    serve(stream);
+                    serve(stream, worker);
                 }
             }
         }
@@ -346,12 +376,12 @@ where
     let mut handles = vec![tokio::runtime::Handle::current()];
     handles.extend_from_slice(lanes.handles());
     let mut load = lanes::Load::new(handles);
-    accept_loop(listener, errors, shutdown, |stream| {
+    accept_loop(listener, errors, shutdown, workers, |stream, worker| {
         let lane = lanes::choose(load.shares());
         if lane == 0 {
-            serve(stream);
+            serve(stream, worker);
         } else if let Ok(stream) = stream.into_std() {
-            let _ = senders[lane - 1].send(stream);
+            let _ = senders[lane - 1].send((stream, worker));
         }
     })
     .await;
@@ -393,7 +423,10 @@ pub fn describe(config: &ServerConfig, addr: SocketAddr) -> String {
             p.distribution.name(),
             format_delay(p.service_time),
             p.capacity(),
-            p.queue,
+            match p.kind {
+                QueueKind::Application => p.queue.to_string(),
+                QueueKind::Backlog => "in the listen backlog, one request a connection".into(),
+            },
             match p.codel {
                 Some(c) => format!(
                     ", CoDel {}/{}",
@@ -459,7 +492,7 @@ mod tests {
         let listener = listen("127.0.0.1:0".parse().unwrap(), 64).unwrap();
         let addr = listener.local_addr().unwrap();
         let (served_tx, mut served) = mpsc::unbounded_channel();
-        let serve = move |_stream: TcpStream| {
+        let serve = move |_stream: TcpStream, _: Option<Worker>| {
             let lane = std::thread::current().name().map(str::to_string);
             served_tx.send(lane).unwrap();
         };
@@ -469,7 +502,7 @@ mod tests {
             let stop = async move {
                 let _ = stop_rx.await;
             };
-            accept_into_lanes(listener, &errors, stop, 2, serve).await
+            accept_into_lanes(listener, &errors, stop, 2, None, serve).await
         });
         let first = std::net::TcpStream::connect(addr).unwrap();
         let on_first = served.recv().await.unwrap();

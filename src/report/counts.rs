@@ -494,6 +494,9 @@ impl ServerCounts {
             Refusal::Limited => self.limited += 1,
             Refusal::Rejected => self.rejected += 1,
             Refusal::Expired => self.dropped += 1,
+            // A dropped connection attempt is the kernel's: the server
+            // never sees it, and neither engine counts it here.
+            Refusal::Unaccepted => {}
         }
     }
 

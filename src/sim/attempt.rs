@@ -198,14 +198,13 @@ impl Engine {
             }
             Delivery::Refused(why) => {
                 // The refusal comes back on a connection that stays open.
-                let layer = &mut self.layer_mut::<C>(l);
-                layer.pool += 1;
-                let hints = layer.answers.refusal(why);
+                self.kept_open::<C>(l);
+                let hints = self.layer_mut::<C>(l).answers.refusal(why);
                 self.end::<C>(l, id, Outcome::Error, hints, now, true);
                 return;
             }
             Delivery::Expired => {
-                self.layer_mut::<C>(l).pool += 1;
+                self.kept_open::<C>(l);
                 let hints = Hints {
                     status: Some(504),
                     ..Hints::default()

@@ -225,8 +225,18 @@ impl Engine {
             self.tiers[l - 1].unread(id, outcome, hints);
             return;
         }
-        self.layer_mut::<C>(l).pool += 1;
+        self.kept_open::<C>(l);
         self.end::<C>(l, id, outcome, hints, now, false);
+    }
+
+    /// An answer came back to layer `l` on a connection that goes back to
+    /// its pool, if the server called keeps connections open.
+    pub(super) fn kept_open<const C: bool>(&mut self, l: usize) {
+        let keeps = match self.tiers.get(l) {
+            None => self.host.keeps_alive(),
+            Some(tier) => tier.host.keeps_alive(),
+        };
+        self.layer_mut::<C>(l).pool += u64::from(keeps);
     }
 
     /// [`Engine::reply`] to a layer known by its number only.

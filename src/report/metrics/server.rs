@@ -169,6 +169,8 @@ impl ServerMetrics {
             Refusal::Rejected => 2,
             Refusal::Expired => 3,
             Refusal::Failed => 4,
+            // The kernel's, unseen by the server (as in the counts).
+            Refusal::Unaccepted => return,
         };
         self.dropped.at(reason).inc();
     }

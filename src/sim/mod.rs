@@ -18,6 +18,9 @@
 //!   in the listen backlog while there is room; beyond the backlog the
 //!   kernel drops the SYN, which is retransmitted after 1 s, 3 s, 7 s...
 //!   (Linux's schedule) and fails after six retransmissions;
+//! - a pool waiting in the backlog holds its waiting connections in that
+//!   same queue whether it runs or not, drops SYNs beyond it, and closes
+//!   each connection after its one request;
 //! - on resume the server reads every waiting request at once, including
 //!   those whose client has already timed out and closed the connection:
 //!   that is the burst of abandoned work the storm starts from;

@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use super::backlog::{AcceptQueue, Worker};
 use super::timer::Alarm;
 use crate::model::server::{OnDisconnect, ServerConfig};
-use crate::model::service::{Exit, Refusal, Service, Ticket};
+use crate::model::service::{self, Exit, Refusal, Service, Ticket};
 use crate::report::counts::{Held, ServerCounts};
 use crate::report::metrics::ServerMetrics;
 use crate::report::output::{CsvSink, say, write_row};
@@ -303,8 +303,13 @@ impl ModelActor {
             received
         });
         if let Some(m) = metrics {
-            let s = &self.service;
-            m.state(self.now(), s.concurrency(), s.current_delay(), s.gauges());
+            let (concurrency, gauges) = self.state();
+            m.state(
+                self.now(),
+                concurrency,
+                self.service.current_delay(),
+                gauges,
+            );
         }
         let g = &self.gauges;
         g.concurrency
@@ -329,16 +334,22 @@ impl ModelActor {
         held
     }
 
-    fn report(&mut self, measured: Duration) {
+    /// The requests in the server and the pool's gauges now. For a pool
+    /// waiting in the backlog, the connections waiting in the kernel are
+    /// its queue, and in the server, as the virtual engine holds them.
+    fn state(&self) -> (u64, service::Gauges) {
         let mut concurrency = self.service.concurrency();
         let mut gauges = self.service.gauges();
-        // The requests waiting in the kernel are the queue, and in the
-        // server, as the virtual engine holds them.
         if let Some(waiting) = self.accept_queue.as_ref().and_then(AcceptQueue::waiting) {
             gauges.queue = waiting;
             concurrency += waiting;
-            self.peak = self.peak.max(concurrency);
         }
+        (concurrency, gauges)
+    }
+
+    fn report(&mut self, measured: Duration) {
+        let (concurrency, gauges) = self.state();
+        self.peak = self.peak.max(concurrency);
         let counts = std::mem::replace(
             &mut self.interval,
             ServerCounts::starting_at(concurrency, gauges.queue),

@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use clap::Parser;
 use common::virtual_time::sim_config;
-use common::{ServerChild, fresh_path, one_at_a_time, signal, summary_json};
+use common::{ServerChild, one_at_a_time, signal, summary_json, temp_dir};
 use retry_storm::cli::ClientCli;
 use retry_storm::net::client;
+use retry_storm::report::rows::ServerRow;
 use retry_storm::report::summary::ClientSummary;
 use retry_storm::sim::{self, Pause};
 
@@ -187,57 +188,161 @@ async fn no_request_is_lost_across_a_real_pause() {
     assert!(summary.rows.iter().all(|r| r.outstanding.is_some()));
 }
 
+/// Open traffic at the default demand (100 requests a second) through a
+/// storm shortened to 20 s of warm-up, a 20 s pause and 40 s to recover,
+/// in three cases far from their edge: in virtual time the 2014 client
+/// against the curve and textbook backoff against the pool recover in 0
+/// of 100 runs (seeds 2014 on), fixed retries under a budget against the
+/// pool in 100 of 100 (at 10 s). Fixed retries alone are not among them:
+/// their virtual storm holds some 100,000 requests in the server and asks
+/// 1,700 attempts a second, 17,000 at `--quick`, which a real client on
+/// two cores does not start in time: its start lateness reached 0.6 to
+/// 1 s at the 99th percentile, even alone, and it sent a quarter to a
+/// half fewer attempts than its twin.
+const QUICK_OPEN: &str = "seed = 2014
+[protocol]
+warmup = \"20s\"
+pause = \"20s\"
+observe = \"40s\"
+report_interval = \"5s\"
+tail = \"0s\"
+
+[[case]]
+name = \"curve.exponential-2014\"
+client = \"--strategy exponential-2014 --arrival-rate 100\"
+
+[[case]]
+name = \"pool.exponential\"
+client = \"--strategy exponential --arrival-rate 100\"
+server = \"--model pool --workers 20 --service-time 100ms --queue 1000\"
+
+[[case]]
+name = \"pool.fixed+budget\"
+client = \"--strategy fixed --throttle budget --arrival-rate 100\"
+server = \"--model pool --workers 20 --service-time 100ms --queue 1000\"
+";
+
+/// How late a real client may start its attempts (99th percentile, real
+/// time) before its run no longer stands for the model's: 100 ms at
+/// `--quick` is a second of the model's time, half the client's timeout.
+/// A client that far behind sends the pause's backlog after the resume
+/// rather than in it, and the storm is lighter (a run that recovered where
+/// its twin did not had 0.9 to 1.2 s).
+const CLIENT_LATE_MS: f64 = 100.0;
+
+/// How long a real server may go without a report (it reports every
+/// 100 ms at `--quick`) between the resume and the verdict: 300 ms is a
+/// report interval and the client's whole timeout (200 ms). A server
+/// starved of CPU for longer at the resume reads the backlog after its
+/// clients have given it up, a little at a time, and the curve never
+/// sees it at once (a run whose server stood still 440 ms recovered, peak
+/// concurrency 632 against its twin's 14,000).
+const SERVER_STILL_MS: u64 = 300;
+
+/// Why a real run of a storm does not stand for the model's, if it does
+/// not: its client fell behind its schedule, or its server stood still.
+fn not_the_model(run: &serde_json::Value, out: &std::path::Path) -> Option<String> {
+    if let Some(p99) = run["client_behind"]["p99_ms"].as_f64()
+        && p99 > CLIENT_LATE_MS
+    {
+        return Some(format!(
+            "its client fell behind (start lateness p99 {p99} ms, real time)"
+        ));
+    }
+    let t = &run["timeline"];
+    let (resume, confirm) = (
+        t["resume_ms"].as_u64().unwrap(),
+        t["confirm_ms"].as_u64().unwrap(),
+    );
+    let rows: Vec<ServerRow> =
+        csv::Reader::from_path(out.join(run["server_csv"].as_str().unwrap()))
+            .unwrap()
+            .deserialize()
+            .collect::<Result<_, _>>()
+            .unwrap();
+    let mut last = resume;
+    let mut still = 0;
+    for row in rows
+        .iter()
+        .filter(|r| r.unix_ms > resume && r.unix_ms <= confirm)
+    {
+        still = still.max(row.unix_ms - last);
+        last = row.unix_ms;
+    }
+    (still > SERVER_STILL_MS)
+        .then(|| format!("its server stood still for {still} ms after the resume"))
+}
+
 #[test]
 fn a_quick_storm_of_open_traffic_agrees_on_both_engines() {
     let _serial = one_at_a_time();
-    let flags = [
-        "--strategies",
-        "fixed,exponential-2014",
-        "--runs",
-        "1",
-        "--tail",
-        "0s",
-        "--client-args",
-        "--arrival-rate 100",
-        "--quiet",
-    ];
+    let dir = temp_dir("open-storm");
+    let file = dir.join("open.toml");
+    std::fs::write(&file, QUICK_OPEN).unwrap();
     let mut summaries = Vec::new();
     for engine in ["real", "sim"] {
-        let out = fresh_path(&format!("open-storm-{engine}"));
+        let out = dir.join(engine);
         let mut storm = common::command(env!("CARGO_BIN_EXE_storm"));
+        storm
+            .arg("run")
+            .arg(&file)
+            .args(["--engine", engine, "--quiet", "--out"])
+            .arg(&out);
         if engine == "real" {
-            storm.arg("--quick");
+            // Two runs at a time: three side by side on two cores starved
+            // a server at its resume (above).
+            storm.args(["--quick", "--parallel", "2"]);
         }
-        let status = storm
-            .args(["--engine", engine])
-            .args(flags)
-            .arg("--out")
-            .arg(&out)
-            .status()
-            .unwrap();
-        assert!(status.success(), "{engine}");
+        assert!(storm.status().unwrap().success(), "{engine}");
         summaries.push(summary_json(&out));
-        std::fs::remove_dir_all(&out).unwrap();
     }
-    // Open traffic keeps arriving at 100 a second through the pause and
-    // after it: neither policy brings the server back, on either engine.
-    for (engine, s) in ["real", "sim"].iter().zip(&summaries) {
-        let cases = s["cases"].as_array().unwrap();
-        for case in cases {
-            assert_eq!(case["recovered_runs"], 0, "{engine}: {case}");
+    let runs = |s: &serde_json::Value| s["runs"].as_array().unwrap().clone();
+    let (real, sim) = (runs(&summaries[0]), runs(&summaries[1]));
+    // In virtual time, the model's verdicts: open traffic keeps arriving
+    // through the pause and after it, and only the budget brings the pool
+    // back.
+    let verdicts: Vec<(&str, bool)> = sim
+        .iter()
+        .map(|r| {
+            (
+                r["case"].as_str().unwrap(),
+                r["recovered"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        verdicts,
+        [
+            ("curve.exponential-2014", false),
+            ("pool.exponential", false),
+            ("pool.fixed+budget", true)
+        ]
+    );
+    // Each real run that stands for the model has its twin's verdict and
+    // amplification, the same seed on both engines, within 10 %: over 100
+    // seeds in virtual time each case's amplification varies by 3 % at
+    // most (the 2014 client's 1.93 to 2.02), and a real run differs by its
+    // network's timing and its timers' steps (0.5 ms, against 10 ms
+    // retries at --quick); beside a busy core, runs differed by 3.5 % at
+    // most. The failures this catches differ by 28 % (a lighter storm that
+    // recovered) and 50 % (a client that sent half its attempts).
+    let mut compared = 0;
+    for run in &real {
+        let case = run["case"].as_str().unwrap();
+        if let Some(why) = not_the_model(run, &dir.join("real")) {
+            eprintln!("{case}: the real run is not compared: {why}");
+            continue;
         }
+        let twin = sim.iter().find(|r| r["case"] == case).unwrap();
+        assert_eq!(run["recovered"], twin["recovered"], "{case}: {run}\n{twin}");
+        let amplification = |r: &serde_json::Value| r["amplification"].as_f64().unwrap();
+        let (a, b) = (amplification(run), amplification(twin));
+        assert!((a / b - 1.0).abs() < 0.10, "{case}: real {a}, virtual {b}");
+        compared += 1;
     }
-    // The 2014 client's amplification, the same seed on both engines.
-    let amplification = |s: &serde_json::Value| {
-        s["runs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["case"] == "exponential-2014")
-            .unwrap()["amplification"]
-            .as_f64()
-            .unwrap()
-    };
-    let (real, sim) = (amplification(&summaries[0]), amplification(&summaries[1]));
-    assert!((real / sim - 1.0).abs() < 0.25, "real {real}, sim {sim}");
+    assert!(
+        compared > 0,
+        "no real run stood for the model: this machine could not carry the storm"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -31,9 +31,14 @@ pub struct TrafficArgs {
     /// them; demand is about R * K req/s. 1 is open traffic.
     #[arg(long, default_value = "1", value_parser = session_requests, value_name = "K", requires = "arrival_rate", help_heading = "Open traffic")]
     pub session_requests: f64,
-    /// The most sessions this process holds at once (its memory): an
-    /// arrival beyond it is refused at the source, never sent, and counted
-    /// ("refused" in the report line, refused_per_s in the CSV).
+    /// The most sessions this process holds at once (its memory), counted
+    /// as "outstanding" in the report line and the CSV: a session is held
+    /// from its arrival until its last request ends, thinking between two
+    /// requests included, so with --session-requests above 1 it counts
+    /// sessions, not requests in progress; with 1 (open traffic) each is
+    /// one request. An arrival beyond it is refused at the source, never
+    /// sent, and counted ("refused" in the report line, refused_per_s in
+    /// the CSV).
     #[arg(long, default_value_t = DEFAULT_MAX_OUTSTANDING, value_parser = clap::value_parser!(u64).range(1..), value_name = "N", requires = "arrival_rate", help_heading = "Open traffic")]
     pub max_outstanding: u64,
 }

@@ -56,8 +56,9 @@ pub struct ClientRow {
     /// for a hedging client.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancelled_per_s: Option<f64>,
-    /// Sessions of open traffic held at the report; there only for open
-    /// or partly-open traffic.
+    /// Sessions of open traffic held at the report, thinking ones
+    /// included (for open traffic, one request a session, the requests in
+    /// progress); there only for open or partly-open traffic.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outstanding: Option<u64>,
     /// Arrivals refused at the source per second (the process held its

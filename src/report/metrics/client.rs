@@ -133,7 +133,8 @@ impl ClientMetrics {
         );
         m.registry.register(
             "outstanding",
-            "Sessions of open traffic held now (0 for a closed population)",
+            "Sessions of open traffic held now: a request in progress, or thinking between \
+             two (0 for a closed population)",
             m.outstanding.clone(),
         );
         m.registry.register_with_unit(

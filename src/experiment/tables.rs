@@ -79,6 +79,11 @@ fn opt(v: Option<f64>, digits: usize) -> String {
     v.map_or("-".to_string(), |v| format!("{v:.digits$}"))
 }
 
+/// A count, "-" without one.
+fn count(v: Option<u64>) -> String {
+    v.map_or("-".to_string(), |v| v.to_string())
+}
+
 /// A time over runs: `p10 / p50 / p90`, "never" where a quantile reaches
 /// runs that never got there.
 fn times(q: &Percentiles3) -> String {
@@ -122,8 +127,8 @@ pub fn runs(report: &StormReport) -> String {
             f.baseline_ok_per_s,
             if f.recovered { "yes" } else { "no" },
             opt(f.recovery_s, 1),
-            f.peak_concurrency,
-            f.wasted,
+            count(f.peak_concurrency),
+            count(f.wasted),
             opt(f.amplification, 2),
             opt(f.p99_before_ms, 1),
             opt(f.p99_after_ms, 1),
@@ -141,14 +146,14 @@ pub fn after_resume(report: &StormReport) -> String {
     for r in &report.runs {
         let f = &r.figures;
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {:.1} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} |\n",
             run_name(report, &r.case, r.run),
             opt(f.calm_s, 1),
             opt(f.to_50pct_s, 1),
             opt(f.to_80pct_s, 1),
             opt(f.best_ok_per_s, 1),
-            f.end_concurrency.map_or("-".to_string(), |c| c.to_string()),
-            f.wasted_s,
+            count(f.end_concurrency),
+            opt(f.wasted_s, 1),
         ));
     }
     out

@@ -1,0 +1,195 @@
+//! A service of the user's, stormed in place of the project's server
+//! (`--target URL`, a scenario's `target`): checked before any load (it
+//! answers HTTP, and its outage can be caused), checked again before each
+//! run, and named in the results. No project server runs: every case's
+//! client goes to the URL, one case at a time, and what only the
+//! project's server measures is not measured.
+
+use std::fs::File;
+use std::io::Write;
+use std::time::Duration;
+
+use hyper::Uri;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::error::{StormError, io_err};
+use super::outage::{Ongoing, Outage};
+
+/// How long the target may take to answer before the storm starts.
+const FIRST_ANSWER: Duration = Duration::from_secs(10);
+
+/// How long it may take before each run: the run before may have left it
+/// a backlog of work for clients that have gone, which it works off first.
+const ANSWER_BEFORE_RUN: Duration = Duration::from_secs(60);
+
+/// The most bytes read looking for the status line.
+const MAX_HEAD: usize = 8192;
+
+/// Where a GET to `url` goes: host, port, authority (`HOST:PORT`) and
+/// path; or why the URL cannot be used.
+fn parts(url: &str) -> Result<(String, u16, String, String), String> {
+    let uri: Uri = url
+        .parse()
+        .map_err(|e| format!("'{url}' is not a URL: {e}"))?;
+    let (Some("http"), Some(authority), Some(host)) =
+        (uri.scheme_str(), uri.authority(), uri.host())
+    else {
+        return Err(format!("'{url}' is not an http://host:port/path URL"));
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let port = uri.port_u16().unwrap_or(80);
+    let path = uri.path_and_query().map_or("/", |p| p.as_str());
+    Ok((host.into(), port, authority.to_string(), path.into()))
+}
+
+/// Checks that `url` is an `http://host:port/path` URL.
+pub(super) fn check_url(url: &str) -> Result<(), String> {
+    parts(url).map(drop)
+}
+
+/// One GET to `url`: its status line (any status will do), or why none
+/// came within `limit`.
+pub(super) async fn probe(url: &str, limit: Duration) -> Result<String, String> {
+    let (host, port, authority, path) = parts(url)?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n");
+    let exchange = async {
+        let mut stream = TcpStream::connect((host.as_str(), port))
+            .await
+            .map_err(|e| format!("cannot connect to {authority}: {e}"))?;
+        stream
+            .write_all(request.as_bytes())
+            .await
+            .map_err(|e| format!("cannot send a request to {authority}: {e}"))?;
+        let mut head = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !head.contains(&b'\n') && head.len() < MAX_HEAD {
+            let n = stream
+                .read(&mut buf)
+                .await
+                .map_err(|e| format!("no answer from {authority}: {e}"))?;
+            if n == 0 {
+                break;
+            }
+            head.extend_from_slice(&buf[..n]);
+        }
+        let text = String::from_utf8_lossy(&head);
+        let line = text.lines().next().unwrap_or("").trim().to_string();
+        match line {
+            _ if line.starts_with("HTTP/") => Ok(line),
+            _ if head.is_empty() => Err(format!(
+                "{authority} closed the connection without an answer"
+            )),
+            _ => Err(format!("{authority} answered '{line}', not HTTP")),
+        }
+    };
+    tokio::time::timeout(limit, exchange)
+        .await
+        .map_err(|_| format!("no answer within {} s", limit.as_secs()))?
+}
+
+/// Checks, before any load, that the outage can be caused and that the
+/// target answers a GET. Either failing is the user's to fix: exit 2.
+pub(super) async fn check(url: &str, outage: &Outage) -> Result<(), StormError> {
+    outage
+        .check()
+        .map_err(|e| StormError::Target(format!("--outage {outage}: {e}")))?;
+    probe(url, FIRST_ANSWER)
+        .await
+        .map(drop)
+        .map_err(|e| StormError::Target(format!("--target {url}: {e}")))
+}
+
+/// Checks that the target answers before run `name` begins.
+pub(super) async fn ready(url: &str, name: &str) -> Result<(), StormError> {
+    probe(url, ANSWER_BEFORE_RUN).await.map(drop).map_err(|e| {
+        StormError::Child(format!(
+            "the target {url} did not answer before {name}: {e} (the run before may have \
+             left it overloaded)"
+        ))
+    })
+}
+
+/// What `commands.txt` says of the target and its outage.
+pub(super) fn commands_header(url: &str, outage: &Outage) -> String {
+    format!(
+        "# Target: {url}, a service the storm did not start; no project server runs.\n\
+         # Outage: {outage} ({}).\n",
+        outage.describe()
+    )
+}
+
+/// Causes the outage of the runs `names`, and says in `commands.txt`
+/// what it did.
+pub(super) fn begin(
+    cause: &Outage,
+    names: &[&str],
+    commands: &mut File,
+) -> Result<Ongoing, StormError> {
+    let names = names.join(", ");
+    let ongoing = cause
+        .begin()
+        .map_err(|e| StormError::Child(format!("the outage of {names}: {e}")))?;
+    writeln!(commands, "# {names}: {}", ongoing.report()).map_err(io_err("write commands.txt"))?;
+    Ok(ongoing)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::net::TcpListener;
+
+    #[tokio::test]
+    async fn any_status_is_an_answer_and_a_refusal_is_not() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 1024];
+            let n = socket.read(&mut buf).await.unwrap();
+            let request = String::from_utf8_lossy(&buf[..n]).into_owned();
+            socket
+                .write_all(b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\r\n")
+                .await
+                .unwrap();
+            request
+        });
+        let url = format!("http://{addr}/health?x=1");
+        let line = probe(&url, Duration::from_secs(5)).await.unwrap();
+        assert_eq!(line, "HTTP/1.1 503 Service Unavailable");
+        let request = server.await.unwrap();
+        assert!(
+            request.starts_with("GET /health?x=1 HTTP/1.1\r\n"),
+            "{request}"
+        );
+        assert!(request.contains(&format!("Host: {addr}\r\n")), "{request}");
+        // Nothing listens there any more.
+        let err = probe(&url, Duration::from_secs(5)).await.unwrap_err();
+        assert!(err.contains("cannot connect"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn silence_and_nonsense_are_no_answer() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        // Accepted by the kernel, never read: a stopped process.
+        let err = probe(&format!("http://{addr}/"), Duration::from_millis(200))
+            .await
+            .unwrap_err();
+        assert!(err.contains("no answer within"), "{err}");
+        let other = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let at = other.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            let (mut socket, _) = other.accept().await.unwrap();
+            socket.write_all(b"SSH-2.0-OpenSSH\r\n").await.unwrap();
+        });
+        let err = probe(&format!("http://{at}/"), Duration::from_secs(5))
+            .await
+            .unwrap_err();
+        assert!(err.contains("not HTTP"), "{err}");
+        server.await.unwrap();
+        for bad in ["https://example.com/", "not a url", "/path"] {
+            assert!(probe(bad, Duration::from_secs(1)).await.is_err(), "{bad}");
+        }
+    }
+}

@@ -2,9 +2,8 @@
 //! processes; the servers stopped with SIGSTOP after the warm-up and resumed
 //! with SIGCONT after the pause; the clients' CSV files read back at the
 //! end. Live progress comes from the children's status lines, and whether
-//! a client kept up from its last one, its totals. Against a target (a
-//! service of the user's) only the clients run, one case at a time, and
-//! the target's outage is caused as the storm's outage says.
+//! a client kept up from its last one, its totals. Against a target only
+//! the clients run, one case at a time, the outage as the storm's says.
 
 use std::fs::File;
 use std::future::Future;
@@ -513,13 +512,15 @@ async fn drive<'a>(
         },
     );
     phase("pause", pause, false, runs, shown, bar, &mut shutdown).await?;
+    // Before the first SIGCONT (the stop after the last SIGSTOP): all stay
+    // stopped from one to the other, however late this thread runs again.
+    let resume_ms = unix_ms();
     for stopped in runs.iter().filter(|_| outage).filter_map(Run::stopped) {
         children::signal(stopped, Signal::SIGCONT);
     }
     if let Some(ongoing) = ongoing {
         ongoing.end();
     }
-    let resume_ms = unix_ms();
     tell(
         storm,
         Feed::Phase {
@@ -584,7 +585,6 @@ fn read_back(
         rep: run.rep,
         timeline: run.timeline.expect("read runs are finished"),
         client: read_csv(&storm.file(run.case, run.rep, "client.csv"))?,
-        // Against a target nothing reports as the project's server does.
         server: match run.server {
             Some(_) => read_csv(&storm.file(run.case, run.rep, "server.csv"))?,
             None => Vec::new(),

@@ -209,7 +209,6 @@ async fn start_server<'a>(
         timeline: None,
     };
     if let Some(url) = &storm.scenario.target {
-        target::ready(url, &run.name).await?;
         run.url = url.clone();
         return Ok(run);
     }
@@ -446,6 +445,13 @@ async fn drive<'a>(
 ) -> Result<(), StormError> {
     let k = storm.time_scale;
     let p = &storm.scenario.protocol;
+    if let Some(url) = &storm.scenario.target {
+        let names: Vec<String> = batch.iter().map(|&(c, r)| storm.run_name(c, r)).collect();
+        tokio::select! {
+            calm = target::calm(url, k, &names, commands) => calm?,
+            _ = shutdown.as_mut() => return Err(StormError::Interrupted),
+        }
+    }
     for &(case, rep) in batch {
         runs.push(start_server(storm, case, rep, runs.len()).await?);
     }

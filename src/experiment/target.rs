@@ -12,16 +12,25 @@ use std::time::Duration;
 use hyper::Uri;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::time::Instant;
 
 use super::error::{StormError, io_err};
 use super::outage::{Ongoing, Outage};
+use crate::model::timescale::compress;
 
 /// How long the target may take to answer before the storm starts.
 const FIRST_ANSWER: Duration = Duration::from_secs(10);
 
-/// How long it may take before each run: the run before may have left it
-/// a backlog of work for clients that have gone, which it works off first.
-const ANSWER_BEFORE_RUN: Duration = Duration::from_secs(60);
+/// Before each run the target must be calm: a GET every second, each
+/// answered within a second, for this long in a row (full scale).
+const CALM_FOR: Duration = Duration::from_secs(30);
+
+/// How long a probe may take to be answered by a calm target: not
+/// scaled, as a target's own times are not.
+const CALM_ANSWER: Duration = Duration::from_secs(1);
+
+/// The longest wait for a calm target before a run.
+const CALM_WITHIN: Duration = Duration::from_secs(300);
 
 /// The most bytes read looking for the status line.
 const MAX_HEAD: usize = 8192;
@@ -100,14 +109,54 @@ pub(super) async fn check(url: &str, outage: &Outage) -> Result<(), StormError> 
         .map_err(|e| StormError::Target(format!("--target {url}: {e}")))
 }
 
-/// Checks that the target answers before run `name` begins.
-pub(super) async fn ready(url: &str, name: &str) -> Result<(), StormError> {
-    probe(url, ANSWER_BEFORE_RUN).await.map(drop).map_err(|e| {
-        StormError::Child(format!(
-            "the target {url} did not answer before {name}: {e} (the run before may have \
-             left it overloaded)"
-        ))
-    })
+/// Waits, before the runs `names` begin, until the target is calm: it
+/// has answered a GET every second (a tenth of that with `--quick`, as
+/// the protocol's phases), each within [`CALM_ANSWER`], for [`CALM_FOR`]
+/// (likewise scaled) in a row; and says in `commands.txt` how long that
+/// took. A run before may have left it a backlog of work for clients that
+/// have gone, or connections its clients gave up still arriving (the
+/// kernel retransmits for them after they close), and a warm-up against
+/// that would measure no baseline. Fails after [`CALM_WITHIN`].
+pub(super) async fn calm(
+    url: &str,
+    time_scale: f64,
+    names: &[String],
+    commands: &mut File,
+) -> Result<(), StormError> {
+    let names = names.join(", ");
+    let every = compress(Duration::from_secs(1), time_scale);
+    let needed = compress(CALM_FOR, time_scale);
+    let start = Instant::now();
+    let mut since: Option<Instant> = None;
+    loop {
+        let sent = Instant::now();
+        match probe(url, CALM_ANSWER).await {
+            Ok(_) => {
+                let calm_since = *since.get_or_insert(sent);
+                if sent - calm_since >= needed {
+                    break;
+                }
+            }
+            Err(e) if start.elapsed() >= CALM_WITHIN => {
+                return Err(StormError::Child(format!(
+                    "the target {url} was not calm before {names} within {} s: {e} (the \
+                     run before may have left it overloaded)",
+                    CALM_WITHIN.as_secs()
+                )));
+            }
+            Err(_) => since = None,
+        }
+        tokio::time::sleep_until(sent + every).await;
+    }
+    writeln!(
+        commands,
+        "# {names}: the target calm after {:.1} s (a GET answered within {} s every {} s for {} s)",
+        start.elapsed().as_secs_f64(),
+        CALM_ANSWER.as_secs_f64(),
+        every.as_secs_f64(),
+        needed.as_secs_f64()
+    )
+    .map_err(io_err("write commands.txt"))
 }
 
 /// What `commands.txt` says of the target and its outage.
@@ -191,5 +240,36 @@ mod tests {
         for bad in ["https://example.com/", "not a url", "/path"] {
             assert!(probe(bad, Duration::from_secs(1)).await.is_err(), "{bad}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_target_that_answers_every_probe_is_calm_after_the_window() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            loop {
+                let (mut socket, _) = listener.accept().await.unwrap();
+                let mut buf = [0u8; 1024];
+                let _ = socket.read(&mut buf).await;
+                let _ = socket.write_all(b"HTTP/1.1 200 OK\r\n\r\n").await;
+            }
+        });
+        let path = std::env::temp_dir().join(format!("retry-storm-calm-{}", std::process::id()));
+        let mut commands = File::create(&path).unwrap();
+        let names = ["fixed".to_string()];
+        // A hundredth of the time: a probe every 10 ms for 0.3 s.
+        let start = Instant::now();
+        calm(&format!("http://{addr}/"), 100.0, &names, &mut commands)
+            .await
+            .unwrap();
+        assert!(start.elapsed() >= Duration::from_millis(300));
+        let said = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            said.starts_with("# fixed: the target calm after 0."),
+            "{said}"
+        );
+        assert!(said.contains("every 0.01 s for 0.3 s"), "{said}");
+        server.abort();
+        std::fs::remove_file(&path).unwrap();
     }
 }

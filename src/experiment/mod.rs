@@ -7,9 +7,9 @@
 //! and learns their state from the status lines they write on a pipe (or,
 //! against a target, a service of the user's, only the clients, the
 //! outage caused as [`outage`] says); the virtual engine runs the same
-//! configurations in virtual time. Flags are
-//! turned into configurations by the programs' own parsers, which the
-//! layer above hands in as [`Flags`].
+//! configurations in virtual time. Flags are turned into configurations
+//! by the programs' own parsers, which the layer above hands in as
+//! [`Flags`].
 
 mod children;
 pub mod clients;

@@ -430,12 +430,16 @@ async fn run_storm(mut storm: Storm, command: Vec<String>, tui: bool) -> ExitCod
 /// Reports why a storm failed, with the exit code that says so.
 fn failed(e: StormError, storm: &Storm) -> ExitCode {
     match e {
-        StormError::Flags(msg) => {
+        StormError::Flags(msg) | StormError::Target(msg) => {
             eprintln!("error: {msg}");
             ExitCode::from(2)
         }
         StormError::Interrupted => {
             let what = match storm.engine {
+                Engine::Real if storm.scenario.target.is_some() => {
+                    "every process the outage stopped continued, the target left running, \
+                     every client stopped"
+                }
                 Engine::Real => "every server resumed and stopped",
                 Engine::Sim => "the runs made so far written, no summary",
             };

@@ -5,11 +5,11 @@ use std::process::ExitCode;
 use crate::experiment::StormError;
 
 /// Says why on stderr, and returns the exit code that says so: 2 for bad
-/// flags or input, 130 for a stop the user asked for (a sweep writes
+/// flags or input (a target that cannot be stormed included), 130 for a stop the user asked for (a sweep writes
 /// its files only once it has every setting), 1 for anything else.
 pub(super) fn failure(e: StormError) -> ExitCode {
     match e {
-        StormError::Flags(msg) => {
+        StormError::Flags(msg) | StormError::Target(msg) => {
             eprintln!("error: {msg}");
             ExitCode::from(2)
         }

@@ -59,6 +59,8 @@ impl ProtocolArgs {
             seed: DEFAULT_SEED,
             engine: None,
             runs: None,
+            target: None,
+            outage: None,
             protocol: Protocol {
                 pause,
                 ..Protocol::default()

@@ -15,8 +15,9 @@ use super::protocol::default_out;
 use super::protocol::{OutputArgs, ProtocolArgs};
 use super::server::ServerArgs;
 use super::sweep::SweepArgs;
-use super::values::{duration, resolve_shard, shard};
+use super::values::{duration, http_url, resolve_shard, shard};
 use super::view::ViewArgs;
+use crate::experiment::outage::Outage;
 use crate::experiment::scenario::{Engine, MAX_RUNS, Scenario, ScenarioError};
 use crate::experiment::{Stop, Storm};
 use crate::model::shard::{Shard, ShardSource};
@@ -120,6 +121,18 @@ pub struct ExecArgs {
     /// JOB_COMPLETION_INDEX/JOB_COMPLETIONS; else every run]
     #[arg(long, value_parser = shard, value_name = "I/N")]
     pub shard: Option<Shard>,
+    /// Storm a service of yours at URL instead of the project's server: no
+    /// server is started, every case's client goes to URL, the cases one at
+    /// a time; needs --outage. What only the project's server measures is
+    /// not measured [default: the scenario's target].
+    #[arg(long, value_name = "URL", value_parser = http_url)]
+    pub target: Option<String>,
+    /// How the --target's outage is caused: sigstop=PID, SIGSTOP to the
+    /// process and every descendant it has at the pause, SIGCONT to them
+    /// at the resume (the only kind for now) [default: the scenario's
+    /// outage].
+    #[arg(long, value_name = "KIND", value_parser = outage)]
+    pub outage: Option<Outage>,
     /// Say what the engine does: the real one, each child's command line
     /// as it starts; sim, each run's events and their rate.
     #[arg(long, short)]
@@ -146,6 +159,8 @@ impl ExecArgs {
     /// own); results in `--out`, else `results/<timestamp>[-suffix]`.
     pub fn storm(&self, mut scenario: Scenario, program: PathBuf, suffix: Option<&str>) -> Storm {
         scenario.runs = self.runs.or(scenario.runs);
+        scenario.target = self.target.clone().or(scenario.target);
+        scenario.outage = self.outage.or(scenario.outage);
         let engine = self.engine.or(scenario.engine).unwrap_or(Engine::Real);
         Storm {
             engine,
@@ -212,9 +227,20 @@ pub struct StormArgs {
     pub generate: GenerateArgs,
 }
 
+/// An outage, as `--outage` takes it.
+fn outage(s: &str) -> Result<Outage, String> {
+    s.parse()
+}
+
 impl StormArgs {
     /// The scenario these flags describe.
     pub fn scenario(&self) -> Result<Scenario, ScenarioError> {
+        if let (Some(url), Some(_)) = (&self.exec.target, &self.protocol.server_args) {
+            return Err(ScenarioError(format!(
+                "--server-args with --target {url}: no project server runs; set the \
+                 target's flags where you start it"
+            )));
+        }
         let mut scenario = self.protocol.scenario(&self.strategies, self.pause)?;
         scenario.protocol.tail = self.tail;
         scenario.engine = self.exec.engine;
@@ -375,5 +401,46 @@ mod tests {
             err.contains("server flags") && err.contains("--shed-status"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_target_needs_its_outage_the_real_engine_and_its_runs_one_at_a_time() {
+        let target = [
+            "--target",
+            "http://127.0.0.1:1/",
+            "--outage",
+            "sigstop=4321",
+        ];
+        let run = run_of(&target);
+        run.validate(&ProgramFlags).unwrap();
+        assert_eq!(run.batches(), 3, "one case at a time");
+        assert_eq!(run.scenario.outage, Some(Outage::Sigstop { pid: 4321 }));
+        let text = run.scenario.to_toml();
+        assert!(text.contains("target = \"http://127.0.0.1:1/\""), "{text}");
+        let refused = [
+            (&["--target", "http://127.0.0.1:1/"][..], "--outage"),
+            (&["--outage", "sigstop=4321"][..], "--target"),
+        ];
+        for (args, said) in refused {
+            let err = run_of(args).validate(&ProgramFlags).unwrap_err();
+            assert!(err.to_string().contains(said), "{args:?}: {err}");
+        }
+        for (extra, said) in [
+            (&["--engine", "sim"][..], "--engine sim"),
+            (&["--parallel", "2"][..], "--parallel 2"),
+        ] {
+            let err = run_of(&[&target[..], extra].concat())
+                .validate(&ProgramFlags)
+                .unwrap_err();
+            assert!(err.to_string().contains(said), "{extra:?}: {err}");
+        }
+        run_of(&[&target[..], &["--in-turn"]].concat())
+            .validate(&ProgramFlags)
+            .unwrap();
+        let server_args = storm(&[&target[..], &["--server-args", "--limit 40"]].concat());
+        let err = server_args.run.scenario().unwrap_err().to_string();
+        assert!(err.contains("--server-args with --target"), "{err}");
+        assert!(StormCli::try_parse_from(["storm", "--target", "ftp://x/"]).is_err());
+        assert!(StormCli::try_parse_from(["storm", "--outage", "blackhole"]).is_err());
     }
 }

@@ -12,6 +12,9 @@ pub enum StormError {
     Io(String, io::Error),
     /// A child ended or misbehaved.
     Child(String),
+    /// A target that does not answer, or an outage that cannot be caused,
+    /// found before any load.
+    Target(String),
     /// Stopped by SIGINT or SIGTERM; partial results are on disk.
     Interrupted,
 }
@@ -19,7 +22,9 @@ pub enum StormError {
 impl fmt::Display for StormError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            StormError::Flags(msg) | StormError::Child(msg) => write!(f, "{msg}"),
+            StormError::Flags(msg) | StormError::Child(msg) | StormError::Target(msg) => {
+                write!(f, "{msg}")
+            }
             StormError::Io(what, e) => write!(f, "{what}: {e}"),
             StormError::Interrupted => write!(f, "interrupted"),
         }

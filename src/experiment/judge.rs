@@ -5,7 +5,7 @@ use std::io;
 
 use super::error::{StormError, io_err};
 use super::storm::{Flags, Storm};
-use super::summary::{CaseRun, ProtocolReport, RunReport, StormReport};
+use super::summary::{CaseRun, ProtocolReport, RunReport, SERVER_ONLY, StormReport, TargetReport};
 use super::tables;
 use crate::plot::{self, RecoveryCurve, RunChart};
 use crate::report::aggregate::CaseFigures;
@@ -40,7 +40,11 @@ pub(super) fn write(
             timeline: run.timeline,
             client_behind: run.client_behind,
             client_csv: format!("{name}.client.csv"),
-            server_csv: format!("{name}.server.csv"),
+            server_csv: storm
+                .scenario
+                .target
+                .is_none()
+                .then(|| format!("{name}.server.csv")),
         });
     }
     // A shard may make no run of a case.
@@ -63,7 +67,16 @@ pub(super) fn write(
             CaseFigures::of(&case.name, &figures).with_chain(ChainSpread::of(&chains))
         })
         .collect();
+    let target = storm.scenario.target.as_ref().map(|url| TargetReport {
+        url: url.clone(),
+        outage: storm
+            .scenario
+            .outage
+            .map_or_else(String::new, |o| o.to_string()),
+        not_measured: SERVER_ONLY.to_vec(),
+    });
     let report = StormReport {
+        target,
         protocol: ProtocolReport {
             warmup_s: p.warmup.as_secs_f64(),
             pause_s: p.pause.as_secs_f64(),

@@ -4,16 +4,19 @@
 //! maps where each policy breaks.
 //!
 //! The real engine runs each case's server and client as child processes
-//! and learns their state from the status lines they write on a pipe; the
-//! virtual engine runs the same configurations in virtual time. Flags are
-//! turned into configurations by the programs' own parsers, which the
-//! layer above hands in as [`Flags`].
+//! and learns their state from the status lines they write on a pipe (or,
+//! against a target, a service of the user's, only the clients, the
+//! outage caused as [`outage`] says); the virtual engine runs the same
+//! configurations in virtual time. Flags are turned into configurations
+//! by the programs' own parsers, which the layer above hands in as
+//! [`Flags`].
 
 mod children;
 pub mod clients;
 mod error;
 pub mod folder;
 mod judge;
+pub mod outage;
 mod runner;
 pub mod scenario;
 pub mod shard;
@@ -23,6 +26,7 @@ mod storm;
 pub mod summary;
 pub mod sweep;
 mod tables;
+mod target;
 
 use std::fs::File;
 use std::future::Future;
@@ -46,6 +50,13 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> Result<StormReport, StormError> {
     storm.validate(flags)?;
+    // Against a target, nothing is written before it has answered and
+    // its outage is known to be possible.
+    if let (Engine::Real, Some(url), Some(outage)) =
+        (storm.engine, &storm.scenario.target, &storm.scenario.outage)
+    {
+        target::check(url, outage).await?;
+    }
     folder::claim(&storm.out, &[], storm.existing, "--out")?;
     std::fs::create_dir_all(&storm.out)
         .map_err(io_err(format!("create {}", storm.out.display())))?;

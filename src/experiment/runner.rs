@@ -2,7 +2,8 @@
 //! processes; the servers stopped with SIGSTOP after the warm-up and resumed
 //! with SIGCONT after the pause; the clients' CSV files read back at the
 //! end. Live progress comes from the children's status lines, and whether
-//! a client kept up from its last one, its totals.
+//! a client kept up from its last one, its totals. Against a target only
+//! the clients run, one case at a time, the outage as the storm's says.
 
 use std::fs::File;
 use std::future::Future;
@@ -22,6 +23,7 @@ use super::error::{StormError, io_err};
 use super::scenario::{Case, join_flags};
 use super::storm::{Storm, confirmation};
 use super::summary::CaseRun;
+use super::target;
 use crate::model::timescale::compress;
 use crate::report::output::{read_rows, say};
 use crate::report::rows::unix_ms;
@@ -40,7 +42,8 @@ struct Run<'a> {
     name: String,
     /// The results folder, where its children's files are.
     out: PathBuf,
-    server: Child,
+    /// The project's server (none against a target).
+    server: Option<Child>,
     /// The tiers between client and server, from the client inward, each
     /// with the URL it calls.
     tiers: Vec<(Child, String)>,
@@ -192,15 +195,12 @@ async fn start_server<'a>(
         watch: storm.watch.as_ref().map(|w| w.run(place)),
         ..Live::default()
     }));
-    let argv = storm.server_argv(case, rep);
-    let (server, mut url) =
-        start_process(storm, (case, rep), "server", &argv, live.clone()).await?;
     let mut run = Run {
         case,
         rep,
         name,
         out: storm.out.clone(),
-        server,
+        server: None,
         tiers: Vec::new(),
         client: None,
         client_status: None,
@@ -208,6 +208,14 @@ async fn start_server<'a>(
         live,
         timeline: None,
     };
+    if let Some(url) = &storm.scenario.target {
+        run.url = url.clone();
+        return Ok(run);
+    }
+    let argv = storm.server_argv(case, rep);
+    let (server, mut url) =
+        start_process(storm, (case, rep), "server", &argv, run.live.clone()).await?;
+    run.server = Some(server);
     for tier in (1..=case.tiers.len()).rev() {
         let argv = storm.tier_argv(case, rep, tier, &url);
         let role = format!("tier-{tier}.server");
@@ -251,8 +259,12 @@ fn command_lines(storm: &Storm, runs: &[Run]) -> String {
     let mut out = String::new();
     for run in runs {
         out.push_str(&format!("# {}\n", run.name));
-        out.push_str(&line("server", storm.server_argv(run.case, run.rep)));
-        out.push('\n');
+        if let (Some(url), Some(outage)) = (&storm.scenario.target, &storm.scenario.outage) {
+            out.push_str(&target::commands_header(url, outage));
+        } else {
+            out.push_str(&line("server", storm.server_argv(run.case, run.rep)));
+            out.push('\n');
+        }
         for (i, (_, next)) in run.tiers.iter().enumerate().rev() {
             out.push_str(&line(
                 "server",
@@ -340,7 +352,7 @@ async fn phase(
                             stderr_tail(&run.out, &run.name, "client")
                         )));
                     }
-                    if let Ok(Some(status)) = run.server.try_wait() {
+                    if let Some(Ok(Some(status))) = run.server.as_mut().map(Child::try_wait) {
                         return Err(StormError::Child(format!(
                             "the server for {} exited early ({status}){}",
                             run.name,
@@ -394,22 +406,22 @@ async fn stop_all(runs: &mut [Run<'_>]) {
             children::reap(tier, Duration::from_secs(5)).await;
         }
     }
-    for run in runs.iter() {
-        children::signal(&run.server, Signal::SIGCONT);
-        children::signal(&run.server, Signal::SIGTERM);
+    for server in runs.iter().filter_map(|run| run.server.as_ref()) {
+        children::signal(server, Signal::SIGCONT);
+        children::signal(server, Signal::SIGTERM);
     }
-    for run in runs.iter_mut() {
-        children::reap(&mut run.server, Duration::from_secs(5)).await;
+    for server in runs.iter_mut().filter_map(|run| run.server.as_mut()) {
+        children::reap(server, Duration::from_secs(5)).await;
     }
 }
 
 impl Run<'_> {
-    /// The process the outage stops: the tier the case names, else the
-    /// backend.
-    fn stopped(&self) -> &Child {
+    /// The child the outage stops: the tier the case names, else the
+    /// backend (none against a target).
+    fn stopped(&self) -> Option<&Child> {
         match self.case.pause {
-            Some(tier) => &self.tiers[tier as usize - 1].0,
-            None => &self.server,
+            Some(tier) => Some(&self.tiers[tier as usize - 1].0),
+            None => self.server.as_ref(),
         }
     }
 }
@@ -433,6 +445,13 @@ async fn drive<'a>(
 ) -> Result<(), StormError> {
     let k = storm.time_scale;
     let p = &storm.scenario.protocol;
+    if let Some(url) = &storm.scenario.target {
+        let names: Vec<String> = batch.iter().map(|&(c, r)| storm.run_name(c, r)).collect();
+        tokio::select! {
+            calm = target::calm(url, k, &names, commands) => calm?,
+            _ = shutdown.as_mut() => return Err(StormError::Interrupted),
+        }
+    }
     for &(case, rep) in batch {
         runs.push(start_server(storm, case, rep, runs.len()).await?);
     }
@@ -478,9 +497,18 @@ async fn drive<'a>(
     phase("warm-up", warmup, false, runs, shown, bar, &mut shutdown).await?;
     // A protocol without a pause has no outage: nothing is stopped.
     let outage = !p.pause.is_zero();
-    for run in runs.iter().filter(|_| outage) {
-        children::signal(run.stopped(), Signal::SIGSTOP);
+    for stopped in runs.iter().filter(|_| outage).filter_map(Run::stopped) {
+        children::signal(stopped, Signal::SIGSTOP);
     }
+    // A target's outage ends when this goes: at the resume, or on the way
+    // out if the pause is cut short.
+    let ongoing = match &storm.scenario.outage {
+        Some(cause) if outage => {
+            let names: Vec<&str> = runs.iter().map(|r| r.name.as_str()).collect();
+            Some(target::begin(cause, &names, commands)?)
+        }
+        _ => None,
+    };
     let stop_ms = unix_ms();
     tell(
         storm,
@@ -490,10 +518,15 @@ async fn drive<'a>(
         },
     );
     phase("pause", pause, false, runs, shown, bar, &mut shutdown).await?;
-    for run in runs.iter().filter(|_| outage) {
-        children::signal(run.stopped(), Signal::SIGCONT);
-    }
+    // Before the first SIGCONT (the stop after the last SIGSTOP): all stay
+    // stopped from one to the other, however late this thread runs again.
     let resume_ms = unix_ms();
+    for stopped in runs.iter().filter(|_| outage).filter_map(Run::stopped) {
+        children::signal(stopped, Signal::SIGCONT);
+    }
+    if let Some(ongoing) = ongoing {
+        ongoing.end();
+    }
     tell(
         storm,
         Feed::Phase {
@@ -558,7 +591,10 @@ fn read_back(
         rep: run.rep,
         timeline: run.timeline.expect("read runs are finished"),
         client: read_csv(&storm.file(run.case, run.rep, "client.csv"))?,
-        server: read_csv(&storm.file(run.case, run.rep, "server.csv"))?,
+        server: match run.server {
+            Some(_) => read_csv(&storm.file(run.case, run.rep, "server.csv"))?,
+            None => Vec::new(),
+        },
         tiers: storm.read_tiers(&storm.out, run.case, run.rep)?,
     })
 }

@@ -107,9 +107,11 @@ impl Storm {
             .collect()
     }
 
-    /// How many runs go side by side on the real engine.
+    /// How many runs go side by side on the real engine: against a
+    /// target, one at a time, as they share it.
     pub(super) fn batch_size(&self) -> usize {
         match self.parallel {
+            _ if self.scenario.target.is_some() => 1,
             0 => self.scenario.cases.len().max(1),
             n => n,
         }
@@ -324,11 +326,59 @@ impl Storm {
         self.scenario
             .check()
             .map_err(|e| StormError::Flags(e.to_string()))?;
+        self.validate_target()?;
+        let target = self.scenario.target.is_some();
         for case in &self.scenario.cases {
             match self.engine {
+                // Against a target only the clients run.
+                Engine::Real if target => self.client_config(case, 0, flags).map(drop)?,
                 Engine::Real => self.configs(case, flags).map(drop)?,
                 Engine::Sim => self.sim_config(case, 0, flags).map(drop)?,
             }
+        }
+        Ok(())
+    }
+
+    /// A target and its outage come together, on the real engine, with
+    /// the runs one at a time in one process: they share the target.
+    fn validate_target(&self) -> Result<(), StormError> {
+        let refuse = |msg: String| Err(StormError::Flags(msg));
+        let url = match (&self.scenario.target, &self.scenario.outage) {
+            (None, None) => return Ok(()),
+            (None, Some(outage)) => {
+                return refuse(format!(
+                    "--outage {outage}: an outage is caused in a target; name it with \
+                     --target URL (or the scenario's target)"
+                ));
+            }
+            (Some(url), None) => {
+                return refuse(format!(
+                    "--target {url}: say how to cause its outage with --outage (or the \
+                     scenario's outage): for now sigstop=PID, the target's process, \
+                     stopped for the pause with its descendants"
+                ));
+            }
+            (Some(url), Some(_)) => url,
+        };
+        if self.engine == Engine::Sim {
+            return refuse(format!(
+                "--engine sim: virtual time runs the project's model, not a target ({url}); \
+                 storm a target on the real engine"
+            ));
+        }
+        if self.parallel > 1 {
+            return refuse(format!(
+                "--parallel {}: against a target the cases share it and run one at a \
+                 time; leave --parallel out",
+                self.parallel
+            ));
+        }
+        if !self.shard.is_whole() {
+            return refuse(format!(
+                "shard {} (--shard or a cluster's variables): against a target the runs \
+                 share it and run one at a time in one process",
+                self.shard
+            ));
         }
         Ok(())
     }

@@ -60,8 +60,31 @@ pub struct RunReport {
     pub client_behind: Option<Percentiles>,
     /// Client CSV file name, in the results folder.
     pub client_csv: String,
-    /// Server CSV file name, in the results folder.
-    pub server_csv: String,
+    /// Server CSV file name, in the results folder; none against a target.
+    pub server_csv: Option<String>,
+}
+
+/// The figures only the project's server measures, by their keys in
+/// `summary.json`: against a target they are not measured (null).
+pub const SERVER_ONLY: [&str; 6] = [
+    "peak_concurrency",
+    "wasted",
+    "wasted_s",
+    "calm_s",
+    "end_concurrency",
+    "server_csv",
+];
+
+/// A storm of a service the project did not write.
+#[derive(Debug, Clone, Serialize)]
+pub struct TargetReport {
+    /// Where every case's client went.
+    pub url: String,
+    /// How its outage was caused (`sigstop=PID`).
+    pub outage: String,
+    /// The keys of the figures not measured, null in every run and case:
+    /// [`SERVER_ONLY`].
+    pub not_measured: Vec<&'static str>,
 }
 
 /// The protocol as run, for the summary.
@@ -90,6 +113,10 @@ pub struct ProtocolReport {
 pub struct StormReport {
     /// The protocol.
     pub protocol: ProtocolReport,
+    /// The target, if the storm went to a service of the user's instead of
+    /// the project's server.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<TargetReport>,
     /// Every run, case by case in the scenario's order, repetitions in
     /// order.
     pub runs: Vec<RunReport>,

@@ -79,6 +79,16 @@ fn opt(v: Option<f64>, digits: usize) -> String {
     v.map_or("-".to_string(), |v| format!("{v:.digits$}"))
 }
 
+/// A figure only the project's server measures, as a table cell: "not
+/// measured" against a target, "-" where a measured figure has no value.
+fn server_only(report: &StormReport, v: Option<String>) -> String {
+    match v {
+        Some(v) => v,
+        None if report.target.is_some() => "not measured".to_string(),
+        None => "-".to_string(),
+    }
+}
+
 /// A time over runs: `p10 / p50 / p90`, "never" where a quantile reaches
 /// runs that never got there.
 fn times(q: &Percentiles3) -> String {
@@ -122,8 +132,8 @@ pub fn runs(report: &StormReport) -> String {
             f.baseline_ok_per_s,
             if f.recovered { "yes" } else { "no" },
             opt(f.recovery_s, 1),
-            f.peak_concurrency,
-            f.wasted,
+            server_only(report, f.peak_concurrency.map(|c| c.to_string())),
+            server_only(report, f.wasted.map(|w| w.to_string())),
             opt(f.amplification, 2),
             opt(f.p99_before_ms, 1),
             opt(f.p99_after_ms, 1),
@@ -141,14 +151,17 @@ pub fn after_resume(report: &StormReport) -> String {
     for r in &report.runs {
         let f = &r.figures;
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {:.1} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} |\n",
             run_name(report, &r.case, r.run),
-            opt(f.calm_s, 1),
+            match report.target {
+                Some(_) => server_only(report, None),
+                None => opt(f.calm_s, 1),
+            },
             opt(f.to_50pct_s, 1),
             opt(f.to_80pct_s, 1),
             opt(f.best_ok_per_s, 1),
-            f.end_concurrency.map_or("-".to_string(), |c| c.to_string()),
-            f.wasted_s,
+            server_only(report, f.end_concurrency.map(|c| c.to_string())),
+            server_only(report, f.wasted_s.map(|w| format!("{w:.1}"))),
         ));
     }
     out
@@ -172,8 +185,11 @@ pub fn cases(report: &StormReport) -> String {
             c.p_recovered_ci[0],
             c.p_recovered_ci[1],
             times(&c.recovery_s),
-            spread(&c.peak_concurrency, 0),
-            spread(&c.wasted, 0),
+            server_only(
+                report,
+                c.peak_concurrency.map(|_| spread(&c.peak_concurrency, 0))
+            ),
+            server_only(report, c.wasted.map(|_| spread(&c.wasted, 0))),
             spread(&c.amplification, 2),
         ));
     }
@@ -237,6 +253,20 @@ pub fn chains(report: &StormReport) -> Option<String> {
     Some(out)
 }
 
+/// What `summary.md` says of a target, if the storm went to one.
+fn target(report: &StormReport) -> String {
+    let Some(t) = &report.target else {
+        return String::new();
+    };
+    format!(
+        "Against the target {}, a service the storm did not start, every case in turn; the \
+         outage: {}. Peak concurrency, wasted work, calm and the concurrency at the end are \
+         what the project's server measures: not measured here (null in summary.json), and \
+         there are no server rows. The verdict and every other figure are the client's.\n\n",
+        t.url, t.outage
+    )
+}
+
 /// `summary.md`: the protocol, the tables and what their columns mean.
 pub fn markdown(engine: &str, report: &StormReport) -> String {
     let p = &report.protocol;
@@ -260,7 +290,7 @@ pub fn markdown(engine: &str, report: &StormReport) -> String {
         "# Storm summary\n\n\
          Warm-up {} s, pause {} s, observation {} s, then a tail of {} s that only the \
          recovery chart reads (time compressed {}x; times and rates below are as \
-         measured), client report interval {} s, seed {}{}; the {engine} engine. The scenario is in scenario.toml.\n\n{over_runs}{}\n\
+         measured), client report interval {} s, seed {}{}; the {engine} engine. The scenario is in scenario.toml.\n\n{}{over_runs}{}\n\
          Recovered: OK/s back to 90 % of the baseline for {STREAK} consecutive report \
          intervals, the first starting within the observation, with no relapse of as many \
          intervals afterwards. Recovery: seconds from resume to the start of that streak. \
@@ -288,6 +318,7 @@ pub fn markdown(engine: &str, report: &StormReport) -> String {
         } else {
             String::new()
         },
+        target(report),
         runs(report),
         after_resume(report),
         chains(report).map_or(String::new(), |c| format!("\n{c}")),

@@ -25,7 +25,8 @@ pub struct RunChart<'a> {
     pub timeline: Timeline,
     /// The client's report rows.
     pub client: &'a [ClientRow],
-    /// The server's report rows.
+    /// The server's report rows: none against a target, whose concurrency
+    /// is not measured (no right axis).
     pub server: &'a [ServerRow],
 }
 
@@ -71,12 +72,14 @@ fn verdict(run: &RunChart) -> String {
     }
 }
 
-/// One case: client rates, server concurrency, the pause shaded.
+/// One case: client rates, server concurrency (if measured), the pause
+/// shaded.
 fn draw_run<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, run: &RunChart) -> DrawResult
 where
     DB::ErrorType: 'static,
 {
     let (client, server) = (run.client, run.server);
+    let measured = !server.is_empty();
     area.fill(&WHITE)?;
     let start = run.timeline.start_ms;
     let x_max = client
@@ -103,7 +106,7 @@ where
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(60)
-        .right_y_label_area_size(70)
+        .right_y_label_area_size(if measured { 70 } else { 20 })
         .build_cartesian_2d(0.0..x_max, 0.0..y_max)?
         .set_secondary_coord(0.0..x_max, 0.0..c_max);
     chart
@@ -112,10 +115,12 @@ where
         .y_desc("attempts per second")
         .light_line_style(WHITE.mix(0.0))
         .draw()?;
-    chart
-        .configure_secondary_axes()
-        .y_desc("server concurrency")
-        .draw()?;
+    if measured {
+        chart
+            .configure_secondary_axes()
+            .y_desc("server concurrency")
+            .draw()?;
+    }
     shade_pause(&mut chart, run, y_max)?;
     type Series = (&'static str, RGBColor, fn(&ClientRow) -> f64);
     let series: [Series; 3] = [
@@ -132,15 +137,17 @@ where
             .label(label)
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 15, y)], color.stroke_width(2)));
     }
-    chart
-        .draw_secondary_series(LineSeries::new(
-            server
-                .iter()
-                .map(|r| (secs(r.unix_ms, start), r.concurrency as f64)),
-            CONCURRENCY_COLOR.stroke_width(1),
-        ))?
-        .label("server concurrency (right axis)")
-        .legend(|(x, y)| PathElement::new([(x, y), (x + 15, y)], CONCURRENCY_COLOR));
+    if measured {
+        chart
+            .draw_secondary_series(LineSeries::new(
+                server
+                    .iter()
+                    .map(|r| (secs(r.unix_ms, start), r.concurrency as f64)),
+                CONCURRENCY_COLOR.stroke_width(1),
+            ))?
+            .label("server concurrency (right axis)")
+            .legend(|(x, y)| PathElement::new([(x, y), (x + 15, y)], CONCURRENCY_COLOR));
+    }
     draw_legend(&mut chart, SeriesLabelPosition::UpperRight)
 }
 

@@ -4,7 +4,9 @@
 //! concurrency, wasted work, amplification and latency before and after.
 //!
 //! Pure: rows in, figures out. Times are Unix milliseconds, as in the CSV
-//! files, so client and server rows line up.
+//! files, so client and server rows line up. Without server rows (a storm
+//! of a service the project did not write) the figures only the project's
+//! server measures are not measured: none, never zero.
 
 use serde::Serialize;
 
@@ -79,16 +81,16 @@ pub struct Figures {
     /// for a distribution of recovery times that needs no window.
     pub back_s: Option<f64>,
     /// Highest server concurrency, at any admission (a burst that drains
-    /// between two reports counts).
-    pub peak_concurrency: u64,
+    /// between two reports counts); none without server rows.
+    pub peak_concurrency: Option<u64>,
     /// Requests the server worked on for clients that had gone: finished
     /// for nobody, dropped when it noticed (cancel mode), or still held at
-    /// its last report.
-    pub wasted: u64,
+    /// its last report; none without server rows.
+    pub wasted: Option<u64>,
     /// The server's time on those requests, seconds: each one's time in the
     /// model, to its completion or drop, or to the last report if still
-    /// held.
-    pub wasted_s: f64,
+    /// held; none without server rows.
+    pub wasted_s: Option<f64>,
     /// Attempts sent per logical request started, from the stop on.
     pub amplification: Option<f64>,
     /// OK-weighted mean of the intervals' p50 latency before the stop, ms.
@@ -223,6 +225,7 @@ pub fn figures(client: &[ClientRow], server: &[ServerRow], timeline: &Timeline) 
         .filter(|s| s.mid_ms() < timeline.confirm_ms)
         .collect();
     let server = &server[..rows_before(server, timeline.confirm_ms)];
+    let measured = !server.is_empty();
     // Baseline: warm-up intervals, the first one excluded (it starts cold).
     let warm: Vec<&ClientRow> = spans
         .iter()
@@ -301,10 +304,9 @@ pub fn figures(client: &[ClientRow], server: &[ServerRow], timeline: &Timeline) 
         peak_concurrency: server
             .iter()
             .map(|r| r.max_concurrency.max(r.concurrency))
-            .max()
-            .unwrap_or(0),
-        wasted: wasted.round() as u64,
-        wasted_s: (wasted_s * 10.0).round() / 10.0,
+            .max(),
+        wasted: measured.then_some(wasted.round() as u64),
+        wasted_s: measured.then_some((wasted_s * 10.0).round() / 10.0),
         amplification: (started > 0.0).then(|| ((sent / started) * 100.0).round() / 100.0),
         p50_before_ms: weighted(&warm, |r| r.p50_ms),
         p99_before_ms: weighted(&warm, |r| r.p99_ms),
@@ -491,7 +493,7 @@ mod tests {
         rows[25].max_concurrency = 5_000;
         rows[29].abandoned_held = 9_000;
         let f = figures(&ClientRow::each_second(&ok), &rows, &timeline());
-        assert_eq!((f.peak_concurrency, f.wasted), (10, 0));
+        assert_eq!((f.peak_concurrency, f.wasted), (Some(10), Some(0)));
         assert_eq!(f.end_concurrency, Some(10));
     }
 
@@ -587,7 +589,10 @@ mod tests {
         let growing: Vec<u64> = (1..=25).map(|i| 10 * i).collect();
         let ok = ClientRow::each_second(&[100.0; 25]);
         let f = figures(&ok, &server(&growing), &timeline());
-        assert_eq!((f.peak_concurrency, f.end_concurrency), (220, Some(220)));
+        assert_eq!(
+            (f.peak_concurrency, f.end_concurrency),
+            (Some(220), Some(220))
+        );
         let mut late = server(&growing);
         for row in &mut late {
             row.unix_ms += 60;
@@ -595,8 +600,11 @@ mod tests {
             row.abandoned_held = row.concurrency;
         }
         let f = figures(&ok, &late, &timeline());
-        assert_eq!((f.peak_concurrency, f.end_concurrency), (220, Some(220)));
-        assert_eq!(f.wasted, 220, "held at the last row counted");
+        assert_eq!(
+            (f.peak_concurrency, f.end_concurrency),
+            (Some(220), Some(220))
+        );
+        assert_eq!(f.wasted, Some(220), "held at the last row counted");
     }
 
     #[test]
@@ -611,15 +619,21 @@ mod tests {
         let f = figures(&ClientRow::each_second(&[100.0; 17]), &rows, &timeline());
         assert_eq!(f.calm_s, Some(5.0));
         assert_eq!(f.end_concurrency, Some(10));
-        assert_eq!(f.peak_concurrency, 900);
+        assert_eq!(f.peak_concurrency, Some(900));
         // A storm that never drains is never calm.
         let rows = server(&[10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 4000, 5000, 6000]);
         let f = figures(&ClientRow::each_second(&[100.0; 13]), &rows, &timeline());
         assert_eq!(f.calm_s, None);
         assert_eq!(f.end_concurrency, Some(6000));
-        // Without server rows there is nothing to say.
+        // Without server rows (a target's storm) nothing of the server's is
+        // measured: none, never zero.
         let f = figures(&ClientRow::each_second(&[100.0; 13]), &[], &timeline());
         assert_eq!((f.calm_s, f.end_concurrency), (None, None));
+        assert_eq!(
+            (f.peak_concurrency, f.wasted, f.wasted_s),
+            (None, None, None)
+        );
+        assert_eq!(f.baseline_ok_per_s, 100.0, "the client's figures stay");
     }
 
     #[test]
@@ -648,10 +662,10 @@ mod tests {
         rows[12].requests_per_s = 0.0;
         rows[12].attempts_per_request = None;
         let f = figures(&rows, &server, &timeline());
-        assert_eq!(f.peak_concurrency, 5000);
-        assert_eq!(f.wasted, 500);
+        assert_eq!(f.peak_concurrency, Some(5000));
+        assert_eq!(f.wasted, Some(500));
         // 10 one-second rows with 25 s of wasted time each.
-        assert_eq!(f.wasted_s, 250.0);
+        assert_eq!(f.wasted_s, Some(250.0));
         // 15 intervals from the stop: 4500 sent over 1400 started.
         assert_eq!(f.amplification, Some(3.21));
     }
@@ -670,13 +684,13 @@ mod tests {
         rows[5].abandoned_per_s = 3.0;
         rows[5].abandoned_time_per_s = 1.5;
         let f = figures(&ClientRow::each_second(&[100.0; 12]), &rows, &timeline());
-        assert_eq!(f.peak_concurrency, 470);
-        assert_eq!(f.wasted, 37_003);
-        assert_eq!(f.wasted_s, 600_001.5);
+        assert_eq!(f.peak_concurrency, Some(470));
+        assert_eq!(f.wasted, Some(37_003));
+        assert_eq!(f.wasted_s, Some(600_001.5));
         // Rows from before these columns read as their concurrency.
         for row in &mut rows {
             row.max_concurrency = 0;
         }
-        assert_eq!(figures(&[], &rows, &timeline()).peak_concurrency, 10);
+        assert_eq!(figures(&[], &rows, &timeline()).peak_concurrency, Some(10));
     }
 }

@@ -197,14 +197,15 @@ pub fn storm_figures(board: &Board, run: usize, look: Look, now_ms: u64) -> Vec<
     lines.push(Text::styled("verdict so far", look.strong()));
     lines.push(Text::styled(v.headline, style));
     lines.push(pair("baseline", format!("{:.1} OK/s", f.baseline_ok_per_s)));
-    lines.push(pair("peak conc.", f.peak_concurrency.to_string()));
+    let count = |c: Option<u64>| c.map_or("-".into(), |c| c.to_string());
+    lines.push(pair("peak conc.", count(f.peak_concurrency)));
     lines.push(pair(
         "amplification",
         f.amplification.map_or("-".into(), |a| format!("{a:.2}")),
     ));
     lines.push(pair("p99 before", latency(f.p99_before_ms)));
     lines.push(pair("p99 after", latency(f.p99_after_ms)));
-    lines.push(pair("wasted", f.wasted.to_string()));
+    lines.push(pair("wasted", count(f.wasted)));
     if !state.tiers.is_empty() {
         lines.push(Text::raw(""));
         lines.extend(storm_tiers(&state.tiers, look));

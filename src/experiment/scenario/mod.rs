@@ -35,6 +35,11 @@
 //! client = "--strategy fixed --max-attempts 3 --timeout 1s"
 //! ```
 //!
+//! A scenario may storm a service of the user's instead of the project's
+//! server: `target = "http://HOST:PORT/PATH"` and `outage = "sigstop=PID"`
+//! at the top (see [`super::outage`]); its cases then have client flags
+//! only.
+//!
 //! Every results folder holds the scenario that made it, and any storm
 //! command line can print its own.
 
@@ -44,6 +49,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::outage::Outage;
+use super::target::check_url;
 use crate::model::units::parse_duration;
 
 /// Which engine runs an experiment.
@@ -149,6 +156,11 @@ pub struct Scenario {
     pub engine: Option<Engine>,
     /// Repetitions of every case, if the scenario names them (else one).
     pub runs: Option<u32>,
+    /// A service of the user's that every case's client goes to, in place
+    /// of the project's server (`--target`).
+    pub target: Option<String>,
+    /// How the outage is caused in the target (`--outage`).
+    pub outage: Option<Outage>,
     /// The protocol.
     pub protocol: Protocol,
     /// The cases, in order.
@@ -176,6 +188,10 @@ struct File {
     engine: Option<Engine>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     runs: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    target: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    outage: Option<Outage>,
     #[serde(default)]
     protocol: ProtocolFile,
     #[serde(rename = "case", default)]
@@ -387,6 +403,8 @@ impl Scenario {
             seed: file.seed,
             engine: file.engine,
             runs: file.runs,
+            target: file.target,
+            outage: file.outage,
             protocol,
             cases,
         };
@@ -403,8 +421,10 @@ impl Scenario {
 
     /// Checks what the file's syntax cannot, and what flags may have set
     /// since: the runs and the protocol within their bounds, at least one
-    /// case, and names that are distinct and can name files.
+    /// case, names that are distinct and can name files, and against a
+    /// target, cases of client flags only.
     pub fn check(&self) -> Result<(), ScenarioError> {
+        self.check_target()?;
         match self.runs {
             Some(0) => return Err(ScenarioError("runs: must be at least 1".into())),
             Some(n) if n > MAX_RUNS => {
@@ -470,6 +490,33 @@ impl Scenario {
         Ok(())
     }
 
+    /// Against a target: a URL the client can take, and cases that need
+    /// no project server (no server flags, tiers or tier to stop).
+    fn check_target(&self) -> Result<(), ScenarioError> {
+        let Some(url) = &self.target else {
+            return Ok(());
+        };
+        check_url(url).map_err(|e| ScenarioError(format!("target (--target): {e}")))?;
+        for case in &self.cases {
+            let refused = if !case.server.is_empty() {
+                "server flags (the case's server, or --server-args)"
+            } else if !case.tiers.is_empty() {
+                "tiers"
+            } else if case.pause.is_some() {
+                "pause = N (a tier to stop)"
+            } else {
+                continue;
+            };
+            return Err(ScenarioError(format!(
+                "case {}: {refused} with a target ({url}): no project server runs, the \
+                 clients go to the target and the outage is its own; set the target's \
+                 flags where you start it",
+                case.name
+            )));
+        }
+        Ok(())
+    }
+
     /// The scenario as TOML, in the form [`Scenario::from_toml`] reads.
     pub fn to_toml(&self) -> String {
         let p = &self.protocol;
@@ -477,6 +524,8 @@ impl Scenario {
             seed: self.seed,
             engine: self.engine,
             runs: self.runs,
+            target: self.target.clone(),
+            outage: self.outage,
             protocol: ProtocolFile {
                 warmup: Some(format_duration(p.warmup)),
                 pause: Some(format_duration(p.pause)),

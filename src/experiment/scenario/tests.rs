@@ -202,3 +202,49 @@ fn a_pause_names_a_tier_the_case_has() {
     let stray = CHAIN.replace("server = \"--base-delay 10ms\"\n", "servers = \"x\"\n");
     assert!(Scenario::from_toml(&stray).is_err());
 }
+
+const TARGET: &str = "seed = 1\ntarget = \"http://127.0.0.1:8000/\"\noutage = \"sigstop=4321\"\n\
+    [[case]]\nname = \"fixed\"\nclient = \"--strategy fixed\"\n";
+
+#[test]
+fn a_target_and_its_outage_read_and_write_back_the_same() {
+    let s = Scenario::from_toml(TARGET).unwrap();
+    assert_eq!(s.target.as_deref(), Some("http://127.0.0.1:8000/"));
+    assert_eq!(s.outage, Some(Outage::Sigstop { pid: 4321 }));
+    let text = s.to_toml();
+    assert!(
+        text.contains("target = \"http://127.0.0.1:8000/\"") && text.contains("sigstop=4321"),
+        "{text}"
+    );
+    assert_eq!(Scenario::from_toml(&text).unwrap(), s);
+    let without = Scenario::from_toml(FILE).unwrap().to_toml();
+    assert!(
+        !without.contains("target") && !without.contains("outage"),
+        "{without}"
+    );
+}
+
+#[test]
+fn a_target_takes_cases_of_client_flags_only_and_a_known_outage() {
+    let cases: &[(&str, &str)] = &[
+        ("server = \"--limit 40\"\n", "case fixed: server flags"),
+        ("pause = 1\n", "case fixed: pause = N"),
+        (
+            "[[case.tier]]\nserver = \"--base-delay 10ms\"\n",
+            "case fixed: tiers",
+        ),
+    ];
+    for (extra, needle) in cases {
+        let err = Scenario::from_toml(&format!("{TARGET}{extra}"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(needle), "{extra}: {err}");
+        assert!(err.contains("no project server runs"), "{extra}: {err}");
+    }
+    let stall = TARGET.replace("sigstop=4321", "stall");
+    let err = Scenario::from_toml(&stall).unwrap_err().to_string();
+    assert!(err.contains("not yet supported"), "{err}");
+    let https = TARGET.replace("http://", "https://");
+    let err = Scenario::from_toml(&https).unwrap_err().to_string();
+    assert!(err.contains("target (--target)"), "{err}");
+}

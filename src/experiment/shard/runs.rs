@@ -22,7 +22,7 @@ struct RunFiles {
     timeline: Timeline,
     client_behind: Option<Percentiles>,
     client_csv: String,
-    server_csv: String,
+    server_csv: Option<String>,
 }
 
 /// The runs of a storm shard's `summary.json`.
@@ -74,7 +74,10 @@ pub fn merge_runs(
                 rep,
                 timeline: r.timeline,
                 client: read_rows(&dir.join(&r.client_csv)).map_err(io_err("read"))?,
-                server: read_rows(&dir.join(&r.server_csv)).map_err(io_err("read"))?,
+                server: match &r.server_csv {
+                    Some(file) => read_rows(&dir.join(file)).map_err(io_err("read"))?,
+                    None => Vec::new(),
+                },
                 tiers: storm.read_tiers(dir, case, rep)?,
                 client_behind: r.client_behind,
             });

@@ -179,6 +179,12 @@ impl SweepConfig {
         if self.seeds == 0 {
             return Err(StormError::Flags("--seeds: must be at least 1".into()));
         }
+        if let Some(url) = &self.storm.scenario.target {
+            return Err(StormError::Flags(format!(
+                "the scenario's target ({url}): a sweep runs the project's model in virtual \
+                 time, not a service; storm the target with storm run FILE"
+            )));
+        }
         if !self.rates.is_empty()
             && let Some(case) = self.storm.scenario.cases.iter().find(|c| {
                 flag_value(&c.client, ARRIVAL_RATE).is_some()
@@ -362,5 +368,15 @@ mod tests {
             let e = c.validate(&Unused).unwrap_err().to_string();
             assert!(e.contains("case own sets its own load"), "{own}: {e}");
         }
+    }
+
+    #[test]
+    fn a_scenarios_target_is_not_swept() {
+        let c = sweep(
+            "target = \"http://127.0.0.1:1/\"\noutage = \"sigstop=4321\"\n\
+             [[case]]\nname = \"fixed\"\nclient = \"--strategy fixed\"\n",
+        );
+        let e = c.validate(&Unused).unwrap_err().to_string();
+        assert!(e.contains("not a service"), "{e}");
     }
 }

@@ -20,6 +20,7 @@ import argparse
 import csv
 import json
 import os
+import shlex
 import statistics
 import sys
 
@@ -75,6 +76,20 @@ def served_for_gone_model(server_csv, timeline, run_end_ms):
     return gone / (done + gone) if done + gone else None
 
 
+def wasted_model(server_csv, run_end_ms):
+    """The work the server finished for gone clients from the start to the
+    end of the run's client (the storm's own figure stops earlier, at the
+    end of the observation window and its confirmation)."""
+    gone, previous = 0.0, None
+    for r in rows(server_csv):
+        elapsed = float(r["elapsed_s"])
+        secs = elapsed - (previous if previous is not None else 0.0)
+        previous = elapsed
+        if int(r["unix_ms"]) <= run_end_ms:
+            gone += float(r["abandoned_per_s"]) * secs
+    return gone
+
+
 def run_end(client_csv):
     return int(rows(client_csv)[-1]["unix_ms"])
 
@@ -101,11 +116,15 @@ def load(label, folder, prefix):
             app = gunicorn_run(gunicorn, run["case"], run["run"])
             # The application's own record: requests it served whose
             # client had closed its connection by the time the answer
-            # went out.
-            figures["wasted"] = app["app"]["gone_at_end"]
+            # went out; those begun after the client ended (the queue it
+            # left) are the run's too but after its end, as the model's
+            # rows stop there.
+            figures["wasted"] = app["app"]["gone_at_end"] - app["app"]["served_after_client_ended"]
             figures["served_for_gone_after_resume"] = app["app"]["gone_fraction_after_resume"]
         else:
-            figures["wasted"] = run["wasted"]
+            figures["wasted"] = wasted_model(
+                os.path.join(folder, run["server_csv"]), run_end(client_csv)
+            )
             figures["served_for_gone_after_resume"] = served_for_gone_model(
                 os.path.join(folder, run["server_csv"]), timeline, run_end(client_csv)
             )
@@ -174,7 +193,7 @@ def main():
                 policies.append(name)
     pct = "{:.0%}"
     lines = [
-        "| policy | server | runs | recovered | attempts per request | OK | errors | timeouts | wasted work | served for gone clients after the resume |",
+        "| policy | server | runs | recovered | attempts per request | OK | errors | timeouts | wasted work (to the client's end) | served for gone clients after the resume |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for policy in policies:
@@ -196,7 +215,9 @@ def main():
                     cell(f["served_for_gone_after_resume"], pct),
                 )
             )
+    made_by = " ".join(shlex.quote(a) for a in ["scripts/backlog-compare.py", *sys.argv[1:]])
     with open(args.out, "w") as f:
+        f.write(f"Made by `{made_by}`.\n\n")
         f.write("\n".join(lines) + "\n")
     with open(os.path.splitext(args.out)[0] + ".json", "w") as f:
         json.dump(

@@ -441,6 +441,6 @@ mod tests {
         let err = server_args.run.scenario().unwrap_err().to_string();
         assert!(err.contains("--server-args with --target"), "{err}");
         assert!(StormCli::try_parse_from(["storm", "--target", "ftp://x/"]).is_err());
-        assert!(StormCli::try_parse_from(["storm", "--outage", "blackhole"]).is_err());
+        assert!(StormCli::try_parse_from(["storm", "--outage", "blackout"]).is_err());
     }
 }

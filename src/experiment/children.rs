@@ -25,6 +25,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use super::storm::STATUS_FD;
+use crate::report::proxy::ProxyRow;
 use crate::report::rows::{ClientRow, ServerRow};
 use crate::report::status::{ClientTotals, Status};
 use crate::view::RunWatch;
@@ -40,6 +41,8 @@ pub(super) struct Live {
     pub calls: Option<ClientRow>,
     /// The client's totals, once it has finished.
     pub totals: Option<ClientTotals>,
+    /// The fault proxy's latest report row, against a target through one.
+    pub proxy: Option<ProxyRow>,
     /// The live view's watch of this run, if any: every row goes there too.
     pub watch: Option<RunWatch>,
 }
@@ -47,7 +50,7 @@ pub(super) struct Live {
 /// A child process and what it reports.
 pub(super) struct Supervised {
     pub child: Child,
-    /// Says where the server listens, once (servers only).
+    /// Says where the server listens, once (servers and fault proxies only).
     pub listening: Option<oneshot::Receiver<String>>,
     /// The reader of its status lines, which ends once the child has
     /// ended and every line it wrote has been read.
@@ -107,7 +110,7 @@ pub(super) fn spawn(
     let status = tokio::spawn(follow(status, live, tell));
     Ok(Supervised {
         child,
-        listening: (role == "server").then_some(listening),
+        listening: (role == "server" || role == "proxy").then_some(listening),
         status,
     })
 }
@@ -137,6 +140,7 @@ async fn follow(
                     Status::ClientRow(row) => live.client = Some(row),
                     Status::CallRow(row) => live.calls = Some(row),
                     Status::ClientTotals(totals) => live.totals = Some(totals),
+                    Status::ProxyRow(row) => live.proxy = Some(row),
                     Status::Listening { .. } => {}
                 }
             }

@@ -505,7 +505,7 @@ async fn drive<'a>(
     let ongoing = match &storm.scenario.outage {
         Some(cause) if outage => {
             let names: Vec<&str> = runs.iter().map(|r| r.name.as_str()).collect();
-            Some(target::begin(cause, &names, commands)?)
+            target::begin(cause, &names, commands)?
         }
         _ => None,
     };

@@ -358,7 +358,15 @@ impl Storm {
                      stopped for the pause with its descendants"
                 ));
             }
-            (Some(url), Some(_)) => url,
+            (Some(url), Some(outage)) => {
+                if let Some(fault) = outage.fault() {
+                    return refuse(format!(
+                        "--outage {fault}: the fault proxy is not yet part of the storm; for \
+                         now the outage is sigstop=PID"
+                    ));
+                }
+                url
+            }
         };
         if self.engine == Engine::Sim {
             return refuse(format!(

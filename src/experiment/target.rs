@@ -169,17 +169,21 @@ pub(super) fn commands_header(url: &str, outage: &Outage) -> String {
 }
 
 /// Causes the outage of the runs `names`, and says in `commands.txt`
-/// what it did.
+/// what it did (nothing for a fault proxy's fault: the runner switches
+/// the runs' proxies).
 pub(super) fn begin(
     cause: &Outage,
     names: &[&str],
     commands: &mut File,
-) -> Result<Ongoing, StormError> {
+) -> Result<Option<Ongoing>, StormError> {
     let names = names.join(", ");
     let ongoing = cause
         .begin()
         .map_err(|e| StormError::Child(format!("the outage of {names}: {e}")))?;
-    writeln!(commands, "# {names}: {}", ongoing.report()).map_err(io_err("write commands.txt"))?;
+    if let Some(ongoing) = &ongoing {
+        writeln!(commands, "# {names}: {}", ongoing.report())
+            .map_err(io_err("write commands.txt"))?;
+    }
     Ok(ongoing)
 }
 

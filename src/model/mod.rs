@@ -8,6 +8,7 @@ pub mod arrivals;
 pub mod burst;
 pub mod client;
 pub mod deadline;
+pub mod fault;
 pub mod latency;
 pub mod open;
 pub mod outcome;

@@ -11,6 +11,7 @@ pub mod histogram;
 pub mod hlog;
 pub mod metrics;
 pub mod output;
+pub mod proxy;
 pub mod rows;
 pub mod status;
 pub mod summary;

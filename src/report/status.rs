@@ -18,13 +18,15 @@ use serde::{Deserialize, Serialize};
 
 use super::counts::Tally;
 use super::histogram::Percentiles;
+use super::proxy::ProxyRow;
 use super::rows::{ClientRow, ServerRow};
 
 /// One status line.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
-    /// The server accepts connections; its API is at `url`.
+    /// The server (or the fault proxy) accepts connections; its API is at
+    /// `url`.
     Listening {
         /// `http://host:port/path` of the API.
         url: String,
@@ -38,6 +40,8 @@ pub enum Status {
     CallRow(ClientRow),
     /// A client's totals over its whole run: its last line.
     ClientTotals(ClientTotals),
+    /// A fault proxy's report row, as written to its CSV file.
+    ProxyRow(ProxyRow),
 }
 
 impl Status {

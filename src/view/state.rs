@@ -180,7 +180,7 @@ impl Board {
                     Status::ClientRow(row) => state.client.push(row),
                     Status::ServerRow(row) => state.server.push(row),
                     Status::CallRow(row) => state.calls.push(row),
-                    Status::Listening { .. } | Status::ClientTotals(_) => {}
+                    Status::Listening { .. } | Status::ClientTotals(_) | Status::ProxyRow(_) => {}
                 }
             }
             Feed::Tier { run, tier, status } => {

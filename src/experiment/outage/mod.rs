@@ -1,11 +1,13 @@
 //! The outage a storm causes in a service it did not start (`--outage`,
 //! or a scenario's `outage`), against a target named by URL (`--target`).
 //!
-//! One kind for now: `sigstop=PID`, a real SIGSTOP to the process and to
-//! every descendant it has at the pause, and SIGCONT to each of them at
-//! the resume ([`freeze`]). The family will grow: a fault proxy's stall,
-//! blackhole, reset, status and delay, and commands of the user's own;
-//! their names are known already, and refused as not yet supported.
+//! Two kinds: `sigstop=PID`, a real SIGSTOP to the process and to every
+//! descendant it has at the pause, and SIGCONT to each of them at the
+//! resume ([`freeze`]); and a fault of a fault proxy the storm starts in
+//! front of the target (`stall`, `blackhole`, `reset`, `status=CODE`,
+//! `delay=D`: [`Fault`]), switched on for the pause and off at the resume.
+//! Commands of the user's own (`exec`) are known by name, and refused as
+//! not yet supported.
 
 mod freeze;
 
@@ -15,6 +17,8 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use freeze::{Frozen, check_process};
+
+use crate::model::fault::{FAULT_FORMS, FAULT_KINDS, Fault};
 
 /// How the outage is caused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -26,19 +30,27 @@ pub enum Outage {
         /// The process at the root of the stopped tree.
         pid: i32,
     },
+    /// A fault of the fault proxy in front of the target, on for the pause.
+    Proxy(Fault),
 }
 
 /// The kinds planned but not yet supported, as `--outage` names them.
-const PLANNED: [&str; 6] = ["stall", "blackhole", "reset", "status", "delay", "exec"];
+const PLANNED: [&str; 1] = ["exec"];
 
 /// What `--outage` takes, for messages.
-const TAKEN: &str = "sigstop=PID (a process and its descendants, stopped for the pause)";
+fn taken() -> String {
+    format!(
+        "sigstop=PID (a process and its descendants, stopped for the pause), or a fault of a \
+         proxy in front of the target: {FAULT_FORMS}"
+    )
+}
 
 impl FromStr for Outage {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Outage, String> {
-        let (kind, value) = s.split_once('=').unwrap_or((s, ""));
+        let (_, value) = s.split_once('=').unwrap_or((s, ""));
+        let kind = s.split([',', '=']).next().unwrap_or("").trim();
         match kind {
             "sigstop" => {
                 let pid: i32 = value.parse().map_err(|_| {
@@ -52,10 +64,12 @@ impl FromStr for Outage {
                 }
                 Ok(Outage::Sigstop { pid })
             }
+            kind if FAULT_KINDS.contains(&kind) => s.parse().map(Outage::Proxy),
             kind if PLANNED.contains(&kind) => Err(format!(
-                "'{s}': the outage '{kind}' is not yet supported; for now the outage is {TAKEN}"
+                "'{s}': the outage '{kind}' is not yet supported; for now the outage is {}",
+                taken()
             )),
-            _ => Err(format!("'{s}': unknown outage; the outage is {TAKEN}")),
+            _ => Err(format!("'{s}': unknown outage; the outage is {}", taken())),
         }
     }
 }
@@ -64,6 +78,7 @@ impl fmt::Display for Outage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Outage::Sigstop { pid } => write!(f, "sigstop={pid}"),
+            Outage::Proxy(fault) => write!(f, "{fault}"),
         }
     }
 }
@@ -90,23 +105,37 @@ impl Outage {
                 "SIGSTOP to process {pid} and its descendants at the pause, SIGCONT to the \
                  same processes at the resume"
             ),
+            Outage::Proxy(fault) => fault.describe(),
         }
     }
 
     /// Checks, before any load, that the outage can be caused: the
     /// process exists and may be signalled by this one, is neither this
     /// process nor one of its ancestors, and is not stopped already.
+    /// A fault proxy's fault needs no check: the storm starts the proxy.
     pub(super) fn check(&self) -> Result<(), String> {
         match *self {
             Outage::Sigstop { pid } => check_process(pid),
+            Outage::Proxy(_) => Ok(()),
+        }
+    }
+
+    /// The fault, when the outage is a fault proxy's: the runs then go
+    /// through proxies of their own, which the runner switches.
+    pub fn fault(&self) -> Option<&Fault> {
+        match self {
+            Outage::Proxy(fault) => Some(fault),
+            Outage::Sigstop { .. } => None,
         }
     }
 
     /// Causes the outage; it lasts until the value returned is ended or
-    /// dropped.
-    pub(super) fn begin(&self) -> Result<Ongoing, String> {
+    /// dropped. Nothing for a fault proxy's fault: the runner switches its
+    /// runs' proxies.
+    pub(super) fn begin(&self) -> Result<Option<Ongoing>, String> {
         match *self {
-            Outage::Sigstop { pid } => Frozen::stop(pid).map(Ongoing::Stopped),
+            Outage::Sigstop { pid } => Frozen::stop(pid).map(|f| Some(Ongoing::Stopped(f))),
+            Outage::Proxy(_) => Ok(None),
         }
     }
 }
@@ -167,19 +196,23 @@ mod tests {
     }
 
     #[test]
-    fn the_kinds_to_come_are_not_yet_supported_and_others_unknown() {
+    fn a_proxy_fault_is_an_outage_and_exec_is_not_yet_supported() {
         for text in [
             "stall",
-            "blackhole",
+            "blackhole,fraction=0.5",
             "reset",
-            "status=503",
+            "status=503,retry-after=2s",
             "delay=2s",
-            "exec=docker pause x",
         ] {
-            let err = text.parse::<Outage>().unwrap_err();
-            assert!(err.contains("not yet supported"), "{text}: {err}");
-            assert!(err.contains("sigstop=PID"), "{text}: {err}");
+            let outage: Outage = text.parse().unwrap();
+            assert_eq!(outage.to_string(), text);
+            assert_eq!(outage.fault().unwrap().to_string(), text);
         }
+        let err = "status=700".parse::<Outage>().unwrap_err();
+        assert!(err.contains("from 200 to 599"), "{err}");
+        let err = "exec".parse::<Outage>().unwrap_err();
+        assert!(err.contains("not yet supported"), "{err}");
+        assert!(err.contains("sigstop=PID"), "{err}");
         let err = "sigkill=3".parse::<Outage>().unwrap_err();
         assert!(err.contains("unknown outage"), "{err}");
     }

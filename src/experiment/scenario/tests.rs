@@ -241,8 +241,11 @@ fn a_target_takes_cases_of_client_flags_only_and_a_known_outage() {
         assert!(err.contains(needle), "{extra}: {err}");
         assert!(err.contains("no project server runs"), "{extra}: {err}");
     }
-    let stall = TARGET.replace("sigstop=4321", "stall");
-    let err = Scenario::from_toml(&stall).unwrap_err().to_string();
+    let stall = TARGET.replace("sigstop=4321", "stall,fraction=0.5");
+    let scenario = Scenario::from_toml(&stall).unwrap();
+    assert_eq!(scenario.outage.unwrap().to_string(), "stall,fraction=0.5");
+    let exec = TARGET.replace("sigstop=4321", "exec");
+    let err = Scenario::from_toml(&exec).unwrap_err().to_string();
     assert!(err.contains("not yet supported"), "{err}");
     let https = TARGET.replace("http://", "https://");
     let err = Scenario::from_toml(&https).unwrap_err().to_string();

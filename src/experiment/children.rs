@@ -163,3 +163,26 @@ pub(super) async fn reap(child: &mut Child, grace: Duration) {
         let _ = child.kill().await;
     }
 }
+
+/// The last lines a child wrote on stderr (`role`: `server` or
+/// `client`), for the storm's own error: why it failed, and where the
+/// rest is.
+pub(super) fn stderr_tail(out: &Path, name: &str, role: &str) -> String {
+    const LINES: usize = 5;
+    let path = out.join(format!("{name}.{role}.err"));
+    let bytes = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) => return format!("; its stderr ({}) could not be read: {e}", path.display()),
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let tail = &lines[lines.len().saturating_sub(LINES)..];
+    if tail.is_empty() {
+        return format!("; it wrote nothing on stderr ({})", path.display());
+    }
+    format!(
+        "; its stderr ({}) ends:\n  {}",
+        path.display(),
+        tail.join("\n  ")
+    )
+}

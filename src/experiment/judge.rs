@@ -10,6 +10,7 @@ use super::tables;
 use crate::plot::{self, RecoveryCurve, RunChart};
 use crate::report::aggregate::CaseFigures;
 use crate::report::chain::{ChainFigures, ChainSpread, chain_figures};
+use crate::report::proxy_figures::ProxyFigures;
 use crate::report::verdict::{Figures, STREAK, figures};
 
 /// Judges every run, aggregates every case, writes `summary.md`,
@@ -45,6 +46,7 @@ pub(super) fn write(
                 .target
                 .is_none()
                 .then(|| format!("{name}.server.csv")),
+            proxy: ProxyFigures::of(&run.proxy, &run.timeline),
         });
     }
     // A shard may make no run of a case.

@@ -3,12 +3,14 @@
 //! with SIGCONT after the pause; the clients' CSV files read back at the
 //! end. Live progress comes from the children's status lines, and whether
 //! a client kept up from its last one, its totals. Against a target only
-//! the clients run, one case at a time, the outage as the storm's says.
+//! the clients run, one case at a time, the outage as the storm's says:
+//! through a fault proxy of each run's own when the outage is its fault,
+//! switched on (SIGUSR1) for the pause and off (SIGUSR2) at the resume.
 
 use std::fs::File;
 use std::future::Future;
 use std::io::{self, IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -18,7 +20,7 @@ use tokio::process::Child;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::children::{self, Live};
+use super::children::{self, Live, stderr_tail};
 use super::error::{StormError, io_err};
 use super::scenario::{Case, join_flags};
 use super::storm::{Storm, confirmation};
@@ -42,8 +44,11 @@ struct Run<'a> {
     name: String,
     /// The results folder, where its children's files are.
     out: PathBuf,
-    /// The project's server (none against a target).
+    /// The project's server; against a target, the run's fault proxy if
+    /// the outage is its fault, else none.
     server: Option<Child>,
+    /// `server` is the fault proxy in front of a target.
+    proxied: bool,
     /// The tiers between client and server, from the client inward, each
     /// with the URL it calls.
     tiers: Vec<(Child, String)>,
@@ -124,32 +129,9 @@ fn output(storm: &Storm, case: &Case, rep: u32, suffix: &str) -> Result<File, St
     File::create(&path).map_err(io_err(format!("create {}", path.display())))
 }
 
-/// The last lines a child wrote on stderr (`role`: `server` or
-/// `client`), for the storm's own error: why it failed, and where the
-/// rest is.
-fn stderr_tail(out: &Path, name: &str, role: &str) -> String {
-    const LINES: usize = 5;
-    let path = out.join(format!("{name}.{role}.err"));
-    let bytes = match std::fs::read(&path) {
-        Ok(bytes) => bytes,
-        Err(e) => return format!("; its stderr ({}) could not be read: {e}", path.display()),
-    };
-    let text = String::from_utf8_lossy(&bytes);
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    let tail = &lines[lines.len().saturating_sub(LINES)..];
-    if tail.is_empty() {
-        return format!("; it wrote nothing on stderr ({})", path.display());
-    }
-    format!(
-        "; its stderr ({}) ends:\n  {}",
-        path.display(),
-        tail.join("\n  ")
-    )
-}
-
-/// Starts a server process as `role` (`server`, or `tier-K.server`, the
-/// stem of its log files) with `argv`, and waits for its status line
-/// saying where it listens.
+/// Starts a server process (or the fault proxy) as `role` (`server`,
+/// `tier-K.server` or `proxy`, the stem of its log files) with `argv`, and
+/// waits for its status line saying where it listens.
 async fn start_process(
     storm: &Storm,
     (case, rep): (&Case, u32),
@@ -158,9 +140,10 @@ async fn start_process(
     live: Arc<Mutex<Live>>,
 ) -> Result<(Child, String), StormError> {
     let name = storm.run_name(case, rep);
+    let program = if role == "proxy" { "proxy" } else { "server" };
     let spawned = children::spawn(
         &storm.program,
-        "server",
+        program,
         argv,
         output(storm, case, rep, &format!("{role}.log"))?,
         output(storm, case, rep, &format!("{role}.err"))?,
@@ -201,6 +184,7 @@ async fn start_server<'a>(
         name,
         out: storm.out.clone(),
         server: None,
+        proxied: false,
         tiers: Vec::new(),
         client: None,
         client_status: None,
@@ -210,6 +194,12 @@ async fn start_server<'a>(
     };
     if let Some(url) = &storm.scenario.target {
         run.url = url.clone();
+        if let Some(fault) = storm.scenario.outage.as_ref().and_then(|o| o.fault()) {
+            let argv = storm.proxy_argv(case, rep, url, fault);
+            let (proxy, at) =
+                start_process(storm, (case, rep), "proxy", &argv, run.live.clone()).await?;
+            (run.server, run.proxied, run.url) = (Some(proxy), true, at);
+        }
         return Ok(run);
     }
     let argv = storm.server_argv(case, rep);
@@ -261,6 +251,13 @@ fn command_lines(storm: &Storm, runs: &[Run]) -> String {
         out.push_str(&format!("# {}\n", run.name));
         if let (Some(url), Some(outage)) = (&storm.scenario.target, &storm.scenario.outage) {
             out.push_str(&target::commands_header(url, outage));
+            if let Some(fault) = outage.fault() {
+                out.push_str(&line(
+                    "proxy",
+                    storm.proxy_argv(run.case, run.rep, url, fault),
+                ));
+                out.push('\n');
+            }
         } else {
             out.push_str(&line("server", storm.server_argv(run.case, run.rep)));
             out.push('\n');
@@ -292,10 +289,12 @@ fn progress_line(phase: &str, left: Duration, runs: &[Run]) -> String {
                 format!("{:.2}", r.timeouts_per_s),
             )
         });
-        let concurrency = live
-            .server
-            .as_ref()
-            .map_or("-".into(), |r| r.concurrency.to_string());
+        let concurrency = match (&live.server, &live.proxy) {
+            (Some(r), _) => r.concurrency.to_string(),
+            // Through a fault proxy: what it holds, to the target or not.
+            (None, Some(r)) => (r.in_flight + r.held).to_string(),
+            (None, None) => "-".into(),
+        };
         line.push_str(&format!(
             " | {}: OK {ok}/s, timeouts {timeouts}/s, concurrency {concurrency}",
             run.name
@@ -353,10 +352,11 @@ async fn phase(
                         )));
                     }
                     if let Some(Ok(Some(status))) = run.server.as_mut().map(Child::try_wait) {
+                        let role = if run.proxied { "proxy" } else { "server" };
                         return Err(StormError::Child(format!(
-                            "the server for {} exited early ({status}){}",
+                            "the {role} for {} exited early ({status}){}",
                             run.name,
-                            stderr_tail(&run.out, &run.name, "server")
+                            stderr_tail(&run.out, &run.name, role)
                         )));
                     }
                     for (i, (tier, _)) in run.tiers.iter_mut().enumerate() {
@@ -421,8 +421,13 @@ impl Run<'_> {
     fn stopped(&self) -> Option<&Child> {
         match self.case.pause {
             Some(tier) => Some(&self.tiers[tier as usize - 1].0),
-            None => self.server.as_ref(),
+            None => self.server.as_ref().filter(|_| !self.proxied),
         }
+    }
+
+    /// The fault proxy in front of a target, if the run goes through one.
+    fn proxy(&self) -> Option<&Child> {
+        self.server.as_ref().filter(|_| self.proxied)
     }
 }
 
@@ -500,6 +505,9 @@ async fn drive<'a>(
     for stopped in runs.iter().filter(|_| outage).filter_map(Run::stopped) {
         children::signal(stopped, Signal::SIGSTOP);
     }
+    for proxy in runs.iter().filter(|_| outage).filter_map(Run::proxy) {
+        children::signal(proxy, Signal::SIGUSR1);
+    }
     // A target's outage ends when this goes: at the resume, or on the way
     // out if the pause is cut short.
     let ongoing = match &storm.scenario.outage {
@@ -523,6 +531,9 @@ async fn drive<'a>(
     let resume_ms = unix_ms();
     for stopped in runs.iter().filter(|_| outage).filter_map(Run::stopped) {
         children::signal(stopped, Signal::SIGCONT);
+    }
+    for proxy in runs.iter().filter(|_| outage).filter_map(Run::proxy) {
+        children::signal(proxy, Signal::SIGUSR2);
     }
     if let Some(ongoing) = ongoing {
         ongoing.end();
@@ -592,8 +603,12 @@ fn read_back(
         timeline: run.timeline.expect("read runs are finished"),
         client: read_csv(&storm.file(run.case, run.rep, "client.csv"))?,
         server: match run.server {
-            Some(_) => read_csv(&storm.file(run.case, run.rep, "server.csv"))?,
-            None => Vec::new(),
+            Some(_) if !run.proxied => read_csv(&storm.file(run.case, run.rep, "server.csv"))?,
+            _ => Vec::new(),
+        },
+        proxy: match run.server {
+            Some(_) if run.proxied => read_csv(&storm.file(run.case, run.rep, "proxy.csv"))?,
+            _ => Vec::new(),
         },
         tiers: storm.read_tiers(&storm.out, run.case, run.rep)?,
     })

@@ -66,6 +66,7 @@ pub(super) fn run(
                     .collect(),
                 server: outcome.server_rows,
                 client_behind: None,
+                proxy: Vec::new(),
             });
         }
     }

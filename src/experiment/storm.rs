@@ -10,6 +10,7 @@ use super::folder::Existing;
 use super::scenario::{Case, Engine, Protocol, Scenario, format_duration, join_flags};
 use super::stop::Stop;
 use crate::model::client::ClientConfig;
+use crate::model::fault::Fault;
 use crate::model::server::{DEFAULT_BACKLOG, ServerConfig};
 use crate::model::shard::Shard;
 use crate::model::timescale::compress;
@@ -202,6 +203,32 @@ impl Storm {
         argv
     }
 
+    /// The flags of the fault proxy of repetition `rep` of `case`, in
+    /// front of the target `url` with `fault` (off until the pause),
+    /// exactly as its process gets them. Its rows come as often as the
+    /// client's.
+    pub fn proxy_argv(&self, case: &Case, rep: u32, url: &str, fault: &Fault) -> Vec<String> {
+        let interval = compress(self.scenario.protocol.report_interval, self.time_scale);
+        let mut argv: Vec<String> = [
+            "--listen",
+            "127.0.0.1:0",
+            "--upstream",
+            url,
+            "--fault",
+            &fault.to_string(),
+            "--report-interval",
+            &format_duration(round_ms(interval)),
+            "--seed",
+            &self.seed(rep).to_string(),
+            "--csv",
+            &self.file(case, rep, "proxy.csv").display().to_string(),
+        ]
+        .map(String::from)
+        .into();
+        self.status_flag(&mut argv);
+        argv
+    }
+
     /// The seed of tier `tier` (from 1) of repetition `rep`: its server's
     /// draws and, on a stream of its own, its call's.
     fn tier_seed(&self, rep: u32, tier: usize) -> u64 {
@@ -354,19 +381,12 @@ impl Storm {
             (Some(url), None) => {
                 return refuse(format!(
                     "--target {url}: say how to cause its outage with --outage (or the \
-                     scenario's outage): for now sigstop=PID, the target's process, \
-                     stopped for the pause with its descendants"
+                     scenario's outage): sigstop=PID, the target's process stopped for the \
+                     pause with its descendants, or a fault of a proxy in front of it, such \
+                     as stall or status=503"
                 ));
             }
-            (Some(url), Some(outage)) => {
-                if let Some(fault) = outage.fault() {
-                    return refuse(format!(
-                        "--outage {fault}: the fault proxy is not yet part of the storm; for \
-                         now the outage is sigstop=PID"
-                    ));
-                }
-                url
-            }
+            (Some(url), Some(_)) => url,
         };
         if self.engine == Engine::Sim {
             return refuse(format!(

@@ -7,6 +7,8 @@ use super::scenario::Case;
 use crate::report::aggregate::CaseFigures;
 use crate::report::chain::{ChainFigures, TierRows};
 use crate::report::histogram::Percentiles;
+use crate::report::proxy::ProxyRow;
+use crate::report::proxy_figures::ProxyFigures;
 use crate::report::rows::{ClientRow, ServerRow};
 #[cfg(doc)]
 use crate::report::status::ClientTotals;
@@ -28,6 +30,8 @@ pub(super) struct CaseRun {
     pub server: Vec<ServerRow>,
     /// Each tier's server rows and calls' rows, from the client inward.
     pub tiers: Vec<TierRows>,
+    /// The fault proxy's report rows, against a target through one.
+    pub proxy: Vec<ProxyRow>,
     /// The client's start lateness, if it fell behind its users' schedule
     /// ([`ClientTotals::fell_behind`]).
     pub client_behind: Option<Percentiles>,
@@ -62,6 +66,9 @@ pub struct RunReport {
     pub client_csv: String,
     /// Server CSV file name, in the results folder; none against a target.
     pub server_csv: Option<String>,
+    /// What its fault proxy saw, against a target through one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proxy: Option<ProxyFigures>,
 }
 
 /// The figures only the project's server measures, by their keys in

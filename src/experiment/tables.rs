@@ -262,9 +262,66 @@ fn target(report: &StormReport) -> String {
         "Against the target {}, a service the storm did not start, every case in turn; the \
          outage: {}. Peak concurrency, wasted work, calm and the concurrency at the end are \
          what the project's server measures: not measured here (null in summary.json), and \
-         there are no server rows. The verdict and every other figure are the client's.\n\n",
-        t.url, t.outage
+         there are no server rows. The verdict and every other figure are the client's{}.\n\n",
+        t.url,
+        t.outage,
+        if report.runs.iter().any(|r| r.proxy.is_some()) {
+            ", besides the fault proxy's own (its table below)"
+        } else {
+            ""
+        }
     )
+}
+
+/// What every run's fault proxy saw, with its definitions; none without a
+/// fault proxy.
+pub fn proxies(report: &StormReport) -> Option<String> {
+    let mut out = String::from(
+        "## Through the fault proxy
+
+         | run | requests | 2xx | 4xx | 5xx | other | injected | resets | target errors | gone | \
+         peak in flight | peak held | peak queued | peak connections | p50 before (ms) | \
+         peak p99 (ms) |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | \
+         --- | --- |\n",
+    );
+    let mut any = false;
+    for r in &report.runs {
+        let Some(f) = &r.proxy else { continue };
+        any = true;
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            run_name(report, &r.case, r.run),
+            f.requests,
+            f.answers_2xx,
+            f.answers_4xx,
+            f.answers_5xx,
+            f.answers_other,
+            f.injected,
+            f.resets,
+            f.upstream_errors,
+            f.gone,
+            f.peak_in_flight,
+            f.peak_held,
+            f.peak_queued,
+            f.peak_connections,
+            opt(f.warmup_p50_ms, 1),
+            opt(f.peak_p99_ms, 1),
+        ));
+    }
+    out.push_str(
+        "\nCounted by the proxy over the whole run, the tail included. 2xx to other: the \
+         target's answers passed back, by status. Injected: answered by the proxy itself \
+         (status=CODE). Resets: connections reset by the fault. Target errors: requests the \
+         target did not answer (refused, reset or closed; the proxy answered 502). Gone: \
+         requests whose client had closed before their answer. Peaks: the most at any of its \
+         reports, of requests forwarded to the target and not yet answered (in flight), \
+         requests held by the fault (stalled, delayed or swallowed), connections the kernel \
+         held in its listen queue, and client connections open. Latency through the proxy \
+         (request read to answer written): the median of the warm-up's interval medians, and \
+         the worst interval p99.\n",
+    );
+    any.then_some(out)
 }
 
 /// `summary.md`: the protocol, the tables and what their columns mean.
@@ -321,7 +378,11 @@ pub fn markdown(engine: &str, report: &StormReport) -> String {
         target(report),
         runs(report),
         after_resume(report),
-        chains(report).map_or(String::new(), |c| format!("\n{c}")),
+        [chains(report), proxies(report)]
+            .into_iter()
+            .flatten()
+            .map(|c| format!("\n{c}"))
+            .collect::<String>(),
         [behind(report), refused(report)]
             .into_iter()
             .flatten()

@@ -12,6 +12,7 @@ pub mod hlog;
 pub mod metrics;
 pub mod output;
 pub mod proxy;
+pub mod proxy_figures;
 pub mod rows;
 pub mod status;
 pub mod summary;

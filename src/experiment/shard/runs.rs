@@ -80,6 +80,7 @@ pub fn merge_runs(
                 },
                 tiers: storm.read_tiers(dir, case, rep)?,
                 client_behind: r.client_behind,
+                proxy: Vec::new(),
             });
         }
         if let Ok(text) = std::fs::read_to_string(dir.join("commands.txt")) {

@@ -426,6 +426,7 @@ fn merge_run(
                 timeline,
                 client: &rows,
                 server,
+                proxy: &[],
             }],
             request.png,
         )

@@ -111,6 +111,7 @@ fn draw(storm: &Storm, report: &StormReport, runs: &[CaseRun]) -> plot::DrawResu
             timeline: r.timeline,
             client: &run.client,
             server: &run.server,
+            proxy: &run.proxy,
         })
         .collect();
     plot::storm_charts(&storm.out, &charts, storm.png)?;

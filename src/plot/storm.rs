@@ -11,6 +11,7 @@ use super::canvas::{
     CONCURRENCY_COLOR, DrawResult, ERROR_COLOR, OK_COLOR, PALETTE, PAUSE_COLOR, TIMEOUT_COLOR,
     draw_legend, extension, register_font, render, secs,
 };
+use crate::report::proxy::ProxyRow;
 use crate::report::rows::{ClientRow, ServerRow};
 use crate::report::verdict::Timeline;
 
@@ -26,8 +27,32 @@ pub struct RunChart<'a> {
     /// The client's report rows.
     pub client: &'a [ClientRow],
     /// The server's report rows: none against a target, whose concurrency
-    /// is not measured (no right axis).
+    /// is not measured (no right axis, unless through a fault proxy).
     pub server: &'a [ServerRow],
+    /// The fault proxy's report rows, against a target through one: what
+    /// it holds goes on the right axis instead.
+    pub proxy: &'a [ProxyRow],
+}
+
+impl RunChart<'_> {
+    /// The right axis: its name and its points (seconds since the client
+    /// started, value); none if nothing measured it.
+    fn right_axis(&self) -> Option<(&'static str, Vec<(f64, f64)>)> {
+        let start = self.timeline.start_ms;
+        if !self.server.is_empty() {
+            let points = self.server.iter();
+            let points = points.map(|r| (secs(r.unix_ms, start), r.concurrency as f64));
+            return Some(("server concurrency", points.collect()));
+        }
+        // Requests the proxy held to the target or for the fault, and
+        // connections waiting in its listen queue: a stall's backlog.
+        let points = self.proxy.iter().map(|r| {
+            let held = r.in_flight + r.held + r.queued;
+            (secs(r.unix_ms, start), held as f64)
+        });
+        let points: Vec<(f64, f64)> = points.collect();
+        (!points.is_empty()).then_some(("held at the fault proxy", points))
+    }
 }
 
 /// Draws every chart of a storm into `dir`: one per case and
@@ -44,7 +69,8 @@ pub fn storm_charts(dir: &Path, runs: &[RunChart], png: bool) -> DrawResult {
     Ok(())
 }
 
-/// Shades the pause (the server stopped) across the chart's height.
+/// Shades the pause (the server stopped, or a target's outage) across
+/// the chart's height.
 fn shade_pause<DB: DrawingBackend>(
     chart: &mut ChartContext<'_, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
     run: &RunChart,
@@ -60,7 +86,11 @@ where
             [(stop, 0.0), (resume, y_max)],
             PAUSE_COLOR.mix(0.5).filled(),
         )))?
-        .label("server stopped")
+        .label(if run.server.is_empty() {
+            "outage"
+        } else {
+            "server stopped"
+        })
         .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], PAUSE_COLOR.filled()));
     Ok(())
 }
@@ -78,8 +108,8 @@ fn draw_run<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, run: &RunChart) -
 where
     DB::ErrorType: 'static,
 {
-    let (client, server) = (run.client, run.server);
-    let measured = !server.is_empty();
+    let client = run.client;
+    let right = run.right_axis();
     area.fill(&WHITE)?;
     let start = run.timeline.start_ms;
     let x_max = client
@@ -91,12 +121,10 @@ where
         .map(|r| r.ok_per_s.max(r.errors_per_s).max(r.timeouts_per_s))
         .fold(1.0, f64::max)
         * 1.1;
-    let c_max = server
+    let c_max = right
         .iter()
-        .map(|r| r.concurrency)
-        .max()
-        .unwrap_or(0)
-        .max(10) as f64
+        .flat_map(|(_, points)| points.iter().map(|p| p.1))
+        .fold(10.0, f64::max)
         * 1.1;
     let mut chart = ChartBuilder::on(area)
         .caption(
@@ -106,7 +134,7 @@ where
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(60)
-        .right_y_label_area_size(if measured { 70 } else { 20 })
+        .right_y_label_area_size(if right.is_some() { 70 } else { 20 })
         .build_cartesian_2d(0.0..x_max, 0.0..y_max)?
         .set_secondary_coord(0.0..x_max, 0.0..c_max);
     chart
@@ -115,11 +143,8 @@ where
         .y_desc("attempts per second")
         .light_line_style(WHITE.mix(0.0))
         .draw()?;
-    if measured {
-        chart
-            .configure_secondary_axes()
-            .y_desc("server concurrency")
-            .draw()?;
+    if let Some((name, _)) = &right {
+        chart.configure_secondary_axes().y_desc(*name).draw()?;
     }
     shade_pause(&mut chart, run, y_max)?;
     type Series = (&'static str, RGBColor, fn(&ClientRow) -> f64);
@@ -137,15 +162,10 @@ where
             .label(label)
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 15, y)], color.stroke_width(2)));
     }
-    if measured {
+    if let Some((name, points)) = right {
         chart
-            .draw_secondary_series(LineSeries::new(
-                server
-                    .iter()
-                    .map(|r| (secs(r.unix_ms, start), r.concurrency as f64)),
-                CONCURRENCY_COLOR.stroke_width(1),
-            ))?
-            .label("server concurrency (right axis)")
+            .draw_secondary_series(LineSeries::new(points, CONCURRENCY_COLOR.stroke_width(1)))?
+            .label(format!("{name} (right axis)"))
             .legend(|(x, y)| PathElement::new([(x, y), (x + 15, y)], CONCURRENCY_COLOR));
     }
     draw_legend(&mut chart, SeriesLabelPosition::UpperRight)

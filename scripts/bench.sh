@@ -39,6 +39,12 @@
 #             9,000 held), against the same without the pause: its peak
 #             memory per session held, before the resume and through it.
 #             N rounds, about 3 minutes each
+#   proxy     the fault proxy (`storm proxy`, its fault off) against a
+#             direct connection to an upstream that answers at once
+#             (examples/proxy_latency): closed loops on 1 and on 32
+#             keep-alive connections, 5 s each way, in alternating order,
+#             5 rounds: latency added at p50 and p99, throughput through
+#             it as a share of the direct one, its CPU a request
 #   memory    the client's peak resident memory, 100,000 users
 #   lateness  how late attempts start at 10,000 req/s
 #   ks        the think times' Kolmogorov-Smirnov test
@@ -81,13 +87,14 @@ while (( $# )); do
   esac
 done
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || { echo "--rounds: a positive whole number, not '$ROUNDS'" >&2; exit 2; }
-ALL=(peers storm rate sim open memory lateness ks)
+ALL=(peers storm rate sim open proxy memory lateness ks)
 [[ ${#scenarios[@]} -gt 0 ]] || scenarios=(peers storm rate sim open)
 for s in "${scenarios[@]}"; do
   [[ " ${ALL[*]} " == *" $s "* ]] || { echo "unknown scenario: $s (${ALL[*]})" >&2; exit 2; }
 done
 
-cargo build --release --quiet --bins --example storm_floor --example sleep_floor --example sim_memory
+cargo build --release --quiet --bins --example storm_floor --example sleep_floor --example sim_memory \
+  --example proxy_latency
 BIN=${BENCH_BIN:-target/release}
 STORM_FLOOR=target/release/examples/storm_floor
 SLEEP_FLOOR=target/release/examples/sleep_floor
@@ -607,6 +614,12 @@ bench_open() {
   if (( ROUNDS > 1 )); then RATIOS+=("$(figure "     each round" "$(spread "${stopped[@]}")" "B" "" "")"); fi
   RATIOS+=("$(figure "   real client, the same through the resume" "$(real_per 4)" "B" "-" "-")")
   if (( ROUNDS > 1 )); then RATIOS+=("$(figure "     each round" "$(spread "${burst[@]}")" "B" "" "")"); fi
+}
+
+# ---- proxy: the fault proxy against a direct connection
+
+bench_proxy() {
+  target/release/examples/proxy_latency --storm "$BIN/storm" --rounds 5 --seconds 5 --connections 1,32
 }
 
 # ---- memory, lateness, ks: figures without a peer

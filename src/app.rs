@@ -435,13 +435,12 @@ fn failed(e: StormError, storm: &Storm) -> ExitCode {
             ExitCode::from(2)
         }
         StormError::Interrupted => {
-            let what = match storm.engine {
-                Engine::Real if storm.scenario.target.is_some() => {
-                    "every process the outage stopped continued, the target left running, \
-                     every client stopped"
+            let what = match (storm.engine, &storm.scenario.outage) {
+                (Engine::Real, Some(outage)) if storm.scenario.target.is_some() => {
+                    format!("{}, every client stopped", outage.undone())
                 }
-                Engine::Real => "every server resumed and stopped",
-                Engine::Sim => "the runs made so far written, no summary",
+                (Engine::Real, _) => "every server resumed and stopped".to_string(),
+                (Engine::Sim, _) => "the runs made so far written, no summary".to_string(),
             };
             eprintln!(
                 "interrupted: {what}; partial results in {}",

@@ -112,6 +112,17 @@ impl Outage {
     /// Checks, before any load, that the outage can be caused: the
     /// process exists and may be signalled by this one, is neither this
     /// process nor one of its ancestors, and is not stopped already.
+    /// How the outage was undone when a storm is interrupted, for its
+    /// last words.
+    pub fn undone(&self) -> &'static str {
+        match self {
+            Outage::Sigstop { .. } => {
+                "every process the outage stopped continued, the target left running"
+            }
+            Outage::Proxy(_) => "the fault proxy stopped, its fault with it, the target untouched",
+        }
+    }
+
     /// A fault proxy's fault needs no check: the storm starts the proxy.
     pub(super) fn check(&self) -> Result<(), String> {
         match *self {

@@ -1,0 +1,6 @@
+//! Fitting.
+
+#[cfg(test)]
+mod closed_loop;
+mod search;
+mod level;

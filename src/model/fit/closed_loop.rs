@@ -94,38 +94,94 @@ pub(crate) fn closed_loop(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::latency::LatencyModel;
-    use crate::model::server::{PoolModel, ServiceDistribution, Shape};
+    use crate::model::fit::shapes::{DEFAULT_QUEUE, Family, Twin};
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn run(twin: &Twin, n: u32, stagger: Duration, window: Duration) -> Measured {
+        let config = ServerConfig {
+            seed: 3,
+            ..twin.server_config()
+        };
+        closed_loop(&config, n, stagger, Duration::from_secs(30), window)
+    }
 
     #[test]
-    fn explore() {
-        let ms = Duration::from_millis;
-        let exp = ServerConfig {
-            model: LatencyModel {
+    fn a_curve_gives_every_request_its_delay_at_n_and_batches_them() {
+        let curves = [
+            Twin::Exponential {
                 base: ms(20),
                 limit: 30,
                 factor: 2.0,
                 scale: 40.0,
-                max_delay: Duration::from_secs(600),
             },
-            ..ServerConfig::default()
-        };
-        let lin = ServerConfig {
-            model: LatencyModel { base: ms(20), ..LatencyModel::default() },
-            shape: Shape::Linear { slope: ms(1) },
-            ..ServerConfig::default()
-        };
-        let pool = ServerConfig {
-            shape: Shape::Pool(PoolModel { workers: 20, service_time: ms(50), distribution: ServiceDistribution::Exponential, queue: 100_000, ..PoolModel::default() }),
-            seed: 3,
-            ..ServerConfig::default()
-        };
-        for (name, c) in [("exp", &exp), ("lin", &lin), ("pool", &pool)] {
-            for n in [1u32, 2, 8, 32, 64, 128, 256] {
-                for stagger in [Duration::ZERO, ms(20), ms(1000)] {
-                    let m = closed_loop(c, n, stagger, Duration::from_secs(30), Duration::from_secs(60));
-                    let delay = c.curve().map(|cv| cv.delay(n as u64).as_secs_f64());
-                    println!("{name} n={n} stagger={stagger:?}: X={:.3} R={:.5} N/X={:.5} p50={:.5} p99={:.5} delay={delay:?} instants={}", m.throughput, m.mean(), n as f64 / m.throughput, m.quantile(0.5), m.quantile(0.99), m.instants);
+            Twin::Linear {
+                base: ms(20),
+                slope: ms(1),
+            },
+        ];
+        let window = Duration::from_secs(60);
+        for twin in curves {
+            for n in [1, 8, 32, 64, 256] {
+                // All at once, and spread over a second.
+                for stagger in [Duration::ZERO, ms(1000)] {
+                    let m = run(&twin, n, stagger, window);
+                    let r = twin.latency(n);
+                    // Every latency is delay(n), to the nanosecond.
+                    for latency in &m.latencies {
+                        assert!(
+                            (latency - r).abs() < 2e-9,
+                            "{twin:?} at {n}: {latency} vs {r}"
+                        );
+                    }
+                    // Throughput N / R, give or take one batch in the window.
+                    let slack = f64::from(n) / window.as_secs_f64();
+                    assert!(
+                        (m.throughput - twin.throughput(n)).abs() <= slack + 1e-9,
+                        "{twin:?} at {n}: {} vs {}",
+                        m.throughput,
+                        twin.throughput(n)
+                    );
+                }
+            }
+        }
+        // Above the limit, requests closer than delay(N) - delay(N - 1)
+        // leave together: 256 clients spread over a second become one
+        // batch a second.
+        let m = run(&curves[0], 256, ms(1000), window);
+        assert_eq!(m.instants, 60, "one batch each second");
+    }
+
+    #[test]
+    fn a_pool_gives_one_service_time_unsaturated_and_n_s_over_w_beyond() {
+        let window = Duration::from_secs(200);
+        for distribution in [Family::Constant, Family::Exponential] {
+            let twin = Twin::Pool {
+                workers: 20,
+                service_time: ms(50),
+                distribution,
+                queue: DEFAULT_QUEUE,
+            };
+            for n in [1, 8, 20, 32, 256] {
+                let m = run(&twin, n, ms(50), window);
+                let (r, x) = (twin.latency(n), twin.throughput(n));
+                // Exponential service at N = 1: 4,000 draws, the mean's
+                // standard error 1.6 %; 5 % is three of them.
+                assert!(
+                    (m.mean() / r - 1.0).abs() < 0.05,
+                    "{twin:?} at {n}: {}",
+                    m.mean()
+                );
+                assert!((m.throughput / x - 1.0).abs() < 0.05, "{twin:?} at {n}");
+                if n <= 20 {
+                    let spread = m.quantile(0.99) / m.quantile(0.5);
+                    let expected = distribution.spread();
+                    assert!(
+                        (spread / expected - 1.0).abs() < 0.15,
+                        "{distribution:?}: {spread}"
+                    );
                 }
             }
         }

@@ -140,7 +140,9 @@ impl Targets {
                 reason: reason.to_string(),
             };
             if level.concurrency == 0 {
-                return Err(invalid("a concurrency of 0: a probe holds at least one client"));
+                return Err(invalid(
+                    "a concurrency of 0: a probe holds at least one client",
+                ));
             }
             if !(0.0..=1.0).contains(&level.error_share) {
                 return Err(invalid("an error share outside 0 to 1"));
@@ -168,7 +170,9 @@ impl Targets {
                 level.latency_p99_s,
             ];
             if times.iter().any(|t| !(t.is_finite() && *t > 0.0)) {
-                return Err(invalid("a latency that is not a positive number of seconds"));
+                return Err(invalid(
+                    "a latency that is not a positive number of seconds",
+                ));
             }
             if level.latency_p50_s > level.latency_p99_s {
                 return Err(invalid("a median above the 99th percentile"));
@@ -195,7 +199,11 @@ impl Targets {
             .iter()
             .map(|l| (f64::from(l.concurrency) / l.throughput).ln())
             .collect();
-        let middle = ln_r.iter().zip(&ln_little).map(|(a, b)| (a + b) / 2.0).collect();
+        let middle = ln_r
+            .iter()
+            .zip(&ln_little)
+            .map(|(a, b)| (a + b) / 2.0)
+            .collect();
         Ok(Targets {
             n,
             ln_r,
@@ -349,16 +357,26 @@ mod tests {
         assert!(e.to_string().contains("every one of the 4 levels"), "{e}");
         let mut zero = ok;
         zero[2].throughput = 0.0;
-        assert!(err(&zero).to_string().contains("no throughput"), "{}", err(&zero));
+        assert!(
+            err(&zero).to_string().contains("no throughput"),
+            "{}",
+            err(&zero)
+        );
         let mut nan = ok;
         nan[1].latency_p99_s = f64::NAN;
-        assert!(matches!(err(&nan), FitError::InvalidLevel { concurrency: 2, .. }));
+        assert!(matches!(
+            err(&nan),
+            FitError::InvalidLevel { concurrency: 2, .. }
+        ));
         let mut repeated = ok;
         repeated[3].concurrency = 4;
         assert_eq!(err(&repeated), FitError::RepeatedConcurrency(4));
         let mut none = ok;
         none[0].concurrency = 0;
-        assert!(matches!(err(&none), FitError::InvalidLevel { concurrency: 0, .. }));
+        assert!(matches!(
+            err(&none),
+            FitError::InvalidLevel { concurrency: 0, .. }
+        ));
         let mut share = ok;
         share[0].error_share = 1.5;
         assert!(err(&share).to_string().contains("error share"));

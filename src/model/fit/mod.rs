@@ -2,5 +2,6 @@
 
 #[cfg(test)]
 mod closed_loop;
-mod search;
 mod level;
+mod search;
+pub mod shapes;

@@ -16,7 +16,11 @@ pub(crate) fn line(x: &[f64], y: &[f64]) -> (f64, f64, f64) {
     let sxy: f64 = x.iter().zip(y).map(|(xi, yi)| (xi - mx) * (yi - my)).sum();
     let k = if sxx > 0.0 { (sxy / sxx).max(0.0) } else { 0.0 };
     let a = my - k * mx;
-    let sse = x.iter().zip(y).map(|(xi, yi)| (yi - a - k * xi).powi(2)).sum();
+    let sse = x
+        .iter()
+        .zip(y)
+        .map(|(xi, yi)| (yi - a - k * xi).powi(2))
+        .sum();
     (a, k, sse)
 }
 
@@ -198,12 +202,17 @@ mod tests {
     fn nelder_mead_finds_a_bowl_and_rosenbrocks_valley() {
         let bowl = |p: &[f64]| (p[0] - 1.0).powi(2) + 10.0 * (p[1] + 2.0).powi(2);
         let (x, fx) = nelder_mead(bowl, &[0.0, 0.0], &[0.5, 0.5], 1e-16, 10_000);
-        assert!((x[0] - 1.0).abs() < 1e-6 && (x[1] + 2.0).abs() < 1e-6, "{x:?}");
+        assert!(
+            (x[0] - 1.0).abs() < 1e-6 && (x[1] + 2.0).abs() < 1e-6,
+            "{x:?}"
+        );
         assert!(fx < 1e-12);
-        let rosenbrock =
-            |p: &[f64]| 100.0 * (p[1] - p[0] * p[0]).powi(2) + (1.0 - p[0]).powi(2);
+        let rosenbrock = |p: &[f64]| 100.0 * (p[1] - p[0] * p[0]).powi(2) + (1.0 - p[0]).powi(2);
         let (x, _) = nelder_mead(rosenbrock, &[-1.2, 1.0], &[0.1, 0.1], 1e-20, 20_000);
-        assert!((x[0] - 1.0).abs() < 1e-4 && (x[1] - 1.0).abs() < 1e-4, "{x:?}");
+        assert!(
+            (x[0] - 1.0).abs() < 1e-4 && (x[1] - 1.0).abs() < 1e-4,
+            "{x:?}"
+        );
         // The budget is kept, give or take one step's evaluations.
         let calls = std::cell::Cell::new(0);
         let counted = |p: &[f64]| {

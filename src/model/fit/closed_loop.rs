@@ -70,10 +70,10 @@ pub(crate) fn closed_loop(
         }
         if departure == Some(now) {
             service.advance(now);
-        } else if let Some(Reverse((at, client))) = sends.pop() {
-            if service.admit(at, client).is_err() {
-                panic!("a closed loop of {clients} was refused at {at:?}");
-            }
+        } else if let Some(Reverse((at, client))) = sends.pop()
+            && service.admit(at, client).is_err()
+        {
+            panic!("a closed loop of {clients} was refused at {at:?}");
         }
         service.drain(|d| {
             if d.at >= warmup {

@@ -302,9 +302,9 @@ pub(crate) fn round_number(x: f64) -> f64 {
 /// microseconds or nanoseconds, the largest unit that holds it.
 pub fn write_duration(d: Duration) -> String {
     let nanos = d.as_nanos();
-    if nanos % 1_000_000 == 0 {
+    if nanos.is_multiple_of(1_000_000) {
         format!("{}ms", nanos / 1_000_000)
-    } else if nanos % 1_000 == 0 {
+    } else if nanos.is_multiple_of(1_000) {
         format!("{}us", nanos / 1_000)
     } else {
         format!("{nanos}ns")

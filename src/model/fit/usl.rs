@@ -22,8 +22,13 @@
 //! (fewer than 6 measurements, or a failed fit). Its code also truncates
 //! each measurement's concurrency to an integer before predicting (`m.n
 //! as u32`), which its doc does not say: a concurrency derived by
-//! Little's law from throughput and latency is fractional. Its formulas
-//! agree with these; a test beside this module checks both against it.
+//! Little's law from throughput and latency is fractional. Its
+//! `max_concurrency` floors the peak to an integer (and gives `u32::MAX`
+//! where κ is 0), and its command-line program prints λ under κ's label
+//! and κ under λ's (`src/main.rs`), which is why its README shows κ = 90
+//! and λ = 0.0001. Its formulas agree with these: the tests here check
+//! them against it, and that on the book's measurements each fit is the
+//! better by its own sum.
 
 use serde::{Deserialize, Serialize};
 
@@ -198,5 +203,125 @@ mod tests {
         assert!((got.kappa / truth.kappa - 1.0).abs() < 1e-4, "{got:?}");
         assert!((got.lambda / truth.lambda - 1.0).abs() < 1e-6, "{got:?}");
         assert!(fit.score.error < 1e-6);
+    }
+
+    /// The measurements of the `usl` crate's own test (from Schwartz's
+    /// book): concurrency and throughput.
+    const BOOK: [(u32, f64); 32] = [
+        (1, 955.16),
+        (2, 1878.91),
+        (3, 2688.01),
+        (4, 3548.68),
+        (5, 4315.54),
+        (6, 5130.43),
+        (7, 5931.37),
+        (8, 6531.08),
+        (9, 7219.8),
+        (10, 7867.61),
+        (11, 8278.71),
+        (12, 8646.7),
+        (13, 9047.84),
+        (14, 9426.55),
+        (15, 9645.37),
+        (16, 9897.24),
+        (17, 10097.6),
+        (18, 10240.5),
+        (19, 10532.39),
+        (20, 10798.52),
+        (21, 11151.43),
+        (22, 11518.63),
+        (23, 11806.0),
+        (24, 12089.37),
+        (25, 12075.41),
+        (26, 12177.29),
+        (27, 12211.41),
+        (28, 12158.93),
+        (29, 12155.27),
+        (30, 12118.04),
+        (31, 12140.4),
+        (32, 12074.39),
+    ];
+
+    #[test]
+    fn the_law_agrees_with_the_usl_crate() {
+        for (sigma, kappa, lambda) in [(0.0, 0.0, 1.0), (0.05, 2e-4, 100.0), (0.9, 0.1, 7.5)] {
+            let ours = Usl {
+                sigma,
+                kappa,
+                lambda,
+            };
+            let theirs = ::usl::Model {
+                sigma,
+                kappa,
+                lambda,
+            };
+            for n in [1u32, 2, 7, 64, 1000] {
+                let x = theirs.throughput_at_concurrency(n);
+                let r = theirs.latency_at_concurrency(n);
+                assert!((ours.throughput(f64::from(n)) / x - 1.0).abs() < 1e-12);
+                assert!((ours.latency(f64::from(n)) / r - 1.0).abs() < 1e-12);
+            }
+            if kappa > 0.0 {
+                // The crate floors the peak to a whole concurrency.
+                assert_eq!(
+                    ours.peak().unwrap().floor() as u32,
+                    theirs.max_concurrency()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_books_measurements_give_the_crates_law_give_or_take_the_sum() {
+        let theirs = ::usl::Model::build(
+            &BOOK
+                .iter()
+                .map(|&(n, x)| ::usl::Measurement::concurrency_and_throughput(n, x))
+                .collect::<Vec<_>>(),
+        );
+        // The crate's own figures (absolute throughput errors).
+        assert!((theirs.sigma - 0.02671591).abs() < 1e-6, "{theirs:?}");
+        let levels: Vec<Level> = BOOK
+            .iter()
+            .map(|&(n, x)| {
+                let r = f64::from(n) / x;
+                Level {
+                    concurrency: n,
+                    throughput: x,
+                    latency_mean_s: r,
+                    latency_p50_s: r,
+                    latency_p99_s: r,
+                    error_share: 0.0,
+                }
+            })
+            .collect();
+        let targets = Targets::new(&levels, 0.0).unwrap();
+        let ours = usl(&targets).usl;
+        // Relative errors weigh the small levels more (λ follows the
+        // throughput at N = 1, 955, more closely): close, not equal.
+        let both = format!("{ours:?} {theirs:?}");
+        assert!((ours.sigma - theirs.sigma).abs() < 0.01, "{both}");
+        assert!((ours.kappa / theirs.kappa - 1.0).abs() < 0.25, "{both}");
+        assert!((ours.lambda / theirs.lambda - 1.0).abs() < 0.05, "{both}");
+        // Each is the better by its own sum: log ratios here, absolute
+        // throughput there.
+        let theirs_here = Usl {
+            sigma: theirs.sigma,
+            kappa: theirs.kappa,
+            lambda: theirs.lambda,
+        };
+        let score = |law: &Usl| {
+            let ln_pred: Vec<f64> = targets.n.iter().map(|&n| law.latency(n).ln()).collect();
+            targets.score(&ln_pred).error
+        };
+        assert!(score(&ours) < score(&theirs_here), "{both}");
+        let absolute = |law: &Usl| {
+            BOOK.iter()
+                .map(|&(n, x)| (x - law.throughput(f64::from(n))).powi(2))
+                .sum::<f64>()
+        };
+        assert!(absolute(&theirs_here) < absolute(&ours), "{both}");
+        let peak = ours.peak().unwrap() / f64::from(theirs.max_concurrency());
+        assert!((peak - 1.0).abs() < 0.1, "{ours:?} {theirs:?}");
     }
 }

@@ -23,7 +23,7 @@
 //! exponential curve's growth a straight line by least squares). The
 //! linear curve's one ratio, slope over base, is scanned and refined by
 //! golden-section search; the law's σ and κ by a grid and Nelder-Mead.
-//! These searches are a hundred lines, tested in [`search`]: the `usl`
+//! These searches are a hundred lines, tested in `search.rs`: the `usl`
 //! crate fits another sum (module [`usl`] says how its code differs), and
 //! a general fitting crate (levenberg-marquardt on nalgebra, argmin)
 //! would bring a linear-algebra stack for two or three parameters whose

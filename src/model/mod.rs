@@ -9,6 +9,7 @@ pub mod burst;
 pub mod client;
 pub mod deadline;
 pub mod fault;
+pub mod fit;
 pub mod latency;
 pub mod open;
 pub mod outcome;

@@ -1,0 +1,160 @@
+//! The fitting step of a virtual twin: a real service's closed-loop
+//! measurements in, the project's server shapes fitted to them out, with
+//! the `server` flags that build the best. Pure: no clock, no I/O.
+//!
+//! A probe measures, at concurrency N = 1, 2, 4, ... ([`Level`]),
+//! throughput X, mean latency R, p50, p99 and the share of errors. Each
+//! shape predicts R(N) and X(N) = N / R(N) for a closed loop with no
+//! think time ([`shapes`] derives them from the model's own semantics).
+//!
+//! **What is minimised.** For every shape, and the Universal
+//! Scalability Law beside them, the sum over the levels fitted of
+//! `ln(R̂/R)² + ln(X̂/X)²`: relative errors, as log ratios, on both latency
+//! and throughput, so that a level at 1 ms weighs like one at 1 s. Since
+//! every shape obeys Little's law, that is a least-squares fit of `ln R̂`
+//! to the middle of `ln R` and `ln(N/X)` at each level ([`level`]).
+//! Levels whose error share passes [`FitOptions::max_error_share`] are
+//! left out: the shapes fitted refuse nothing.
+//!
+//! **How.** Integer parameters are searched over every value (an
+//! exponential curve's limit from 0, a pool's workers from 1, to the
+//! largest concurrency probed); for each, the rest has a closed form
+//! (the base latency or service time is a mean in log space; the
+//! exponential curve's growth a straight line by least squares). The
+//! linear curve's one ratio, slope over base, is scanned and refined by
+//! golden-section search; the law's σ and κ by a grid and Nelder-Mead.
+//! These searches are a hundred lines, tested in `search.rs`: the `usl`
+//! crate fits another sum (module [`usl`] says how its code differs), and
+//! a general fitting crate (levenberg-marquardt on nalgebra, argmin)
+//! would bring a linear-algebra stack for two or three parameters whose
+//! integer part it cannot search anyway.
+//!
+//! **Which shape.** Each fit reports its error, `sqrt` of the mean of the
+//! two squared log ratios ([`Score::error`]). The twin is the shape of
+//! least error, except that a shape with fewer parameters
+//! ([`Twin::parameters`]) whose error is within [`TIE_MARGIN`] of the
+//! least is preferred to it; among shapes of as many parameters, the
+//! lower error wins, and an exact tie goes to the one listed first by
+//! `--model` (exponential, linear, pool). The Universal Scalability Law
+//! is fitted for comparison (its peak, `N* = sqrt((1 - σ) / κ)`) and never
+//! chosen: the server cannot take it.
+//!
+//! **What it cannot tell.** A pool's queue length (it held every client
+//! the probe sent), whether the service finishes work for clients that
+//! have gone (`--on-disconnect`), a curve's cap (`--max-delay`, far above
+//! what a probe holds): those are for the probe step.
+
+#[cfg(test)]
+mod closed_loop;
+mod curves;
+pub mod level;
+pub mod pool;
+mod search;
+pub mod shapes;
+#[cfg(test)]
+mod tests;
+pub mod usl;
+
+use serde::{Deserialize, Serialize};
+
+pub use level::{FitError, Level, MIN_LEVELS, Score};
+pub use shapes::{Family, Twin};
+pub use usl::{Usl, UslFit};
+
+/// How much worse, relatively, a shape with fewer parameters may fit than
+/// the best and still be chosen over it: 10 %.
+pub const TIE_MARGIN: f64 = 0.10;
+
+/// Choices of a fit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FitOptions {
+    /// Levels with a larger share of errors are left out (default 0.01).
+    pub max_error_share: f64,
+}
+
+impl Default for FitOptions {
+    fn default() -> Self {
+        FitOptions {
+            max_error_share: 0.01,
+        }
+    }
+}
+
+/// One shape fitted to the levels.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShapeFit {
+    /// The shape with its fitted parameters, as the flags write them.
+    pub twin: Twin,
+    /// How far its predictions are from the measurements.
+    pub score: Score,
+    /// What the fit could not pin down, in words.
+    pub notes: Vec<String>,
+}
+
+/// Every shape fitted, the twin chosen, and the Universal Scalability Law
+/// for comparison.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Fits {
+    /// One fit per shape, in `--model`'s order: exponential, linear, pool.
+    pub shapes: Vec<ShapeFit>,
+    /// The index in [`Fits::shapes`] of the twin chosen.
+    pub best: usize,
+    /// The Universal Scalability Law fitted to the same levels.
+    pub usl: UslFit,
+    /// Levels fitted.
+    pub levels: usize,
+    /// Levels left out for their errors.
+    pub failing: usize,
+    /// RMS of `ln(N / (X R))` over the levels fitted: how far the
+    /// measurements miss Little's law. Where it is large, the prober set
+    /// the pace, and no shape fits better than half of it.
+    pub little_error: f64,
+}
+
+impl Fits {
+    /// The twin chosen.
+    pub fn best(&self) -> &ShapeFit {
+        &self.shapes[self.best]
+    }
+}
+
+/// Fits every shape and the Universal Scalability Law to `levels` and
+/// chooses the twin (module doc).
+pub fn fit(levels: &[Level], options: &FitOptions) -> Result<Fits, FitError> {
+    let targets = level::Targets::new(levels, options.max_error_share)?;
+    let shapes = vec![
+        curves::exponential(&targets),
+        curves::linear(&targets),
+        pool::pool(&targets),
+    ];
+    Ok(Fits {
+        best: choose(&shapes),
+        usl: usl::usl(&targets),
+        levels: targets.levels.len(),
+        failing: targets.failing,
+        little_error: targets.little_error(),
+        shapes,
+    })
+}
+
+/// The index of the shape to choose (module doc): among the shapes whose
+/// error is within [`TIE_MARGIN`] of the least, the fewest parameters,
+/// then the least error, then the first.
+pub fn choose(fits: &[ShapeFit]) -> usize {
+    let least = fits
+        .iter()
+        .map(|f| f.score.error)
+        .fold(f64::INFINITY, f64::min);
+    let mut eligible: Vec<usize> = (0..fits.len())
+        .filter(|&i| fits[i].score.error <= least * (1.0 + TIE_MARGIN))
+        .collect();
+    // A stable sort: an exact tie keeps --model's order.
+    eligible.sort_by(|&a, &b| {
+        let (a, b) = (&fits[a], &fits[b]);
+        a.twin
+            .parameters()
+            .cmp(&b.twin.parameters())
+            .then(a.score.error.total_cmp(&b.score.error))
+    });
+    eligible.first().copied().unwrap_or(0)
+}

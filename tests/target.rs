@@ -225,7 +225,7 @@ fn a_target_or_process_that_cannot_be_used_stops_the_storm_before_any_load() {
                 "--outage".into(),
                 "stall".into(),
             ],
-            "not yet supported",
+            "not yet part of the storm",
         ),
         (vec!["--outage".into(), sigstop(server.pid())], "--target"),
     ];

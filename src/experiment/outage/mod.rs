@@ -9,6 +9,7 @@
 //! Commands of the user's own (`exec`) are known by name, and refused as
 //! not yet supported.
 
+mod at_exit;
 mod freeze;
 
 use std::fmt;

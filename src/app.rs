@@ -437,8 +437,8 @@ fn failed(e: StormError, storm: &Storm) -> ExitCode {
         StormError::Interrupted => {
             let what = match storm.engine {
                 Engine::Real if storm.scenario.target.is_some() => {
-                    "the outage ended (its processes continued or its end command run), \
-                     the target left running, every client stopped"
+                    "the outage ended (its processes continued, its cgroup thawed or its \
+                     end command run), the target left running, every client stopped"
                 }
                 Engine::Real => "every server resumed and stopped",
                 Engine::Sim => "the runs made so far written, no summary",

@@ -129,8 +129,10 @@ pub struct ExecArgs {
     pub target: Option<String>,
     /// How the --target's outage is caused: sigstop=PID, SIGSTOP to the
     /// process and every descendant it has at the pause, SIGCONT to them
-    /// at the resume; exec, the commands --outage-start and --outage-end.
-    /// Whatever ends the storm ends the outage first [default: the scenario's outage].
+    /// at the resume; freeze=CGROUP_DIR, the cgroup's freezer (v1 or v2)
+    /// on for the pause, every process in the cgroup and below it frozen;
+    /// exec, the commands --outage-start and --outage-end. Whatever ends
+    /// the storm ends the outage first [default: the scenario's outage].
     #[arg(long, value_name = "KIND", value_parser = outage_kind)]
     pub outage: Option<String>,
     /// With --outage exec: the command that starts the outage (`docker
@@ -540,6 +542,7 @@ mod tests {
             .to_string();
         let limit = format!("runs past {} s", COMMAND_LIMIT.as_secs());
         assert_eq!(help.matches(&limit).count(), 2, "{help}");
+        assert!(StormCli::try_parse_from(["storm", "--outage", "freeze=rel/dir"]).is_err());
         assert!(StormCli::try_parse_from(["storm", "--outage", "exec=x"]).is_err());
 
         let dir = std::env::temp_dir().join(format!("retry-storm-cli-exec-{}", std::process::id()));

@@ -1,23 +1,28 @@
 //! The outage a storm causes in a service it did not start (`--outage`,
 //! or a scenario's `outage`), against a target named by URL (`--target`).
 //!
-//! Three kinds: `sigstop=PID`, a real SIGSTOP to the process and to every
+//! Four kinds: `sigstop=PID`, a real SIGSTOP to the process and to every
 //! descendant it has at the pause, and SIGCONT to each of them at the
-//! resume ([`freeze`]); `exec`, commands of the user's for the start and
-//! the end (`--outage-start`, `--outage-end`: [`exec`]); and a fault of a
-//! fault proxy the storm starts in front of the target (`stall`,
-//! `blackhole`, `reset`, `status=CODE`, `delay=D`: [`Fault`]), switched on
-//! for the pause and off at the resume. Whatever ends the storm ends the outage, down to a
+//! resume ([`freeze`]); `freeze=CGROUP_DIR`, a cgroup's freezer, every
+//! process in it frozen for the pause ([`cgroup`]); `exec`, commands of
+//! the user's for the start and the end (`--outage-start`,
+//! `--outage-end`: [`exec`]); and a fault of a fault proxy the storm
+//! starts in front of the target (`stall`, `blackhole`, `reset`,
+//! `status=CODE`, `delay=D`: [`Fault`]), switched on for the pause and off
+//! at the resume. Whatever ends the storm ends the outage, down to a
 //! second Ctrl-C ([`at_exit`]).
 
 mod at_exit;
+mod cgroup;
 mod exec;
 mod freeze;
 mod log;
 
 use std::fmt;
+use std::path::PathBuf;
 use std::str::FromStr;
 
+use cgroup::{Cgroup, FrozenCgroup};
 use exec::{Started, Which};
 use freeze::{Frozen, check_process};
 
@@ -39,6 +44,11 @@ pub enum Outage {
         /// The process at the root of the stopped tree.
         pid: i32,
     },
+    /// The freezer of a cgroup, on for the pause.
+    Freeze {
+        /// The cgroup's directory (an absolute path).
+        cgroup: PathBuf,
+    },
     /// Commands of the user's, run through `sh -c`.
     Exec {
         /// Causes the outage; the pause is timed from its exit.
@@ -57,7 +67,7 @@ pub const EXEC: &str = "exec";
 fn taken() -> String {
     format!(
         "sigstop=PID (a process and its descendants, stopped for the pause), \
-         exec (commands of yours: --outage-start \
+         freeze=CGROUP_DIR (a cgroup's freezer), exec (commands of yours: --outage-start \
          and --outage-end), or a fault of a proxy in front of the target: {FAULT_FORMS}"
     )
 }
@@ -83,6 +93,16 @@ impl FromStr for Outage {
                 }
                 Ok(Outage::Sigstop { pid })
             }
+            "freeze" => {
+                let cgroup = PathBuf::from(value);
+                if !s.starts_with("freeze=") || !cgroup.is_absolute() {
+                    return Err(format!(
+                        "'{s}': freeze= takes the absolute path of a cgroup's directory, \
+                         such as freeze=/sys/fs/cgroup/NAME"
+                    ));
+                }
+                Ok(Outage::Freeze { cgroup })
+            }
             EXEC if s == EXEC => Err(format!(
                 "'{s}': --outage exec needs its commands, --outage-start CMD and \
                  --outage-end CMD (a scenario's outage_start and outage_end)"
@@ -101,6 +121,7 @@ impl fmt::Display for Outage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Outage::Sigstop { pid } => write!(f, "sigstop={pid}"),
+            Outage::Freeze { cgroup } => write!(f, "freeze={}", cgroup.display()),
             Outage::Exec { .. } => f.write_str(EXEC),
             Outage::Proxy(fault) => write!(f, "{fault}"),
         }
@@ -163,6 +184,11 @@ impl Outage {
                 "SIGSTOP to process {pid} and its descendants at the pause, SIGCONT to the \
                  same processes at the resume"
             ),
+            Outage::Freeze { cgroup } => format!(
+                "the freezer of the cgroup {}: every process in it and below it frozen at \
+                 the pause, thawed at the resume",
+                cgroup.display()
+            ),
             Outage::Exec { start, end } => format!(
                 "sh -c '{start}' at the pause, which is timed from its exit, and sh -c \
                  '{end}' at the resume, which is its exit; each for at most {} s",
@@ -174,12 +200,14 @@ impl Outage {
 
     /// Checks, before any load, that the outage can be caused: a process
     /// to stop exists and may be signalled by this one, is neither this
-    /// process nor one of its ancestors, and is not stopped already;
-    /// commands are there to run. A fault proxy's fault needs no check: the storm starts the
+    /// process nor one of its ancestors, and is not stopped already; a
+    /// cgroup to freeze likewise ([`Cgroup::open`]); commands are there to
+    /// run. A fault proxy's fault needs no check: the storm starts the
     /// proxy.
     pub(super) fn check(&self) -> Result<(), String> {
         match self {
             Outage::Sigstop { pid } => check_process(*pid),
+            Outage::Freeze { cgroup } => Cgroup::open(cgroup).map(drop),
             Outage::Exec { start, end } => {
                 exec::check(Which::Start, start)?;
                 exec::check(Which::End, end)
@@ -207,6 +235,7 @@ impl Outage {
                 log.say(&frozen.report())?;
                 Ongoing::Stopped(frozen)
             }
+            Outage::Freeze { cgroup } => Ongoing::Frozen(Cgroup::open(cgroup)?.freeze(&mut log)?),
             Outage::Exec { start, end } => Ongoing::Commanded(Started::start(start, end, log)?),
             Outage::Proxy(_) => return Ok(None),
         };
@@ -220,6 +249,8 @@ impl Outage {
 pub(super) enum Ongoing {
     /// The processes stopped, in the order they were.
     Stopped(Frozen),
+    /// The cgroup frozen.
+    Frozen(FrozenCgroup),
     /// The start command run; the end command to run.
     Commanded(Started),
 }
@@ -230,6 +261,7 @@ impl Ongoing {
     pub(super) fn end(self) -> Result<(), StormError> {
         match self {
             Ongoing::Stopped(frozen) => frozen.thaw(),
+            Ongoing::Frozen(cgroup) => cgroup.thaw(),
             Ongoing::Commanded(started) => {
                 let names = started.names().to_string();
                 started

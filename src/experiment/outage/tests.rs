@@ -30,6 +30,32 @@ fn groups_init_and_nonsense_are_refused() {
 }
 
 #[test]
+fn freeze_takes_an_absolute_cgroup_directory() {
+    let outage: Outage = "freeze=/sys/fs/cgroup/web".parse().unwrap();
+    assert_eq!(
+        outage,
+        Outage::Freeze {
+            cgroup: "/sys/fs/cgroup/web".into()
+        }
+    );
+    assert_eq!(outage.to_string(), "freeze=/sys/fs/cgroup/web");
+    assert!(outage.describe().contains("cgroup /sys/fs/cgroup/web"));
+    for text in [
+        "freeze=web",
+        "freeze=./web",
+        "freeze=",
+        "freeze",
+        "freeze,x=/a",
+    ] {
+        let err = text.parse::<Outage>().unwrap_err();
+        assert!(
+            err.contains("absolute path of a cgroup's directory"),
+            "{text}: {err}"
+        );
+    }
+}
+
+#[test]
 fn a_proxy_fault_is_an_outage_and_unknown_kinds_are_not() {
     for text in [
         "stall",
@@ -46,7 +72,11 @@ fn a_proxy_fault_is_an_outage_and_unknown_kinds_are_not() {
     assert!(err.contains("from 200 to 599"), "{err}");
     let err = "sigkill=3".parse::<Outage>().unwrap_err();
     assert!(err.contains("unknown outage"), "{err}");
-    for kind in ["sigstop=PID", "exec (commands of yours"] {
+    for kind in [
+        "sigstop=PID",
+        "freeze=CGROUP_DIR",
+        "exec (commands of yours",
+    ] {
         assert!(err.contains(kind), "{kind}: {err}");
     }
 }
@@ -146,6 +176,12 @@ fn exec_commands_are_checked_before_any_load() {
         err.contains("--outage-end (outage_end) 'retry-storm-absent x'"),
         "{err}"
     );
+    let err = Outage::Freeze {
+        cgroup: "/nonexistent/cgroup".into(),
+    }
+    .check()
+    .unwrap_err();
+    assert!(err.contains("no such directory"), "{err}");
 }
 
 #[test]

@@ -37,9 +37,9 @@
 //!
 //! A scenario may storm a service of the user's instead of the project's
 //! server: `target = "http://HOST:PORT/PATH"` and `outage = "sigstop=PID"`
-//! at the top (or `exec` with `outage_start` and `outage_end`, its
-//! commands: see [`super::outage`]); its cases then have client flags
-//! only.
+//! at the top (or `freeze=CGROUP_DIR`, or `exec` with `outage_start` and
+//! `outage_end`, its commands: see [`super::outage`]); its cases then have
+//! client flags only.
 //!
 //! Every results folder holds the scenario that made it, and any storm
 //! command line can print its own.

@@ -284,6 +284,10 @@ fn an_exec_outage_takes_its_commands_at_the_top_and_writes_them_back() {
             "outage_start and outage_end go with outage = \"exec\"",
         ),
         (
+            TARGET.replace("sigstop=4321", "freeze=mygroup"),
+            "absolute path of a cgroup's directory",
+        ),
+        (
             exec.replace("outage_start", "outage_begin"),
             "unknown field `outage_begin`",
         ),
@@ -292,4 +296,11 @@ fn an_exec_outage_takes_its_commands_at_the_top_and_writes_them_back() {
         let err = Scenario::from_toml(&text).unwrap_err().to_string();
         assert!(err.contains(said), "{said}: {err}");
     }
+    let freeze = TARGET.replace("sigstop=4321", "freeze=/sys/fs/cgroup/web");
+    let s = Scenario::from_toml(&freeze).unwrap();
+    assert!(
+        s.to_toml()
+            .contains("outage = \"freeze=/sys/fs/cgroup/web\"")
+    );
+    assert_eq!(Scenario::from_toml(&s.to_toml()).unwrap(), s);
 }

@@ -151,53 +151,53 @@ fn tail(mut file: &File) -> String {
     format!("{}{}", if cut { "...\n" } else { "" }, kept.join("\n"))
 }
 
-/// Runs `command` through `sh -c` for at most `limit`.
-pub(crate) fn run(command: &str, limit: Duration) -> Ran {
-    let started = Instant::now();
-    let ran = |ending, stdout, stderr| Ran {
-        command: command.to_string(),
-        ending,
-        took: started.elapsed(),
-        stdout,
-        stderr,
-    };
-    let files = scratch().and_then(|out| Ok((out.try_clone()?, out, scratch()?)));
-    let (out, out_read, err) = match files {
-        Ok(files) => files,
-        Err(e) => return ran(Ending::Unstarted(e), String::new(), String::new()),
-    };
-    let err_write = match err.try_clone() {
-        Ok(f) => f,
-        Err(e) => return ran(Ending::Unstarted(e), String::new(), String::new()),
-    };
-    let spawned = Command::new("sh")
+/// Runs `command` through `sh -c` for at most `limit`: how it ended,
+/// when, and the files that hold its stdout and stderr.
+fn wait_for(command: &str, limit: Duration) -> io::Result<(Ending, Instant, File, File)> {
+    let (out, err) = (scratch()?, scratch()?);
+    let child = Command::new("sh")
         .args(["-c", command])
         .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err_write)
+        .stdout(out.try_clone()?)
+        .stderr(err.try_clone()?)
         .process_group(0)
-        .spawn();
-    let mut child = match spawned {
-        Ok(child) => child,
-        Err(e) => return ran(Ending::Unstarted(e), String::new(), String::new()),
-    };
+        .spawn()?;
     // Its own group: the command and whatever it started.
     let group = Pid::from_raw(child.id() as i32);
     let (sender, exited) = mpsc::channel();
-    std::thread::spawn(move || sender.send(child.wait()));
+    std::thread::spawn(move || {
+        let mut child = child;
+        sender.send(child.wait())
+    });
     let ending = match exited.recv_timeout(limit) {
-        Ok(Ok(status)) => Ending::Exited(status),
-        Ok(Err(e)) => Ending::Unstarted(e),
+        Ok(status) => Ending::Exited(status?),
         Err(_) => {
             let _ = killpg(group, Signal::SIGKILL);
             let _ = exited.recv_timeout(KILLED_WITHIN);
             Ending::TimedOut(limit)
         }
     };
-    let took = started.elapsed();
+    Ok((ending, Instant::now(), out, err))
+}
+
+/// Runs `command` through `sh -c` for at most `limit`.
+pub(crate) fn run(command: &str, limit: Duration) -> Ran {
+    let started = Instant::now();
+    let (ending, ended, stdout, stderr) = match wait_for(command, limit) {
+        Ok((ending, ended, out, err)) => (ending, ended, tail(&out), tail(&err)),
+        Err(e) => (
+            Ending::Unstarted(e),
+            Instant::now(),
+            String::new(),
+            String::new(),
+        ),
+    };
     Ran {
-        took,
-        ..ran(ending, tail(&out_read), tail(&err))
+        command: command.to_string(),
+        ending,
+        took: ended - started,
+        stdout,
+        stderr,
     }
 }
 

@@ -7,14 +7,16 @@
 
 mod common;
 
+use std::fs::File;
 use std::path::Path;
-use std::process::Output;
+use std::process::{ExitStatus, Output};
+use std::time::{Duration, Instant};
 
 use common::cgroup::{TestCgroup, skip, writable_freezers};
 use common::target::{
     QUICK_SERVER, STORM, expected, interrupt_during_the_pause, scenario, state, storm,
 };
-use common::{ServerChild, command, fresh_path, one_at_a_time, summary_json, verdicts};
+use common::{Guard, ServerChild, command, fresh_path, one_at_a_time, summary_json, verdicts};
 
 /// `--outage exec` with `start` and `end`.
 fn exec(start: &str, end: &str) -> Vec<String> {
@@ -202,29 +204,51 @@ fn outages_that_cannot_be_caused_are_refused_before_any_load() {
         assert!(!out.exists(), "{outage:?}: nothing written");
     }
     // A storm inside the cgroup it would freeze: it moves itself in, then
-    // becomes the storm.
+    // becomes the storm. Were it not refused, it would freeze itself: the
+    // wait is bounded, and the cgroup, dropped first, is thawed before the
+    // storm is killed.
     for hierarchy in &freezers {
+        let stderr = fresh_path(&format!("outage-refused-inside-{}", hierarchy.version));
+        let mut storm: Guard;
         let mut cgroup = TestCgroup::new(hierarchy).unwrap();
         cgroup.sleeper();
         let procs = cgroup.dir.join("cgroup.procs");
-        let output = command("sh")
-            .arg("-c")
-            .arg(format!(
-                "echo $$ > {} && exec {STORM} --quick --target {} --outage freeze={} --out {}",
-                procs.display(),
-                server.url,
-                cgroup.dir.display(),
-                out.display()
-            ))
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        storm = Guard(
+            command("sh")
+                .arg("-c")
+                .arg(format!(
+                    "echo $$ > {} && exec {STORM} --quick --target {} --outage freeze={} \
+                     --out {}",
+                    procs.display(),
+                    server.url,
+                    cgroup.dir.display(),
+                    out.display()
+                ))
+                .stderr(File::create(&stderr).unwrap())
+                .spawn()
+                .unwrap(),
+        );
+        let status = exit_within(&mut storm, Duration::from_secs(60));
+        let said = std::fs::read_to_string(&stderr).unwrap();
+        std::fs::remove_file(&stderr).unwrap();
+        assert_eq!(status.code(), Some(2), "{said}");
         assert!(
-            stderr.contains(", this storm or one of its ancestors"),
-            "{stderr}"
+            said.contains(", this storm or one of its ancestors"),
+            "{said}"
         );
         assert!(!out.exists());
+    }
+}
+
+/// Waits for `child` to exit, at most `limit`.
+fn exit_within(child: &mut Guard, limit: Duration) -> ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.0.try_wait().unwrap() {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "still running after {limit:?}");
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 

@@ -4,7 +4,9 @@
 
 mod common;
 
-use common::{Guard, cmdline, fresh_path, one_at_a_time, signal, summary_json, wait_for_children};
+use common::{
+    Guard, cmdline, fresh_path, one_at_a_time, signal, summary_json, verdicts, wait_for_children,
+};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -23,21 +25,6 @@ fn storm(args: &[&str], out: &Path) -> Output {
         .arg(out)
         .output()
         .unwrap()
-}
-
-/// Each case's name and whether it recovered, in the scenario's order.
-fn verdicts(out: &Path) -> Vec<(String, bool)> {
-    summary_json(out)["runs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            (
-                r["case"].as_str().unwrap().to_string(),
-                r["recovered"].as_bool().unwrap(),
-            )
-        })
-        .collect()
 }
 
 const DEFENCES: [(&str, bool); 4] = [

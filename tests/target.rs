@@ -7,73 +7,13 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::Command;
 
-use common::{Guard, ServerChild, command, fresh_path, one_at_a_time, summary_json, unowned_port};
-
-const STORM: &str = env!("CARGO_BIN_EXE_storm");
-
-/// Clients that never retry come back from a 6 s pause of the default
-/// server, fixed retries do not (in virtual time 20 runs of 20 and 0 of
-/// 20). The clients that never retry go first: fixed retries leave the
-/// server thousands of requests it holds for up to a minute (compressed),
-/// which a case after them against the same target would inherit.
-const SCENARIO: &str = "seed = 2014\n\
-    [protocol]\npause = \"6s\"\ntail = \"0s\"\n\
-    [[case]]\nname = \"no-retry\"\nclient = \"--strategy fixed --max-attempts 1\"\n\
-    [[case]]\nname = \"fixed\"\nclient = \"--strategy fixed\"\n";
-
-/// The server flags the storm gives its own with `--quick`, beside
-/// `--csv` and the status pipe.
-const QUICK_SERVER: [&str; 4] = ["--listen", "127.0.0.1:0", "--time-scale", "10"];
-
-/// A process's state letter (`S`, `R`, `T` when stopped...).
-fn state(pid: u32) -> char {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let after = &stat[stat.rfind(')').unwrap() + 2..];
-    after.chars().next().unwrap()
-}
-
-/// Waits (bounded) until process `pid` is stopped.
-fn wait_stopped(pid: u32) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while state(pid) != 'T' {
-        assert!(Instant::now() < deadline, "{pid} was never stopped");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
-/// Runs `storm` with `args` to its end.
-fn storm(args: &[&str]) -> Output {
-    Command::new(STORM).args(args).output().unwrap()
-}
-
-/// Every run's verdict in a results folder: (case, recovered).
-fn verdicts(out: &Path) -> Vec<(String, bool)> {
-    summary_json(out)["runs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            (
-                r["case"].as_str().unwrap().to_string(),
-                r["recovered"].as_bool().unwrap(),
-            )
-        })
-        .collect()
-}
-
-/// A scratch folder holding the scenario file.
-fn scenario(name: &str) -> (PathBuf, String) {
-    let dir = fresh_path(name);
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("target.toml");
-    std::fs::write(&file, SCENARIO).unwrap();
-    let file = file.to_str().unwrap().to_string();
-    (dir, file)
-}
+use common::target::{
+    QUICK_SERVER, expected, interrupt_during_the_pause, scenario, state, storm, wait_stopped,
+};
+use common::{Guard, ServerChild, fresh_path, one_at_a_time, summary_json, unowned_port, verdicts};
 
 #[test]
 fn a_target_gets_the_verdicts_of_the_storms_own_server_and_no_server_figures() {
@@ -102,9 +42,8 @@ fn a_target_gets_the_verdicts_of_the_storms_own_server_and_no_server_figures() {
         .concat(),
     );
     assert!(output.status.success(), "{output:?}");
-    let expected = [("no-retry".to_string(), true), ("fixed".to_string(), false)];
-    assert_eq!(verdicts(&own), expected, "the storm's own server");
-    assert_eq!(verdicts(&target), expected, "the target");
+    assert_eq!(verdicts(&own), expected(), "the storm's own server");
+    assert_eq!(verdicts(&target), expected(), "the target");
     assert_ne!(state(pid), 'T', "the target runs on");
 
     let summary = summary_json(&target);
@@ -223,9 +162,9 @@ fn a_target_or_process_that_cannot_be_used_stops_the_storm_before_any_load() {
                 "--target".into(),
                 url.into(),
                 "--outage".into(),
-                "stall".into(),
+                "status=700".into(),
             ],
-            "not yet supported",
+            "from 200 to 599",
         ),
         (vec!["--outage".into(), sigstop(server.pid())], "--target"),
     ];
@@ -302,70 +241,11 @@ fn a_target_or_process_that_cannot_be_used_stops_the_storm_before_any_load() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// A storm that is killed if the test ends before it does.
-struct Running(Option<Child>);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(child) = &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-/// Starts a quick storm of fixed retries against `server`, writing into
-/// `out`.
-fn target_storm(server: &ServerChild, out: &Path) -> Child {
-    command(STORM)
-        .args(["--quick", "--quiet", "--strategies", "fixed"])
-        .args(["--target", &server.url, "--outage"])
-        .arg(format!("sigstop={}", server.pid()))
-        .arg("--out")
-        .arg(out)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
 #[test]
 fn ctrl_c_during_the_pause_leaves_the_target_running() {
     let _serial = one_at_a_time();
-    // Once, then twice on its heels (the second ends the storm at once).
-    for signals in [1, 2] {
-        let server = ServerChild::start(&[], &QUICK_SERVER);
-        let pid = server.pid();
-        let out = fresh_path(&format!("target-interrupt-{signals}"));
-        let mut storm = Running(Some(target_storm(&server, &out)));
-        let storm_pid = storm.0.as_ref().unwrap().id();
-        wait_stopped(pid);
-        let clients = common::children(storm_pid);
-        assert_eq!(clients.len(), 1, "one client, no server: {clients:?}");
-        for _ in 0..signals {
-            common::signal(storm_pid, "INT");
-        }
-        let output = storm.0.take().unwrap().wait_with_output().unwrap();
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(output.status.code(), Some(130), "{signals}: {stderr}");
-        assert_ne!(state(pid), 'T', "{signals}: the target was left stopped");
-        // A storm that exits at once leaves its client to the kernel's
-        // parent-death signal, which takes it down a moment later.
-        for (client, _) in clients {
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while std::fs::read_to_string(format!("/proc/{client}/stat"))
-                .is_ok_and(|s| !s.contains(") Z "))
-            {
-                assert!(
-                    Instant::now() < deadline,
-                    "{signals}: client {client} stays"
-                );
-                std::thread::sleep(Duration::from_millis(5));
-            }
-        }
-        if signals == 1 {
-            assert!(stderr.contains("the target left running"), "{stderr}");
-        }
-        std::fs::remove_dir_all(&out).unwrap();
-    }
+    let said = interrupt_during_the_pause("target-interrupt", |pid| {
+        vec!["--outage".into(), format!("sigstop={pid}")]
+    });
+    assert!(said[0].contains("the target left running"), "{}", said[0]);
 }

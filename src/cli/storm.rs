@@ -17,7 +17,7 @@ use super::server::ServerArgs;
 use super::sweep::SweepArgs;
 use super::values::{duration, http_url, resolve_shard, shard};
 use super::view::ViewArgs;
-use crate::experiment::outage::Outage;
+use crate::experiment::outage::{EXEC, Outage};
 use crate::experiment::scenario::{Engine, MAX_RUNS, Scenario, ScenarioError};
 use crate::experiment::{Stop, Storm};
 use crate::model::shard::{Shard, ShardSource};
@@ -129,10 +129,26 @@ pub struct ExecArgs {
     pub target: Option<String>,
     /// How the --target's outage is caused: sigstop=PID, SIGSTOP to the
     /// process and every descendant it has at the pause, SIGCONT to them
-    /// at the resume (the only kind for now) [default: the scenario's
-    /// outage].
-    #[arg(long, value_name = "KIND", value_parser = outage)]
-    pub outage: Option<Outage>,
+    /// at the resume; freeze=CGROUP_DIR, the cgroup's freezer (v1 or v2)
+    /// on for the pause, every process in the cgroup and below it frozen;
+    /// exec, the commands --outage-start and --outage-end. Whatever ends
+    /// the storm ends the outage first [default: the scenario's outage].
+    #[arg(long, value_name = "KIND", value_parser = outage_kind)]
+    pub outage: Option<String>,
+    /// With --outage exec: the command that starts the outage (`docker
+    /// pause NAME`), run through `sh -c` at the pause, which is timed from
+    /// its exit. One that fails or runs past 60 s (killed then with its
+    /// process group) stops the storm, after the end command has run
+    /// [default: the scenario's outage_start].
+    #[arg(long, value_name = "CMD")]
+    pub outage_start: Option<String>,
+    /// With --outage exec: the command that ends the outage (`docker
+    /// unpause NAME`), run through `sh -c` when the pause's time is up, or
+    /// whatever stops the storm first; the resume is its exit. One that
+    /// fails or runs past 60 s stops the storm: the target may be left in
+    /// its outage [default: the scenario's outage_end].
+    #[arg(long, value_name = "CMD")]
+    pub outage_end: Option<String>,
     /// Say what the engine does: the real one, each child's command line
     /// as it starts; sim, each run's events and their rate.
     #[arg(long, short)]
@@ -155,12 +171,41 @@ impl ExecArgs {
         resolve_shard(self.shard)
     }
 
+    /// The outage these flags give over the scenario's, `file`: each flag
+    /// overrides the scenario's own, and the scenario's commands go with
+    /// its `exec`, unless `--outage` names another kind.
+    fn outage_over(&self, file: Option<Outage>) -> Result<Option<Outage>, ScenarioError> {
+        let commands = file.as_ref().and_then(Outage::commands);
+        let kind = match (&self.outage, &file) {
+            (Some(kind), _) => kind.clone(),
+            (None, Some(outage)) => outage.to_string(),
+            (None, None) if self.outage_start.is_none() && self.outage_end.is_none() => {
+                return Ok(None);
+            }
+            (None, None) => {
+                return Err(ScenarioError(
+                    "--outage-start and --outage-end go with --outage exec".into(),
+                ));
+            }
+        };
+        let (start, end) = match commands.filter(|_| kind == EXEC) {
+            Some((start, end)) => (Some(start.to_string()), Some(end.to_string())),
+            None => (None, None),
+        };
+        Outage::with_commands(
+            &kind,
+            self.outage_start.clone().or(start),
+            self.outage_end.clone().or(end),
+        )
+        .map(Some)
+        .map_err(ScenarioError)
+    }
+
     /// The storm that runs `scenario` (the engine given here overriding its
     /// own); results in `--out`, else `results/<timestamp>[-suffix]`.
     pub fn storm(&self, mut scenario: Scenario, program: PathBuf, suffix: Option<&str>) -> Storm {
         scenario.runs = self.runs.or(scenario.runs);
         scenario.target = self.target.clone().or(scenario.target);
-        scenario.outage = self.outage.or(scenario.outage);
         let engine = self.engine.or(scenario.engine).unwrap_or(Engine::Real);
         Storm {
             engine,
@@ -227,9 +272,13 @@ pub struct StormArgs {
     pub generate: GenerateArgs,
 }
 
-/// An outage, as `--outage` takes it.
-fn outage(s: &str) -> Result<Outage, String> {
-    s.parse()
+/// An outage's kind, as `--outage` takes it: `exec`, whose commands are
+/// flags of their own, or any other outage in full.
+fn outage_kind(s: &str) -> Result<String, String> {
+    match s {
+        EXEC => Ok(s.to_string()),
+        _ => s.parse::<Outage>().map(|_| s.to_string()),
+    }
 }
 
 impl StormArgs {
@@ -244,6 +293,7 @@ impl StormArgs {
         let mut scenario = self.protocol.scenario(&self.strategies, self.pause)?;
         scenario.protocol.tail = self.tail;
         scenario.engine = self.exec.engine;
+        scenario.outage = self.exec.outage_over(None)?;
         Ok(scenario)
     }
 }
@@ -278,6 +328,7 @@ impl RunArgs {
             scenario.seed = seed;
         }
         scenario.engine = self.exec.engine.or(scenario.engine);
+        scenario.outage = self.exec.outage_over(scenario.outage.take())?;
         Ok(scenario)
     }
 
@@ -294,6 +345,7 @@ impl RunArgs {
 mod tests {
     use super::*;
     use crate::cli::ProgramFlags;
+    use crate::experiment::outage::COMMAND_LIMIT;
 
     fn storm(args: &[&str]) -> StormCli {
         let mut argv = vec!["storm"];
@@ -442,5 +494,87 @@ mod tests {
         assert!(err.contains("--server-args with --target"), "{err}");
         assert!(StormCli::try_parse_from(["storm", "--target", "ftp://x/"]).is_err());
         assert!(StormCli::try_parse_from(["storm", "--outage", "blackout"]).is_err());
+    }
+
+    #[test]
+    fn exec_takes_its_commands_from_flags_over_the_scenarios() {
+        let exec = [
+            "--target",
+            "http://127.0.0.1:1/",
+            "--outage",
+            "exec",
+            "--outage-start",
+            "docker pause web",
+            "--outage-end",
+            "docker unpause web",
+        ];
+        let s = storm(&exec).run.scenario().unwrap();
+        let outage = s.outage.as_ref().unwrap();
+        assert_eq!(
+            outage.commands(),
+            Some(("docker pause web", "docker unpause web"))
+        );
+        for (args, said) in [
+            (&exec[..6], "needs --outage-end (outage_end)"),
+            (&exec[4..6], "go with --outage exec"),
+            (
+                &["--outage", "sigstop=5", "--outage-end", "true"][..],
+                "not with sigstop=5",
+            ),
+            (
+                &[
+                    "--outage",
+                    "exec",
+                    "--outage-start",
+                    "",
+                    "--outage-end",
+                    "x",
+                ][..],
+                "is empty",
+            ),
+        ] {
+            let err = storm(args).run.scenario().unwrap_err().to_string();
+            assert!(err.contains(said), "{args:?}: {err}");
+        }
+        // The help gives the commands' time limit as it is.
+        let help = <StormCli as clap::CommandFactory>::command()
+            .render_long_help()
+            .to_string();
+        let limit = format!("runs past {} s", COMMAND_LIMIT.as_secs());
+        assert_eq!(help.matches(&limit).count(), 2, "{help}");
+        assert!(StormCli::try_parse_from(["storm", "--outage", "freeze=rel/dir"]).is_err());
+        assert!(StormCli::try_parse_from(["storm", "--outage", "exec=x"]).is_err());
+
+        let dir = std::env::temp_dir().join(format!("retry-storm-cli-exec-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("exec.toml");
+        std::fs::write(
+            &file,
+            "seed = 1\ntarget = \"http://127.0.0.1:1/\"\noutage = \"exec\"\n\
+             outage_start = \"a\"\noutage_end = \"b\"\n\
+             [[case]]\nname = \"a\"\nclient = \"--strategy fixed\"\n",
+        )
+        .unwrap();
+        let of = |extra: &[&str]| {
+            let mut args = vec!["run", file.to_str().unwrap()];
+            args.extend_from_slice(extra);
+            let Some(StormCommand::Run(run)) = storm(&args).command else {
+                panic!("run is a subcommand");
+            };
+            run.scenario().map(|s| s.outage)
+        };
+        let commands = |outage: Option<Outage>| {
+            let (start, end) = outage.as_ref().and_then(Outage::commands).unwrap();
+            (start.to_string(), end.to_string())
+        };
+        assert_eq!(commands(of(&[]).unwrap()), ("a".into(), "b".into()));
+        let end_over = of(&["--outage-end", "c"]).unwrap();
+        assert_eq!(commands(end_over), ("a".into(), "c".into()));
+        let start_over = of(&["--outage", "exec", "--outage-start", "d"]).unwrap();
+        assert_eq!(commands(start_over), ("d".into(), "b".into()));
+        // Another kind leaves the file's commands behind.
+        let other = of(&["--outage", "sigstop=7"]).unwrap();
+        assert_eq!(other, Some(Outage::Sigstop { pid: 7 }));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -74,7 +74,8 @@ pub(super) fn write(
         outage: storm
             .scenario
             .outage
-            .map_or_else(String::new, |o| o.to_string()),
+            .as_ref()
+            .map_or_else(String::new, ToString::to_string),
         not_measured: SERVER_ONLY.to_vec(),
     });
     let report = StormReport {

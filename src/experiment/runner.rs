@@ -526,6 +526,11 @@ async fn drive<'a>(
         },
     );
     phase("pause", pause, false, runs, shown, bar, &mut shutdown).await?;
+    // A target's resume is when its outage has ended (an end command's
+    // exit); it has no children of the storm's to continue.
+    if let Some(ongoing) = ongoing {
+        ongoing.end()?;
+    }
     // Before the first SIGCONT (the stop after the last SIGSTOP): all stay
     // stopped from one to the other, however late this thread runs again.
     let resume_ms = unix_ms();
@@ -534,9 +539,6 @@ async fn drive<'a>(
     }
     for proxy in runs.iter().filter(|_| outage).filter_map(Run::proxy) {
         children::signal(proxy, Signal::SIGUSR2);
-    }
-    if let Some(ongoing) = ongoing {
-        ongoing.end();
     }
     tell(
         storm,

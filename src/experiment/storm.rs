@@ -381,9 +381,10 @@ impl Storm {
             (Some(url), None) => {
                 return refuse(format!(
                     "--target {url}: say how to cause its outage with --outage (or the \
-                     scenario's outage): sigstop=PID, the target's process stopped for the \
-                     pause with its descendants, or a fault of a proxy in front of it, such \
-                     as stall or status=503"
+                     scenario's outage): sigstop=PID (the target's process and its \
+                     descendants), freeze=CGROUP_DIR (a cgroup's freezer), exec with \
+                     --outage-start and --outage-end (commands of yours), or a fault of a \
+                     proxy in front of it, such as stall or status=503"
                 ));
             }
             (Some(url), Some(_)) => url,

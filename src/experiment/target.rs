@@ -15,7 +15,7 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use super::error::{StormError, io_err};
-use super::outage::{Ongoing, Outage};
+use super::outage::{Log, Ongoing, Outage};
 use crate::model::timescale::compress;
 
 /// How long the target may take to answer before the storm starts.
@@ -168,7 +168,7 @@ pub(super) fn commands_header(url: &str, outage: &Outage) -> String {
     )
 }
 
-/// Causes the outage of the runs `names`, and says in `commands.txt`
+/// Causes the outage of the runs `names`, which says in `commands.txt`
 /// what it did (nothing for a fault proxy's fault: the runner switches
 /// the runs' proxies).
 pub(super) fn begin(
@@ -177,14 +177,10 @@ pub(super) fn begin(
     commands: &mut File,
 ) -> Result<Option<Ongoing>, StormError> {
     let names = names.join(", ");
-    let ongoing = cause
-        .begin()
-        .map_err(|e| StormError::Child(format!("the outage of {names}: {e}")))?;
-    if let Some(ongoing) = &ongoing {
-        writeln!(commands, "# {names}: {}", ongoing.report())
-            .map_err(io_err("write commands.txt"))?;
-    }
-    Ok(ongoing)
+    let log = Log::new(commands, &names).map_err(io_err("write commands.txt"))?;
+    cause
+        .begin(log)
+        .map_err(|e| StormError::Child(format!("the outage of {names}: {e}")))
 }
 
 #[cfg(test)]

@@ -4,9 +4,11 @@
 
 #![allow(dead_code)]
 
+pub mod cgroup;
 pub mod pty;
 pub mod running;
 pub mod scrape;
+pub mod target;
 pub mod virtual_time;
 
 use std::io::{BufRead, BufReader, Read};
@@ -273,6 +275,22 @@ pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
 pub fn summary_json(out: &std::path::Path) -> serde_json::Value {
     let text = std::fs::read_to_string(out.join("summary.json")).unwrap();
     serde_json::from_str(&text).unwrap()
+}
+
+/// Every run's verdict in a results folder, in the scenario's order:
+/// (case, recovered).
+pub fn verdicts(out: &std::path::Path) -> Vec<(String, bool)> {
+    summary_json(out)["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["case"].as_str().unwrap().to_string(),
+                r["recovered"].as_bool().unwrap(),
+            )
+        })
+        .collect()
 }
 
 /// The children of `pid`, each with its state (`R`, `S`, `T`, `Z`...).

@@ -7,32 +7,16 @@
 //! more for any a descendant forked before it stopped. Every process
 //! stopped is continued when the [`Frozen`] value goes, however it goes:
 //! at the resume, on an error or a stop (dropped), and at the process's
-//! exit (a second Ctrl-C ends the storm at once): a handler registered
-//! with `atexit` continues whatever is still stopped. Only SIGKILL leaves
-//! them stopped.
+//! exit (a second Ctrl-C ends the storm at once: [`super::at_exit`]).
+//! Only SIGKILL leaves them stopped.
 
 use std::collections::BTreeMap;
-use std::sync::{Mutex, Once};
 
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::{Pid, getpid};
 
-/// Every process stopped and not yet continued, for the exit handler.
-static STOPPED: Mutex<Vec<i32>> = Mutex::new(Vec::new());
-
-/// Registers the exit handler once.
-static AT_EXIT: Once = Once::new();
-
-/// Continues every process still stopped, as the program exits.
-extern "C" fn continue_all_at_exit() {
-    let pids = STOPPED
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    for &pid in pids.iter().rev() {
-        let _ = kill(Pid::from_raw(pid), Signal::SIGCONT);
-    }
-}
+use super::at_exit::{self, Registered};
 
 /// A process's state letter and parent, from its `/proc/PID/stat` line:
 /// `pid (comm) state ppid ...`, where the name may hold spaces and
@@ -91,7 +75,7 @@ fn descendants(root: i32, tree: &BTreeMap<i32, Vec<i32>>) -> Vec<i32> {
 }
 
 /// This process and its ancestors: never to be stopped.
-fn this_and_ancestors() -> Vec<i32> {
+pub(crate) fn this_and_ancestors() -> Vec<i32> {
     let mut line = vec![getpid().as_raw()];
     while let Some(&pid) = line.last() {
         let parent = std::fs::read_to_string(format!("/proc/{pid}/stat"))
@@ -134,11 +118,20 @@ pub(crate) fn check_process(pid: i32) -> Result<(), String> {
     Ok(())
 }
 
+/// A process's name (its `comm`), or `?` if it is gone.
+pub(crate) fn name(pid: i32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map(|c| c.trim().to_string())
+        .unwrap_or_else(|_| "?".into())
+}
+
 /// Processes this storm stopped, in the order it stopped them; each is
 /// continued when the value goes.
 #[derive(Debug)]
 pub(crate) struct Frozen {
     pids: Vec<i32>,
+    /// Each process's SIGCONT at the exit, until it is continued here.
+    at_exit: Vec<Registered>,
     /// Descendants that could not be signalled, and why.
     refused: Vec<String>,
 }
@@ -147,16 +140,10 @@ impl Frozen {
     /// Stops `root`, then its descendants, then any they forked before
     /// they stopped. Fails only if `root` cannot be stopped.
     pub(crate) fn stop(root: i32) -> Result<Frozen, String> {
-        AT_EXIT.call_once(|| {
-            // SAFETY: registers a plain function; it only signals the
-            // processes recorded, taking the lock every other user releases.
-            unsafe {
-                nix::libc::atexit(continue_all_at_exit);
-            }
-        });
         let spared = this_and_ancestors();
         let mut frozen = Frozen {
             pids: Vec::new(),
+            at_exit: Vec::new(),
             refused: Vec::new(),
         };
         match frozen.add(root) {
@@ -181,18 +168,18 @@ impl Frozen {
 
     /// Stops `pid` and records it.
     fn add(&mut self, pid: i32) -> Result<(), Errno> {
-        // Recorded first, so that the exit handler cannot miss it.
-        STOPPED
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .push(pid);
+        // Registered first, so that the exit cannot miss it.
+        let at_exit = at_exit::register(format!("SIGCONT to {pid}"), move || {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGCONT);
+        });
         match kill(Pid::from_raw(pid), Signal::SIGSTOP) {
             Ok(()) => {
                 self.pids.push(pid);
+                self.at_exit.push(at_exit);
                 Ok(())
             }
             Err(e) => {
-                forget(&[pid]);
+                at_exit.withdraw();
                 Err(e)
             }
         }
@@ -207,11 +194,6 @@ impl Frozen {
     /// What was stopped: every process with its name, and any that could
     /// not be.
     pub(crate) fn report(&self) -> String {
-        let name = |pid: i32| {
-            std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                .map(|c| c.trim().to_string())
-                .unwrap_or_else(|_| "?".into())
-        };
         let listed: Vec<String> = self
             .pids
             .iter()
@@ -239,18 +221,8 @@ impl Drop for Frozen {
         for &pid in self.pids.iter().rev() {
             let _ = kill(Pid::from_raw(pid), Signal::SIGCONT);
         }
-        forget(&self.pids);
-    }
-}
-
-/// Takes `pids` off the exit handler's list, one record each.
-fn forget(pids: &[i32]) {
-    let mut stopped = STOPPED
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    for pid in pids {
-        if let Some(at) = stopped.iter().rposition(|p| p == pid) {
-            stopped.remove(at);
+        for registered in self.at_exit.drain(..) {
+            registered.withdraw();
         }
     }
 }
@@ -332,10 +304,11 @@ mod tests {
         wait_states(&all, "stopped", |s| s == 'T');
         let err = check_process(root).unwrap_err();
         assert!(err.contains("stopped already"), "{err}");
-        assert!(STOPPED.lock().unwrap().contains(&root));
+        let continued = format!("SIGCONT to {root}");
+        assert!(at_exit::registered().contains(&continued));
         frozen.thaw();
         wait_states(&all, "continued", |s| s != 'T');
-        assert!(!STOPPED.lock().unwrap().contains(&root));
+        assert!(!at_exit::registered().contains(&continued));
     }
 
     #[test]

@@ -37,8 +37,9 @@
 //!
 //! A scenario may storm a service of the user's instead of the project's
 //! server: `target = "http://HOST:PORT/PATH"` and `outage = "sigstop=PID"`
-//! at the top (see [`super::outage`]); its cases then have client flags
-//! only.
+//! at the top (or `freeze=CGROUP_DIR`, or `exec` with `outage_start` and
+//! `outage_end`, its commands: see [`super::outage`]); its cases then have
+//! client flags only.
 //!
 //! Every results folder holds the scenario that made it, and any storm
 //! command line can print its own.
@@ -191,7 +192,11 @@ struct File {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     target: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    outage: Option<Outage>,
+    outage: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    outage_start: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    outage_end: Option<String>,
     #[serde(default)]
     protocol: ProtocolFile,
     #[serde(rename = "case", default)]
@@ -399,12 +404,24 @@ impl Scenario {
                 })
             })
             .collect::<Result<Vec<Case>, ScenarioError>>()?;
+        let outage = match file.outage {
+            Some(kind) => Some(
+                Outage::with_commands(&kind, file.outage_start, file.outage_end)
+                    .map_err(|e| ScenarioError(format!("outage: {e}")))?,
+            ),
+            None if file.outage_start.is_some() || file.outage_end.is_some() => {
+                return Err(ScenarioError(
+                    "outage_start and outage_end go with outage = \"exec\"".into(),
+                ));
+            }
+            None => None,
+        };
         let scenario = Scenario {
             seed: file.seed,
             engine: file.engine,
             runs: file.runs,
             target: file.target,
-            outage: file.outage,
+            outage,
             protocol,
             cases,
         };
@@ -520,12 +537,15 @@ impl Scenario {
     /// The scenario as TOML, in the form [`Scenario::from_toml`] reads.
     pub fn to_toml(&self) -> String {
         let p = &self.protocol;
+        let commands = self.outage.as_ref().and_then(Outage::commands);
         let file = File {
             seed: self.seed,
             engine: self.engine,
             runs: self.runs,
             target: self.target.clone(),
-            outage: self.outage,
+            outage: self.outage.as_ref().map(Outage::to_string),
+            outage_start: commands.map(|(start, _)| start.to_string()),
+            outage_end: commands.map(|(_, end)| end.to_string()),
             protocol: ProtocolFile {
                 warmup: Some(format_duration(p.warmup)),
                 pause: Some(format_duration(p.pause)),

@@ -244,10 +244,63 @@ fn a_target_takes_cases_of_client_flags_only_and_a_known_outage() {
     let stall = TARGET.replace("sigstop=4321", "stall,fraction=0.5");
     let scenario = Scenario::from_toml(&stall).unwrap();
     assert_eq!(scenario.outage.unwrap().to_string(), "stall,fraction=0.5");
-    let exec = TARGET.replace("sigstop=4321", "exec");
-    let err = Scenario::from_toml(&exec).unwrap_err().to_string();
-    assert!(err.contains("not yet supported"), "{err}");
     let https = TARGET.replace("http://", "https://");
     let err = Scenario::from_toml(&https).unwrap_err().to_string();
     assert!(err.contains("target (--target)"), "{err}");
+}
+
+#[test]
+fn an_exec_outage_takes_its_commands_at_the_top_and_writes_them_back() {
+    let exec = TARGET.replace(
+        "outage = \"sigstop=4321\"\n",
+        "outage = \"exec\"\noutage_start = \"docker pause 'my web'\"\n\
+         outage_end = \"docker unpause 'my web'\"\n",
+    );
+    let s = Scenario::from_toml(&exec).unwrap();
+    let commands = s.outage.as_ref().and_then(Outage::commands);
+    assert_eq!(
+        commands,
+        Some(("docker pause 'my web'", "docker unpause 'my web'"))
+    );
+    let text = s.to_toml();
+    assert!(
+        text.contains("outage = \"exec\"")
+            && text.contains("outage_start = \"docker pause 'my web'\"")
+            && text.contains("outage_end = \"docker unpause 'my web'\""),
+        "{text}"
+    );
+    assert_eq!(Scenario::from_toml(&text).unwrap(), s);
+    let refused = [
+        (
+            exec.replace("outage_end = \"docker unpause 'my web'\"\n", ""),
+            "outage: --outage exec needs --outage-end (outage_end)",
+        ),
+        (
+            exec.replace("outage = \"exec\"", "outage = \"sigstop=5\""),
+            "go with --outage exec, not with sigstop=5",
+        ),
+        (
+            exec.replace("outage = \"exec\"\n", ""),
+            "outage_start and outage_end go with outage = \"exec\"",
+        ),
+        (
+            TARGET.replace("sigstop=4321", "freeze=mygroup"),
+            "absolute path of a cgroup's directory",
+        ),
+        (
+            exec.replace("outage_start", "outage_begin"),
+            "unknown field `outage_begin`",
+        ),
+    ];
+    for (text, said) in refused {
+        let err = Scenario::from_toml(&text).unwrap_err().to_string();
+        assert!(err.contains(said), "{said}: {err}");
+    }
+    let freeze = TARGET.replace("sigstop=4321", "freeze=/sys/fs/cgroup/web");
+    let s = Scenario::from_toml(&freeze).unwrap();
+    assert!(
+        s.to_toml()
+            .contains("outage = \"freeze=/sys/fs/cgroup/web\"")
+    );
+    assert_eq!(Scenario::from_toml(&s.to_toml()).unwrap(), s);
 }

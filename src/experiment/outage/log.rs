@@ -1,0 +1,62 @@
+//! `commands.txt`, where an outage says what it did: comment lines, each
+//! naming the runs the outage was for.
+
+use std::fs::File;
+use std::io::{self, Write};
+
+/// The runs' names and `commands.txt`, for an outage's lines.
+#[derive(Debug)]
+pub(crate) struct Log {
+    file: File,
+    names: String,
+}
+
+impl Log {
+    /// Lines about the runs `names` into `file` (its own handle on the
+    /// same open file: lines from both stay in order).
+    pub(crate) fn new(file: &File, names: &str) -> io::Result<Log> {
+        Ok(Log {
+            file: file.try_clone()?,
+            names: names.to_string(),
+        })
+    }
+
+    /// The runs' names, comma-separated.
+    pub(crate) fn names(&self) -> &str {
+        &self.names
+    }
+
+    /// Writes `text` as a comment about the runs: its first line after
+    /// their names, the others indented.
+    pub(crate) fn say(&mut self, text: &str) -> Result<(), String> {
+        let mut lines = text.lines();
+        let mut out = format!("# {}: {}\n", self.names, lines.next().unwrap_or(""));
+        for line in lines {
+            out.push_str(&format!("#     {line}\n"));
+        }
+        self.file
+            .write_all(out.as_bytes())
+            .map_err(|e| format!("cannot write commands.txt: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_name_the_runs_and_indent_what_follows() {
+        let path = std::env::temp_dir().join(format!("retry-storm-log-{}", std::process::id()));
+        let mut file = File::create(&path).unwrap();
+        let mut log = Log::new(&file, "fixed, no-retry").unwrap();
+        assert_eq!(log.names(), "fixed, no-retry");
+        log.say("started\nstdout: a\nb").unwrap();
+        file.write_all(b"after\n").unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(
+            text,
+            "# fixed, no-retry: started\n#     stdout: a\n#     b\nafter\n"
+        );
+    }
+}

@@ -70,9 +70,9 @@
 # run its protocol plus the storm's wait for a calm target before it, 30 s
 # at least) and stops gunicorn gracefully (its workers finish the request
 # in hand, within 30 s). scenarios/gunicorn.toml: about 10 minutes a kind
-# a run; scenarios/gunicorn-witness.toml: about 4 minutes, so `--outage
-# all --scenario scenarios/gunicorn-witness.toml --runs 1` about 32
-# minutes.
+# a run; scenarios/gunicorn-witness.toml: about 4 minutes (sigstop, one
+# run: 3 min 50 s), so `--outage all --scenario
+# scenarios/gunicorn-witness.toml --runs 1` about 31 minutes.
 #
 # Installs gunicorn with pip into a folder of its own,
 # ${XDG_CACHE_HOME:-$HOME/.cache}/retry-storm/gunicorn-27.0.1 (once; needs

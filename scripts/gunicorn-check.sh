@@ -38,9 +38,8 @@
 #                       timeout (2 s): every delayed attempt times out, by a wide
 #                       margin whatever the service time and the timers add (an
 #                       outage as clients see it, where a delay under 2 s would
-#                       be a slow service), and a request delayed in the pause
-#                       still reaches gunicorn within it, 5 s late, for a client
-#                       that has gone
+#                       be a slow service), and short beside the 20 s pause, so
+#                       that the requests it delays fall due while it lasts
 #   --scenario FILE     the storm's scenario (scenarios/gunicorn.toml); its
 #                       cases have client flags only. scenarios/gunicorn-witness.toml:
 #                       clients that never retry, then fixed retries, a 30 s
@@ -57,7 +56,8 @@
 #                       every storm exited 0; gunicorn answered a GET after each
 #                       kind, none of its processes stopped nor its cgroup
 #                       frozen; a fault proxy's fault acted (status: injected
-#                       above 0 and no 5xx counted as gunicorn's; reset: resets
+#                       above 0 and, for a 4xx or 5xx, none of its class
+#                       counted as gunicorn's, which answers 200; reset: resets
 #                       above 0; stall, blackhole: connections queued or
 #                       requests held in the fixed case; delay: requests held);
 #                       the verdicts of stall, exec and freeze those of sigstop,

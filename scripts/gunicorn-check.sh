@@ -241,7 +241,7 @@ remove_cgroup() {
   if [[ -d $cgroup ]]; then
     thaw_cgroup
     for _ in $(seq 50); do
-      [[ -s $cgroup/cgroup.procs ]] || break
+      [[ -n $(cat "$cgroup/cgroup.procs") ]] || break
       xargs -r kill -KILL < "$cgroup/cgroup.procs" 2> /dev/null || true
       sleep 0.1
     done

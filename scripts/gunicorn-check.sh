@@ -1,33 +1,100 @@
 #!/usr/bin/env bash
 # A real thread-pool server the project did not write, stormed beside the
-# model: gunicorn 27.0.1 from PyPI (20 sync workers, a backlog of 1,000,
-# scripts/gunicorn/app.py answering after 100 ms), stopped with SIGSTOP
-# (the master and its workers) by `storm --target ... --outage
-# sigstop=MASTER_PID` with the cases of scenarios/gunicorn.toml: fixed
-# retries, the 2014 client and clients that never retry, 1,000 each, at
-# full time (the kernel's SYN retransmissions do not compress).
+# model through each kind of outage: gunicorn 27.0.1 from PyPI (20 sync
+# workers, a backlog of 1,000, scripts/gunicorn/app.py answering after
+# 100 ms), stormed by `storm run SCENARIO --target http://127.0.0.1:PORT/
+# --outage ...`, by default with the cases of scenarios/gunicorn.toml
+# (fixed retries, the 2014 client and clients that never retry, 1,000
+# each), at full time (the kernel's SYN retransmissions do not compress).
+# Each kind of outage gets a gunicorn of its own, started fresh before
+# its storm and stopped after it: its own master, request lines and runs.
 #
-#   scripts/gunicorn-check.sh               3 runs of each case (about 30 minutes)
+#   scripts/gunicorn-check.sh               sigstop, 3 runs of each case
+#                                           (about 30 minutes)
 #   scripts/gunicorn-check.sh --runs 1      one run of each (about 10 minutes)
-#   scripts/gunicorn-check.sh --out DIR     results in DIR (default
-#                                           results/<UTC timestamp>-gunicorn)
-#   scripts/gunicorn-check.sh --keep        keep the temporary folder: gunicorn's
-#                                           log, the application's request lines,
-#                                           the kernel counters' samples
+#   --outage KIND       the kind of outage, repeatable, in the order given
+#                       (default: sigstop alone); a kind given twice is refused:
+#     sigstop           --outage sigstop=MASTER_PID: the storm stops the master,
+#                       then every descendant, and continues them children first
+#     exec              the same stop by commands of one's own, run by the storm
+#                       through sh -c: --outage exec --outage-start 'kill -STOP
+#                       MASTER && (wait, at most 0.1 s, until /proc shows it
+#                       stopped) && pkill -STOP -P MASTER' --outage-end 'pkill
+#                       -CONT -P MASTER; kill -CONT MASTER'. The master first, so
+#                       that it cannot fork a worker unseen; continued last, so
+#                       that it finds its workers running
+#     freeze            gunicorn started inside a cgroup of its own (a child of
+#                       a cgroup v2 mount, with cgroup.freeze, or of cgroup v1's
+#                       freezer, with freezer.state: see --freezer), master and
+#                       workers born in it; --outage freeze=CGROUP_DIR. Needs
+#                       root; where no freezer is writable the kind is skipped,
+#                       and said so, not failed. The cgroup is thawed, emptied
+#                       and removed when the kind ends, whatever happened
+#     stall, blackhole, reset, status=CODE[,retry-after=D], delay=D, each
+#                       optionally followed by ,fraction=F: a fault of the
+#                       storm's fault proxy in front of gunicorn, passed as given
+#     all               sigstop exec freeze stall blackhole reset status=503
+#                       delay=5s. The delay is 2.5 times the client's default
+#                       timeout (2 s): every delayed attempt times out, by a wide
+#                       margin whatever the service time and the timers add (an
+#                       outage as clients see it, where a delay under 2 s would
+#                       be a slow service), and short beside the 20 s pause, so
+#                       that the requests it delays fall due while it lasts
+#   --scenario FILE     the storm's scenario (scenarios/gunicorn.toml); its
+#                       cases have client flags only. scenarios/gunicorn-witness.toml:
+#                       clients that never retry, then fixed retries, a 30 s
+#                       window and no tail, about 4 minutes a kind a run
+#   --runs N            runs of each case (3)
+#   --out DIR           results in DIR, which must be new or empty (default
+#                       results/<UTC timestamp>-gunicorn)
+#   --freezer auto|v1|v2  which cgroup freezer the freeze kind uses: auto (the
+#                       default) tries every cgroup v2 mount, then cgroup v1's
+#                       freezer, in /proc/self/mounts, and takes the first in
+#                       which it can make a cgroup
+#   --check             after the storms, prints a PASS/FAIL line per check
+#                       (SKIP for a kind skipped) and exits 1 if one fails:
+#                       every storm exited 0; gunicorn answered a GET after each
+#                       kind, none of its processes stopped nor its cgroup
+#                       frozen; a fault proxy's fault acted (status: injected
+#                       above 0 and, for a 4xx or 5xx, none of its class
+#                       counted as gunicorn's, which answers 200; reset: resets
+#                       above 0; stall, blackhole: connections queued or
+#                       requests held in the fixed case; delay: requests held);
+#                       the verdicts of stall, exec and freeze those of sigstop,
+#                       case by case and run by run (scripts/gunicorn/kinds.py)
+#   --keep              keep the temporary folder: per kind, gunicorn's log,
+#                       the application's request lines, the kernel counters'
+#                       samples
+#
+# How long: each kind starts gunicorn (a few seconds), runs its storm (each
+# run its protocol plus the storm's wait for a calm target before it, 30 s
+# at least) and stops gunicorn gracefully (its workers finish the request
+# in hand, within 30 s). scenarios/gunicorn.toml: about 10 minutes a kind
+# a run; scenarios/gunicorn-witness.toml: about 4 minutes (sigstop, one
+# run: 3 min 50 s), so `--outage all --scenario
+# scenarios/gunicorn-witness.toml --runs 1` about 31 minutes.
 #
 # Installs gunicorn with pip into a folder of its own,
 # ${XDG_CACHE_HOME:-$HOME/.cache}/retry-storm/gunicorn-27.0.1 (once; needs
-# python3 with pip, and PyPI), builds the release binaries if they
-# are missing, starts gunicorn on a free loopback port, runs the storm, and
-# writes beside the storm's results: gunicorn.json and gunicorn.md (per run:
+# python3 with pip, and PyPI), builds the release binaries if they are
+# missing (${CARGO_TARGET_DIR:-target}/release), and leaves behind only
+# the results, in DIR with one kind, in DIR/NAME with several (NAME the
+# kind with '=' and ',' turned into '-'): the storm's results,
+# gunicorn.json and gunicorn.md (scripts/gunicorn/summarise.py: per run,
 # requests the application served, those whose client had gone when it
 # began and when it finished, the share served for gone clients from the
 # resume on, gunicorn's accept queue at its peak and how long it was full,
 # the kernel's listen-queue overflows and drops, counted for the whole
 # network namespace) and gunicorn.commands.txt (versions and command
-# lines). gunicorn is stopped when the script exits, whatever happened.
-# Exits 2 on a usage or setup error, 1 if the storm or the summary failed,
-# 130 if interrupted.
+# lines); and in DIR, kinds.tsv (per kind: its folder, the storm's outage,
+# its exit status and the summary's, the seconds gunicorn took to answer a
+# GET after the storm, its processes left stopped, its cgroup left frozen,
+# why it was skipped), kinds.json and kinds.md (scripts/gunicorn/kinds.py:
+# the kinds side by side, and the checks). gunicorn, the kernel sampler
+# and the cgroup are stopped and removed when a kind ends and when the
+# script exits, whatever happened; processes left stopped are continued.
+# Exits 2 on a usage or setup error, 1 if a storm or a summary failed (or,
+# with --check, a check), 130 if interrupted.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,37 +104,69 @@ version=27.0.1
 runs=3
 out=""
 keep=0
+check=0
+scenario=scenarios/gunicorn.toml
+freezer=auto
+kinds=()
+all=(sigstop exec freeze stall blackhole reset status=503 delay=5s)
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --runs) [[ $# -ge 2 && $2 =~ ^[1-9][0-9]*$ ]] || { echo "--runs takes a number from 1" >&2; exit 2; }
             runs=$2; shift 2 ;;
     --out) [[ $# -ge 2 ]] || { echo "--out takes a folder" >&2; exit 2; }
            out=$2; shift 2 ;;
+    --outage) [[ $# -ge 2 ]] || { echo "--outage takes a kind" >&2; exit 2; }
+              if [[ $2 == all ]]; then kinds+=("${all[@]}"); else kinds+=("$2"); fi
+              shift 2 ;;
+    --scenario) [[ $# -ge 2 && -f $2 ]] || { echo "--scenario takes a scenario file" >&2; exit 2; }
+                scenario=$2; shift 2 ;;
+    --freezer) [[ $# -ge 2 && $2 =~ ^(auto|v1|v2)$ ]] || { echo "--freezer takes auto, v1 or v2" >&2; exit 2; }
+               freezer=$2; shift 2 ;;
+    --check) check=1; shift ;;
     --keep) keep=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "unknown argument: $1" >&2; usage >&2; exit 2 ;;
   esac
 done
+[[ ${#kinds[@]} -gt 0 ]] || kinds=(sigstop)
 [[ -n $out ]] || out="results/$(date -u +%Y-%m-%dT%H-%M-%SZ)-gunicorn"
+
+# A kind's folder name: '=' and ',' as '-'.
+name_of() { local n=${1//=/-}; echo "${n//,/-}"; }
+# The fault proxy's kinds, as the storm's --outage writes them (it checks
+# the values itself).
+duration='[0-9][0-9a-z.]*'
+proxy_kind="^(stall|blackhole|reset|status=[0-9]{3}(,retry-after=$duration)?|delay=$duration)(,fraction=[0-9.]+)?$"
+declare -A seen=()
+for kind in "${kinds[@]}"; do
+  if [[ $kind != sigstop && $kind != exec && $kind != freeze && ! $kind =~ $proxy_kind ]]; then
+    echo "--outage $kind: not a kind; sigstop, exec, freeze, all, or a fault proxy's:" \
+      "stall, blackhole, reset, status=CODE[,retry-after=D] or delay=D, each optionally" \
+      "followed by ,fraction=F" >&2
+    exit 2
+  fi
+  name=$(name_of "$kind")
+  [[ -z ${seen[$name]:-} ]] || { echo "--outage $kind: given twice" >&2; exit 2; }
+  seen[$name]=1
+done
+if [[ -e $out ]] && [[ ! -d $out || -n $(ls -A "$out") ]]; then
+  echo "--out $out: already holds files; choose a new or empty folder" >&2
+  exit 2
+fi
 
 tmp=""
 master=""
 sampler=""
+cgroup=""
+cgroup_version=""
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
-  if [[ -n $sampler ]]; then kill "$sampler" 2> /dev/null || true; fi
-  if [[ -n $master ]] && kill -0 "$master" 2> /dev/null; then
-    # Continued first, in case anything left it stopped; then a graceful
-    # stop, and SIGKILL after 10 s.
-    kill -CONT "$master" 2> /dev/null || true
-    pkill -CONT -P "$master" 2> /dev/null || true
-    kill -TERM "$master" 2> /dev/null || true
-    for _ in $(seq 100); do kill -0 "$master" 2> /dev/null || break; sleep 0.1; done
-    if kill -0 "$master" 2> /dev/null; then
-      pkill -KILL -P "$master" 2> /dev/null || true
-      kill -KILL "$master" 2> /dev/null || true
-    fi
+  stop_sampler
+  stop_gunicorn
+  remove_cgroup
+  if [[ $rc == 130 || $rc == 143 ]]; then
+    echo "gunicorn-check: interrupted; gunicorn stopped, partial results in $out" >&2
   fi
   if [[ -n $tmp ]]; then
     if [[ $keep == 1 ]]; then echo "gunicorn-check: kept $tmp"; else rm -rf "$tmp"; fi
@@ -78,6 +177,106 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 die() { echo "gunicorn-check: $*" >&2; exit 2; }
+
+stop_sampler() {
+  if [[ -n $sampler ]]; then
+    kill "$sampler" 2> /dev/null || true
+    wait "$sampler" 2> /dev/null || true
+    sampler=""
+  fi
+}
+
+# The cgroup's freezer file, and the values that freeze and thaw it.
+freeze_file() { if [[ $cgroup_version == v2 ]]; then echo "$cgroup/cgroup.freeze"; else echo "$cgroup/freezer.state"; fi; }
+thawed_value() { if [[ $cgroup_version == v2 ]]; then echo 0; else echo THAWED; fi; }
+thaw_cgroup() {
+  if [[ -n $cgroup && -e $(freeze_file) ]]; then thawed_value > "$(freeze_file)" 2> /dev/null || true; fi
+}
+# 1 if the cgroup is frozen (or freezing), 0 if not, empty without one.
+frozen_now() {
+  [[ -n $cgroup && -e $(freeze_file) ]] || return 0
+  if [[ $cgroup_version == v2 ]]; then
+    # cgroup.freeze is what was asked; cgroup.events' frozen what is.
+    if [[ $(cat "$(freeze_file)") == 1 ]] || grep -qx 'frozen 1' "$cgroup/cgroup.events"; then
+      echo 1
+    else
+      echo 0
+    fi
+  elif [[ $(cat "$(freeze_file)") == THAWED ]]; then
+    echo 0
+  else
+    echo 1
+  fi
+}
+
+# gunicorn stopped: continued first, in case anything left it stopped or
+# frozen (children first); then a graceful stop, which flushes every
+# worker's request lines (its workers finish the request in hand, within
+# its 30 s), and SIGKILL after 35 s to whatever of it is left.
+stop_gunicorn() {
+  [[ -n $master ]] || return 0
+  thaw_cgroup
+  if kill -0 "$master" 2> /dev/null; then
+    local children
+    children=$(pgrep -P "$master" || true)
+    pkill -CONT -P "$master" 2> /dev/null || true
+    kill -CONT "$master" 2> /dev/null || true
+    kill -TERM "$master" 2> /dev/null || true
+    for _ in $(seq 350); do kill -0 "$master" 2> /dev/null || break; sleep 0.1; done
+    if kill -0 "$master" 2> /dev/null; then
+      pkill -KILL -P "$master" 2> /dev/null || true
+      kill -KILL "$master" 2> /dev/null || true
+    fi
+    # A worker outliving its master (it checks its parent once a second).
+    for pid in $children; do
+      if grep -qs gunicorn "/proc/$pid/cmdline"; then kill -KILL "$pid" 2> /dev/null || true; fi
+    done
+  fi
+  master=""
+}
+
+# The cgroup emptied and removed.
+remove_cgroup() {
+  [[ -n $cgroup ]] || return 0
+  if [[ -d $cgroup ]]; then
+    thaw_cgroup
+    for _ in $(seq 50); do
+      [[ -n $(cat "$cgroup/cgroup.procs") ]] || break
+      xargs -r kill -KILL < "$cgroup/cgroup.procs" 2> /dev/null || true
+      sleep 0.1
+    done
+    rmdir "$cgroup" 2> /dev/null ||
+      echo "gunicorn-check: could not remove the cgroup $cgroup (processes: $(tr '\n' ' ' < "$cgroup/cgroup.procs"))" >&2
+  fi
+  cgroup=""
+  cgroup_version=""
+}
+
+# A cgroup of its own with a freezer, made under the first mount that
+# lets us (--freezer): sets cgroup and cgroup_version, or why_not.
+make_cgroup() {
+  local label=$1 version mount dir
+  why_not=""
+  while read -r version mount; do
+    [[ $freezer == auto || $freezer == "$version" ]] || continue
+    dir="$mount/retry-storm-gunicorn-$$-$label"
+    if ! mkdir "$dir" 2> /dev/null; then
+      why_not+="${why_not:+; }cgroup $version at $mount: cannot make a cgroup there"
+      continue
+    fi
+    if [[ $version == v2 && -w $dir/cgroup.freeze && -w $dir/cgroup.procs ]] ||
+       [[ $version == v1 && -w $dir/freezer.state && -w $dir/cgroup.procs ]]; then
+      cgroup=$dir
+      cgroup_version=$version
+      return 0
+    fi
+    rmdir "$dir" 2> /dev/null || true
+    why_not+="${why_not:+; }cgroup $version at $mount: no writable freezer in a new cgroup"
+  done < <(awk '$3 == "cgroup2" { print "v2", $2 }' /proc/self/mounts
+           awk '$3 == "cgroup" && $4 ~ /(^|,)freezer(,|$)/ { print "v1", $2 }' /proc/self/mounts)
+  [[ -n $why_not ]] || why_not="no cgroup ${freezer/auto/v1 or v2} mount with a freezer in /proc/self/mounts"
+  return 1
+}
 
 command -v python3 > /dev/null || die "python3 is needed"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/gunicorn-check.XXXXXX")
@@ -104,77 +303,203 @@ if [[ ! -x $bin/storm ]]; then
   cargo build --release --bins || die "the build failed"
 fi
 
-# gunicorn on a free loopback port, in its own process group (a Ctrl-C
-# reaches this script and the storm, which stop it in order).
 free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
-mkdir -p "$tmp/requests"
-app_dir=$(cd scripts/gunicorn && pwd)
-for attempt in 1 2 3; do
-  port=$(free_port)
-  gunicorn_cmd=(python3 -m gunicorn -w 20 -k sync --backlog 1000 -b "127.0.0.1:$port"
-    --chdir "$app_dir" --pid "$tmp/gunicorn.pid" --log-file "$tmp/gunicorn.log"
-    --no-control-socket app:app)
-  PYTHONPATH="$lib" PYTHONDONTWRITEBYTECODE=1 GUNICORN_CHECK_LOG_DIR="$tmp/requests" \
-    setsid "${gunicorn_cmd[@]}" \
-    < /dev/null > /dev/null 2>&1 &
-  starter=$!
-  url="http://127.0.0.1:$port/"
-  answered=0
-  for _ in $(seq 300); do
-    if python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2).read()' \
-      "$url" 2> /dev/null; then
-      answered=1
+# A GET answered within 60 s (each try given 10 s: a full accept queue
+# drops the handshake, which the kernel retries after 1 s, 3 s, 7 s):
+# prints the seconds it took, or fails.
+answers() {
+  python3 - "$1" << 'EOF'
+import sys, time, urllib.request
+start = time.monotonic()
+while time.monotonic() - start < 60:
+    try:
+        urllib.request.urlopen(sys.argv[1], timeout=10).read()
+        print("%.1f" % (time.monotonic() - start))
+        sys.exit(0)
+    except Exception:
+        time.sleep(1)
+sys.exit(1)
+EOF
+}
+# gunicorn's processes (master and workers) stopped now (state T or t).
+stopped_now() {
+  local n=0 pid
+  for pid in "$master" $(pgrep -P "$master" || true); do
+    [[ -r /proc/$pid/stat ]] || continue
+    if [[ $(sed 's/.*) //' "/proc/$pid/stat" | cut -d' ' -f1) == [Tt] ]]; then n=$((n + 1)); fi
+  done
+  echo "$n"
+}
+# Arguments as a shell reads them back: single-quoted where needed.
+quote() {
+  local arg line=""
+  for arg in "$@"; do
+    if [[ ! $arg =~ ^[A-Za-z0-9_./:=,@%+-]+$ ]]; then arg="'${arg//\'/\'\\\'\'}'"; fi
+    line+="${line:+ }$arg"
+  done
+  echo "$line"
+}
+
+# gunicorn on a free loopback port, in its own session (a Ctrl-C reaches
+# this script and the storm, which stop it in order), inside the cgroup
+# if there is one; its files in DIR. Sets master, port, url, workers and
+# gunicorn_cmd.
+start_gunicorn() {
+  local dir=$1 launcher=() starter answered
+  mkdir -p "$dir/requests"
+  if [[ -n $cgroup ]]; then
+    # shellcheck disable=SC2016 # $$, $0 and $@ are the inner shell's
+    launcher=(sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$cgroup")
+  fi
+  for _ in 1 2 3; do
+    port=$(free_port)
+    gunicorn_cmd=(python3 -m gunicorn -w 20 -k sync --backlog 1000 -b "127.0.0.1:$port"
+      --chdir "$app_dir" --pid "$dir/gunicorn.pid" --log-file "$dir/gunicorn.log"
+      --no-control-socket app:app)
+    PYTHONPATH="$lib" PYTHONDONTWRITEBYTECODE=1 GUNICORN_CHECK_LOG_DIR="$dir/requests" \
+      setsid "${launcher[@]}" "${gunicorn_cmd[@]}" \
+      < /dev/null > /dev/null 2>&1 &
+    starter=$!
+    url="http://127.0.0.1:$port/"
+    answered=0
+    for _ in $(seq 300); do
+      if python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2).read()' \
+        "$url" 2> /dev/null; then
+        answered=1
+        break
+      fi
+      kill -0 "$starter" 2> /dev/null || break
+      sleep 0.1
+    done
+    if [[ $answered == 1 && -s $dir/gunicorn.pid ]]; then
+      master=$(cat "$dir/gunicorn.pid")
       break
     fi
-    kill -0 "$starter" 2> /dev/null || break
+    # The port was taken meanwhile, or gunicorn failed: stop it, try again.
+    kill -TERM "$starter" 2> /dev/null || true
+    wait "$starter" 2> /dev/null || true
+  done
+  [[ -n $master ]] || { cat "$dir/gunicorn.log" >&2; die "gunicorn did not answer at $url"; }
+  # Its workers boot one after the other.
+  for _ in $(seq 300); do
+    workers=$(pgrep -c -P "$master" || true)
+    [[ $workers -lt 20 ]] || break
     sleep 0.1
   done
-  if [[ $answered == 1 && -s $tmp/gunicorn.pid ]]; then
-    master=$(cat "$tmp/gunicorn.pid")
-    break
+}
+
+app_dir=$(cd scripts/gunicorn && pwd)
+mkdir -p "$out"
+printf 'kind\tfolder\toutage\tstorm_status\tsummary_status\tanswer_s\tstopped_after\tfrozen_after\tskipped\n' \
+  > "$tmp/kinds.tsv"
+# record KIND FOLDER OUTAGE STORM SUMMARY ANSWER STOPPED FROZEN SKIPPED
+record() { (IFS=$'\t'; echo "$*") >> "$tmp/kinds.tsv"; }
+failed=0
+started=$(date +%s)
+for kind in "${kinds[@]}"; do
+  name=$(name_of "$kind")
+  if [[ ${#kinds[@]} == 1 ]]; then folder=.; else folder=$name; fi
+  if [[ $folder == . ]]; then dest=$out; else dest="$out/$folder"; fi
+  work="$tmp/$name"
+  mkdir -p "$work"
+  kind_started=$(date +%s)
+
+  if [[ $kind == freeze ]]; then
+    if ! make_cgroup "$name"; then
+      echo "gunicorn-check: freeze: skipped, no cgroup freezer is writable here: $why_not" >&2
+      record "$kind" "" "" "" "" "" "" "" "no cgroup freezer is writable here: $why_not"
+      continue
+    fi
   fi
-  # The port was taken meanwhile, or gunicorn failed: stop it, try again.
-  kill -TERM "$starter" 2> /dev/null || true
-  wait "$starter" 2> /dev/null || true
+  start_gunicorn "$work"
+  where=""
+  if [[ -n $cgroup ]]; then
+    # Every process of gunicorn's must be in the cgroup.
+    for pid in "$master" $(pgrep -P "$master"); do
+      grep -qx "$pid" "$cgroup/cgroup.procs" || die "gunicorn's process $pid is not in $cgroup"
+    done
+    where=", in the cgroup $cgroup (cgroup $cgroup_version)"
+  fi
+  echo "gunicorn-check: $kind: gunicorn $version at $url, master $master, $workers workers$where; results in $dest"
+
+  case $kind in
+    sigstop) outage=(--outage "sigstop=$master") ;;
+    exec)
+      # The master first, so that it cannot fork a worker unseen, then
+      # (once /proc shows it stopped, at most 0.1 s later) its workers;
+      # continued children first, so that the master finds them running.
+      outage=(--outage exec
+        --outage-start "kill -STOP $master && for i in 1 2 3 4 5 6 7 8 9 10; do grep -q '^State:.T' /proc/$master/status && break; sleep 0.01; done && pkill -STOP -P $master"
+        --outage-end "pkill -CONT -P $master; kill -CONT $master") ;;
+    freeze) outage=(--outage "freeze=$cgroup") ;;
+    *) outage=(--outage "$kind") ;;
+  esac
+
+  # The kernel's listen-queue counters and gunicorn's accept queue, four
+  # times a second, for the whole storm.
+  python3 scripts/gunicorn/summarise.py sample "$work/netstat.tsv" "$port" &
+  sampler=$!
+
+  storm_cmd=("$bin/storm" run "$scenario" --target "$url" "${outage[@]}"
+    --runs "$runs" --out "$dest")
+  status=0
+  "${storm_cmd[@]}" || status=$?
+  stop_sampler
+  # A Ctrl-C reaches the storm too, which stops in order and exits 130.
+  [[ $status != 130 ]] || exit 130
+  [[ $status == 0 ]] || echo "gunicorn-check: $kind: the storm failed ($status)" >&2
+
+  # The target left running: a GET answered, none of its processes
+  # stopped, its cgroup not frozen.
+  stopped=$(stopped_now)
+  frozen=$(frozen_now)
+  answer_s=""
+  if [[ $stopped != 0 || $frozen == 1 ]]; then
+    echo "gunicorn-check: $kind: gunicorn left down by the storm (processes stopped: $stopped; cgroup frozen: ${frozen:--})" >&2
+  elif answer_s=$(answers "$url"); then
+    echo "gunicorn-check: $kind: gunicorn answered a GET $answer_s s after the storm"
+  else
+    answer_s=""
+    echo "gunicorn-check: $kind: gunicorn did not answer a GET within 60 s after the storm" >&2
+  fi
+
+  stop_gunicorn
+  remove_cgroup
+
+  mkdir -p "$dest"
+  {
+    echo "# gunicorn-check.sh on $(date -u +%Y-%m-%dT%H:%M:%SZ), $(uname -sr), $(nproc) CPUs, somaxconn $(cat /proc/sys/net/core/somaxconn)"
+    echo "# gunicorn $(PYTHONPATH="$lib" python3 -c 'import gunicorn; print(gunicorn.__version__)') (pip install --target $lib gunicorn==$version), $(python3 --version 2>&1), $("$bin/storm" --version)"
+    echo "# outage $kind${where:+; gunicorn started$where}"
+    echo "PYTHONPATH=$lib PYTHONDONTWRITEBYTECODE=1 GUNICORN_CHECK_LOG_DIR=$work/requests $(quote "${gunicorn_cmd[@]}")"
+    quote "${storm_cmd[@]}"
+    echo "# storm exited $status; $(( $(date +%s) - kind_started )) s for the kind, gunicorn's start and stop included"
+  } > "$dest/gunicorn.commands.txt"
+
+  summary_status=""
+  if [[ -f $dest/summary.json ]]; then
+    summary_status=0
+    python3 scripts/gunicorn/summarise.py summarise "$dest" "$work/requests" "$work/netstat.tsv" ||
+      summary_status=$?
+    [[ $summary_status == 0 ]] || echo "gunicorn-check: $kind: the summary failed" >&2
+  fi
+  [[ $status == 0 && $summary_status == 0 ]] || failed=1
+  record "$kind" "$folder" "${outage[1]}" "$status" "$summary_status" "$answer_s" "$stopped" "$frozen" ""
+  if [[ ${#kinds[@]} == 1 && -f $dest/gunicorn.md ]]; then cat "$dest/gunicorn.md"; fi
 done
-[[ -n $master ]] || { cat "$tmp/gunicorn.log" >&2; die "gunicorn did not answer at $url"; }
-# Its workers boot one after the other.
-for _ in $(seq 300); do
-  workers=$(pgrep -c -P "$master" || true)
-  [[ $workers -lt 20 ]] || break
-  sleep 0.1
-done
-echo "gunicorn-check: gunicorn $version at $url, master $master, $workers workers; results in $out"
 
-# The kernel's listen-queue counters and gunicorn's accept queue, four
-# times a second, for the whole storm.
-python3 scripts/gunicorn/summarise.py sample "$tmp/netstat.tsv" "$port" &
-sampler=$!
-
-storm_cmd=("$bin/storm" run scenarios/gunicorn.toml --target "$url" --outage "sigstop=$master"
-  --runs "$runs" --out "$out")
-status=0
-"${storm_cmd[@]}" || status=$?
-kill "$sampler" 2> /dev/null || true
-sampler=""
-# Every worker's lines flushed at its exit: gunicorn stopped gracefully
-# now (its workers finish the request in hand, within its 30 s).
-kill -TERM "$master" 2> /dev/null || true
-for _ in $(seq 350); do kill -0 "$master" 2> /dev/null || break; sleep 0.1; done
-# A Ctrl-C reaches the storm too, which stops in order and exits 130.
-[[ $status != 130 ]] || { echo "gunicorn-check: interrupted" >&2; exit 130; }
-[[ $status == 0 ]] || { echo "gunicorn-check: the storm failed ($status)" >&2; exit 1; }
-
-{
-  echo "# gunicorn-check.sh on $(date -u +%Y-%m-%dT%H:%M:%SZ), $(uname -sr), $(nproc) CPUs, somaxconn $(cat /proc/sys/net/core/somaxconn)"
-  echo "# gunicorn $(PYTHONPATH="$lib" python3 -c 'import gunicorn; print(gunicorn.__version__)') (pip install --target $lib gunicorn==$version), $(python3 --version 2>&1), $("$bin/storm" --version)"
-  echo "PYTHONPATH=$lib PYTHONDONTWRITEBYTECODE=1 GUNICORN_CHECK_LOG_DIR=$tmp/requests $(printf '%q ' "${gunicorn_cmd[@]}")"
-  printf '%q ' "${storm_cmd[@]}"
-  echo
-} > "$out/gunicorn.commands.txt"
-python3 scripts/gunicorn/summarise.py summarise "$out" "$tmp/requests" "$tmp/netstat.tsv" ||
-  { echo "gunicorn-check: the summary failed" >&2; exit 1; }
-cat "$out/gunicorn.md"
-echo "gunicorn-check: results in $out"
+cp "$tmp/kinds.tsv" "$out/kinds.tsv"
+check_status=0
+check_flag=()
+[[ $check == 0 ]] || check_flag=(--check)
+python3 scripts/gunicorn/kinds.py "$out" "${check_flag[@]}" || check_status=$?
+[[ ${#kinds[@]} == 1 ]] || cat "$out/kinds.md"
+echo "gunicorn-check: results in $out ($(( $(date +%s) - started )) s)"
+if [[ $check == 1 && $check_status == 1 ]]; then
+  echo "gunicorn-check: a check failed" >&2
+  exit 1
+fi
+[[ $check_status == 0 ]] || { echo "gunicorn-check: the comparison of the kinds failed" >&2; exit 1; }
+[[ $failed == 0 ]] || { echo "gunicorn-check: a storm or a summary failed" >&2; exit 1; }

@@ -18,7 +18,9 @@
 A run's window runs from its client's start (timeline.start_ms in
 summary.json) to the next run's start, or for the last run to the end of
 what was recorded: the requests a run left in gunicorn's queue, served
-after its client ended, count to it. Only data files are read.
+after its client ended, count to it. gunicorn-check.sh gives each kind of
+outage a gunicorn, a request folder and a samples file of its own, so a
+window never holds another kind's requests. Only data files are read.
 """
 
 import csv
@@ -209,8 +211,9 @@ def summarise(storm_dir, requests_dir, netstat_path):
         "target": summary.get("target"),
         "note": "listen_overflows and listen_drops are TcpExt ListenOverflows and "
                 "ListenDrops from /proc/net/netstat: the whole network namespace's, every "
-                "listening socket's, not gunicorn's alone; accept_queue_peak and "
-                "accept_queue_full_s are gunicorn's socket's own (/proc/net/tcp), "
+                "listening socket's (a fault proxy's too), not gunicorn's alone; "
+                "accept_queue_peak and accept_queue_full_s are gunicorn's socket's own "
+                "(/proc/net/tcp), "
                 "sampled every %g s, full at its backlog of %d" % (SAMPLE_S, BACKLOG),
         "runs": out_runs,
         "cases": cases,
@@ -258,9 +261,13 @@ def markdown(result):
         "from the stop on). Client OK / error / timeout: the client's attempts from the "
         "resume to its end. Served: requests the application answered in the run's window "
         "(from its client's start to the next run's); gone at start and at end: those whose "
-        "client had closed its connection when the handler began and when it finished. "
-        "Served in pause: should be 0, gunicorn being stopped. Gone after resume: the share "
-        "of the requests served from the resume on whose client had gone by the answer. "
+        "client had closed its connection when the handler began and when it finished "
+        "(through a fault proxy, the client is the proxy's connection to gunicorn). "
+        "Served in pause: 0 when gunicorn itself is stopped or frozen, or when a fault "
+        "proxy forwards it nothing (stall, blackhole, reset, status); a delay forwards "
+        "requests late, and a fault given to a fraction forwards the rest. Gone after "
+        "resume: the share of the requests served from the resume on whose client had gone "
+        "by the answer. "
         "Accept queue, listen overflows and drops: %s." % result["note"],
         "",
     ]

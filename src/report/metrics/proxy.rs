@@ -1,0 +1,162 @@
+//! The fault proxy's metrics, fed by its recorder as requests pass.
+
+use std::time::Duration;
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry, Unit};
+
+use super::family::{Exposition, Labelled, latency_histogram, registry, render, seconds};
+use crate::report::proxy::{ANSWER_CLASSES, Occupancy, ProxyEvent};
+
+/// A fault proxy's metrics, counted as requests pass through it.
+#[derive(Debug)]
+pub struct ProxyMetrics {
+    registry: Registry,
+    requests: Counter,
+    answers: Labelled<Counter>,
+    injected: Counter,
+    resets: Counter,
+    upstream_errors: Counter,
+    gone: Counter,
+    connections: Gauge,
+    queued: Gauge,
+    in_flight: Gauge,
+    held: Gauge,
+    faulted: Gauge,
+    latency: Histogram,
+}
+
+impl Default for ProxyMetrics {
+    fn default() -> Self {
+        ProxyMetrics::new()
+    }
+}
+
+impl ProxyMetrics {
+    /// Every metric of the proxy, at zero.
+    pub fn new() -> Self {
+        let mut m = ProxyMetrics {
+            registry: registry("retry_storm_proxy", None),
+            requests: Counter::default(),
+            answers: Labelled::new("class", &ANSWER_CLASSES),
+            injected: Counter::default(),
+            resets: Counter::default(),
+            upstream_errors: Counter::default(),
+            gone: Counter::default(),
+            connections: Gauge::default(),
+            queued: Gauge::default(),
+            in_flight: Gauge::default(),
+            held: Gauge::default(),
+            faulted: Gauge::default(),
+            latency: latency_histogram(),
+        };
+        let r = &mut m.registry;
+        r.register("requests", "Requests read from clients", m.requests.clone());
+        r.register(
+            "answers",
+            "The target's answers passed back to clients, by status class: 2xx, 4xx, 5xx, \
+             other (1xx, 3xx)",
+            m.answers.clone(),
+        );
+        r.register(
+            "injected",
+            "Requests the proxy answered itself, unforwarded, by the fault (status=CODE)",
+            m.injected.clone(),
+        );
+        r.register(
+            "resets",
+            "Client connections the proxy reset by the fault (reset)",
+            m.resets.clone(),
+        );
+        r.register(
+            "upstream_errors",
+            "Requests the target did not answer (refused, reset or closed): answered 502",
+            m.upstream_errors.clone(),
+        );
+        r.register(
+            "gone",
+            "Requests whose client had gone before their answer",
+            m.gone.clone(),
+        );
+        r.register(
+            "connections",
+            "Client connections open now",
+            m.connections.clone(),
+        );
+        r.register(
+            "queued",
+            "Connections in the proxy's listen queue, not yet accepted, at the last report",
+            m.queued.clone(),
+        );
+        r.register(
+            "in_flight",
+            "Requests forwarded to the target and not yet answered by it, now",
+            m.in_flight.clone(),
+        );
+        r.register(
+            "held",
+            "Requests held by the fault (stalled, delayed or swallowed), not yet forwarded, now",
+            m.held.clone(),
+        );
+        r.register(
+            "faulted",
+            "1 while the fault is on, 0 while it is off",
+            m.faulted.clone(),
+        );
+        r.register_with_unit(
+            "answer_duration",
+            "Latency through the proxy of the target's answers passed back, from the request \
+             read to its answer's head written",
+            Unit::Seconds,
+            m.latency.clone(),
+        );
+        m
+    }
+
+    /// `event` happened.
+    pub fn counted(&self, event: ProxyEvent) {
+        match event {
+            ProxyEvent::Request => &self.requests,
+            ProxyEvent::Injected => &self.injected,
+            ProxyEvent::Reset => &self.resets,
+            ProxyEvent::UpstreamError => &self.upstream_errors,
+            ProxyEvent::Gone => &self.gone,
+        }
+        .inc();
+    }
+
+    /// An answer of the target in `class` (of [`ANSWER_CLASSES`]) was
+    /// passed back after `latency`.
+    pub fn answered(&self, class: usize, latency: Duration) {
+        self.answers.at(class).inc();
+        self.latency.observe(seconds(latency));
+    }
+
+    /// There are `now` of `what`.
+    pub fn occupancy(&self, what: Occupancy, now: u64) {
+        let gauge = match what {
+            Occupancy::Connection => &self.connections,
+            Occupancy::InFlight => &self.in_flight,
+            Occupancy::Held => &self.held,
+        };
+        gauge.set(i64::try_from(now).unwrap_or(i64::MAX));
+    }
+
+    /// The listen queue holds `now` connections.
+    pub fn queued(&self, now: u64) {
+        self.queued.set(i64::try_from(now).unwrap_or(i64::MAX));
+    }
+
+    /// The fault is on, or off.
+    pub fn faulted(&self, on: bool) {
+        self.faulted.set(i64::from(on));
+    }
+}
+
+impl Exposition for ProxyMetrics {
+    fn render(&self) -> String {
+        render(&self.registry)
+    }
+}

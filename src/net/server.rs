@@ -275,6 +275,26 @@ pub fn listen(addr: SocketAddr, backlog: u32) -> io::Result<TcpListener> {
     socket.listen(backlog)
 }
 
+/// The pause after a failed accept (out of file descriptors, say): 5 ms,
+/// doubling with each failure in a row up to half a second, never a
+/// busy loop; back to 5 ms once a connection is accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct AcceptPause(Duration);
+
+impl Default for AcceptPause {
+    fn default() -> Self {
+        AcceptPause(Duration::from_millis(5))
+    }
+}
+
+impl AcceptPause {
+    /// Waits this pause, and makes the next one longer.
+    pub(crate) async fn next(&mut self) {
+        tokio::time::sleep(self.0).await;
+        self.0 = (self.0 * 2).min(Duration::from_millis(500));
+    }
+}
+
 /// Accepts connections until `shutdown` and hands each to `serve`, with
 /// no-delay set. Given `workers`, each connection is accepted only once a
 /// worker is free, and handed over with it (the rest wait in the listen
@@ -288,10 +308,8 @@ pub async fn accept_loop(
     workers: Option<Workers>,
     mut serve: impl FnMut(TcpStream, Option<Worker>),
 ) {
-    const FIRST_PAUSE: Duration = Duration::from_millis(5);
-    const MAX_PAUSE: Duration = Duration::from_millis(500);
     let mut shutdown = pin!(shutdown);
-    let mut pause = FIRST_PAUSE;
+    let mut pause = AcceptPause::default();
     let next = async || {
         let worker = match &workers {
             Some(workers) => Some(workers.free().await),
@@ -306,7 +324,7 @@ pub async fn accept_loop(
         };
         match accepted {
             Ok((stream, _peer)) => {
-                pause = FIRST_PAUSE;
+                pause = AcceptPause::default();
                 let _ = stream.set_nodelay(true);
                 serve(stream, worker);
             }
@@ -314,9 +332,8 @@ pub async fn accept_loop(
                 errors.fetch_add(1, Ordering::Relaxed);
                 tokio::select! {
                     _ = &mut shutdown => return,
-                    _ = tokio::time::sleep(pause) => {}
+                    _ = pause.next() => {}
                 }
-                pause = (pause * 2).min(MAX_PAUSE);
             }
         }
     }
@@ -391,10 +408,19 @@ where
 /// A warning for a listen address outside loopback: this server is a load
 /// generator's target, built to be overloaded, and should not be exposed.
 pub fn exposure_warning(listen: SocketAddr) -> Option<String> {
+    outside_loopback(
+        listen,
+        "this server exists to be overloaded by a load generator",
+    )
+}
+
+/// A warning for a listen address outside loopback, saying `why` the
+/// program should not be exposed.
+pub fn outside_loopback(listen: SocketAddr, why: &str) -> Option<String> {
     (!listen.ip().is_loopback()).then(|| {
         format!(
-            "warning: listening on {listen}, outside loopback: this server exists to be \
-             overloaded by a load generator; keep it on 127.0.0.1 unless you mean it"
+            "warning: listening on {listen}, outside loopback: {why}; keep it on 127.0.0.1 \
+             unless you mean it"
         )
     })
 }

@@ -14,6 +14,7 @@ pub mod lanes;
 pub mod metrics;
 mod model_actor;
 mod pool;
+pub mod proxy;
 pub mod rlimit;
 pub mod runtime;
 pub mod server;

@@ -17,6 +17,7 @@ use super::charts::{self, Plot};
 use super::feed::Setup;
 use super::figures::{client_figures, storm_figures, tier_figures};
 use super::forming::{Tone, verdict};
+use super::proxy;
 use super::state::{Board, RunState};
 use super::style::Look;
 
@@ -33,11 +34,7 @@ pub fn draw(frame: &mut Frame, board: &Board, look: Look, now_ms: u64) {
     // The start-up line wraps to as many lines as it needs (up to three),
     // the status line below it.
     let width = usize::from(area.width.saturating_sub(2)).max(1);
-    let title = match &board.setup {
-        Setup::Server { title, .. } | Setup::Client { title, .. } | Setup::Storm { title, .. } => {
-            title.chars().count()
-        }
-    };
+    let title = board.setup.title().chars().count();
     let title_lines = title.div_ceil(width).clamp(1, 3) as u16;
     let [header, body, footer] = Layout::vertical([
         Constraint::Length(title_lines + 3),
@@ -73,6 +70,10 @@ pub fn draw(frame: &mut Frame, board: &Board, look: Look, now_ms: u64) {
         Setup::Client { .. } => (
             [charts::attempts, charts::in_flight].map(|p| p(board, run, now_ms)),
             client_figures(board.runs[run].client.last()),
+        ),
+        Setup::Proxy { .. } => (
+            [proxy::traffic, proxy::occupancy].map(|p| p(board, run, now_ms)),
+            proxy::proxy_figures(board.runs[run].proxy.last(), look),
         ),
         Setup::Storm { .. } => (
             [charts::attempts, charts::concurrency].map(|p| p(board, run, now_ms)),
@@ -123,11 +124,7 @@ pub fn draw(frame: &mut Frame, board: &Board, look: Look, now_ms: u64) {
 }
 
 fn header(board: &Board, look: Look, now_ms: u64) -> Paragraph<'static> {
-    let (program, title) = match &board.setup {
-        Setup::Server { title, .. } => ("server", title),
-        Setup::Client { title, .. } => ("client", title),
-        Setup::Storm { title, .. } => ("storm", title),
-    };
+    let (program, title) = (board.setup.program(), board.setup.title());
     let elapsed = Duration::from_millis(now_ms.saturating_sub(board.origin_ms(board.selected)));
     let mut status = vec![Span::styled(
         format!("running {}", charts::clock(elapsed.as_secs_f64())),
@@ -155,7 +152,7 @@ fn header(board: &Board, look: Look, now_ms: u64) -> Paragraph<'static> {
     if board.stopping {
         status.push(Span::styled(" · stopping", look.bad()));
     }
-    Paragraph::new(vec![Text::raw(title.clone()), Text::from(status)])
+    Paragraph::new(vec![Text::raw(title.to_string()), Text::from(status)])
         .wrap(Wrap { trim: true })
         .block(Block::bordered().title(Span::styled(format!(" {program} "), look.strong())))
 }
@@ -164,6 +161,9 @@ fn footer(board: &Board, look: Look) -> Paragraph<'static> {
     let mut keys = "q or Ctrl-C: stop, as Ctrl-C does · Ctrl-Z: suspend".to_string();
     if board.runs.len() > 1 {
         keys.push_str(" · Tab: next run");
+    }
+    if let Some(own) = &board.own_key {
+        keys.push_str(&format!(" · {own}"));
     }
     if board.stopping {
         keys = "stopping: q again ends at once".to_string();

@@ -1,5 +1,6 @@
 //! The programs as functions: `server`, `client` and `storm` (with its
-//! `run` and `sweep`), each from its parsed flags to its exit code. The
+//! `run`, `sweep` and `proxy`), each from its parsed flags to its exit
+//! code. The
 //! binaries parse and call these; `storm` also runs the other two as its
 //! own children (`storm server ...`, `storm client ...`).
 //!
@@ -35,6 +36,7 @@ mod interrupt;
 mod live;
 mod merge;
 mod metrics;
+mod proxy;
 
 use exit::failure;
 
@@ -286,6 +288,15 @@ pub fn storm(cli: StormCli) -> ExitCode {
                 StormCli::command(),
             ),
             None => merge::merge(*args),
+        },
+        Some(StormCommand::Proxy(args)) => match args.generate.generate {
+            Some(kind) => generate(
+                kind,
+                subcommand("proxy"),
+                "storm-proxy",
+                StormCli::command(),
+            ),
+            None => proxy::proxy(*args),
         },
         Some(StormCommand::Run(args)) => match args.generate.generate {
             Some(kind) => generate(kind, subcommand("run"), "storm-run", StormCli::command()),

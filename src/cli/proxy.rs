@@ -11,7 +11,7 @@ use super::generate::GenerateArgs;
 use super::report::ReportArgs;
 use super::values::{http_url, positive_duration};
 use super::view::ViewArgs;
-use crate::model::fault::{FAULT_FORMS, Fault};
+use crate::model::fault::{FAULT_FORMS, Fault, FaultKind};
 use crate::net::proxy::ProxyConfig;
 use crate::net::server::default_backlog;
 
@@ -37,9 +37,9 @@ pub struct ProxyArgs {
     /// status=CODE[,retry-after=D] (the proxy answers CODE), delay=D
     /// (requests forwarded D late); each to a fraction of requests with
     /// ,fraction=F (docs/proxy.md) [default: stall, the outage of the
-    /// original experiment].
-    #[arg(long, default_value = "stall", value_parser = fault, value_name = "SPEC")]
-    pub fault: Fault,
+    /// original experiment: the proxy as a stopped server].
+    #[arg(long, value_parser = fault, value_name = "SPEC")]
+    pub fault: Option<Fault>,
     /// Start with the fault on [default: off until SIGUSR1, the live
     /// view's key or POST /fault/on].
     #[arg(long)]
@@ -106,7 +106,10 @@ impl ProxyArgs {
         Ok(ProxyConfig {
             listen: self.listen,
             upstream,
-            fault: self.fault,
+            fault: self.fault.unwrap_or(Fault {
+                kind: FaultKind::Stall,
+                fraction: 1.0,
+            }),
             fault_on: self.fault_on,
             report_interval: self.report_interval,
             csv: self.report.csv.clone(),

@@ -90,11 +90,21 @@ pub fn server(args: ServerArgs) -> ExitCode {
     if let Some(kind) = args.generate.generate {
         return generate(kind, ServerArgs::command(), "server", ServerArgs::command());
     }
-    if let Err(code) = live::check(args.view.tui) {
-        return code;
-    }
-    match status_sink(args.report.status_fd) {
-        Ok(status) => block_on(serve(args, status)),
+    let (tui, status_fd) = (args.view.tui, args.report.status_fd);
+    run_program(tui, status_fd, |status| serve(args, status))
+}
+
+/// Runs a program that reports as it goes: refuses `--tui` without a
+/// terminal (exit 2), takes the status descriptor before anything opens
+/// a descriptor of its own (exit 2 if it is unusable), then runs
+/// `program` with it on the runtime.
+fn run_program<F: std::future::Future<Output = ExitCode>>(
+    tui: bool,
+    status_fd: Option<i32>,
+    program: impl FnOnce(Option<StatusSink>) -> F,
+) -> ExitCode {
+    match live::check(tui).and_then(|()| status_sink(status_fd)) {
+        Ok(status) => block_on(program(status)),
         Err(code) => code,
     }
 }
@@ -207,12 +217,10 @@ pub fn client(cli: ClientCli) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        None => match live::check(cli.run.view.tui)
-            .and_then(|()| status_sink(cli.run.report.status_fd))
-        {
-            Ok(status) => block_on(load(cli.run, status)),
-            Err(code) => code,
-        },
+        None => {
+            let (tui, status_fd) = (cli.run.view.tui, cli.run.report.status_fd);
+            run_program(tui, status_fd, |status| load(cli.run, status))
+        }
     }
 }
 
@@ -262,44 +270,32 @@ async fn load(args: ClientArgs, status: Option<StatusSink>) -> ExitCode {
 /// The `storm` program: the default storm, a scenario, a sweep, or (as the
 /// runner's child) a server or a client.
 pub fn storm(cli: StormCli) -> ExitCode {
-    let subcommand = |name: &str| {
-        StormCli::command()
+    // What `storm SUBCOMMAND --generate KIND` prints: the subcommand's
+    // man page (`storm-SUBCOMMAND`), or the whole program's completions.
+    let page = |kind: Generate, name: &str, man: &'static str| {
+        let subcommand = StormCli::command()
             .find_subcommand(name)
             .expect("a storm subcommand")
-            .clone()
+            .clone();
+        generate(kind, subcommand, man, StormCli::command())
     };
     match cli.command {
         Some(StormCommand::Server(args)) => server(*args),
         Some(StormCommand::Client(args)) => client(*args),
         Some(StormCommand::Sweep(args)) => match args.generate.generate {
-            Some(kind) => generate(
-                kind,
-                subcommand("sweep"),
-                "storm-sweep",
-                StormCli::command(),
-            ),
+            Some(kind) => page(kind, "sweep", "storm-sweep"),
             None => sweep(*args),
         },
         Some(StormCommand::Merge(args)) => match args.generate.generate {
-            Some(kind) => generate(
-                kind,
-                subcommand("merge"),
-                "storm-merge",
-                StormCli::command(),
-            ),
+            Some(kind) => page(kind, "merge", "storm-merge"),
             None => merge::merge(*args),
         },
         Some(StormCommand::Proxy(args)) => match args.generate.generate {
-            Some(kind) => generate(
-                kind,
-                subcommand("proxy"),
-                "storm-proxy",
-                StormCli::command(),
-            ),
+            Some(kind) => page(kind, "proxy", "storm-proxy"),
             None => proxy::proxy(*args),
         },
         Some(StormCommand::Run(args)) => match args.generate.generate {
-            Some(kind) => generate(kind, subcommand("run"), "storm-run", StormCli::command()),
+            Some(kind) => page(kind, "run", "storm-run"),
             None => run(*args),
         },
         None => match cli.run.generate.generate {

@@ -406,6 +406,22 @@ impl Proxy {
         }
     }
 
+    /// A proxy of `upstream`'s `/api` whose `fault` is on from the start,
+    /// its draws seeded with `seed`.
+    fn faulted(upstream: &Upstream, fault: &str, seed: &str) -> Proxy {
+        let args = ["--fault", fault, "--fault-on", "--seed", seed];
+        Proxy::start(&upstream.url("/api"), &args)
+    }
+
+    /// A proxy of `upstream`'s `/api` with `fault`, off, and the URL of
+    /// its control endpoint.
+    fn controlled(upstream: &Upstream, fault: &str) -> (Proxy, String) {
+        let args = ["--fault", fault, "--control", "127.0.0.1:0"];
+        let proxy = Proxy::start(&upstream.url("/api"), &args);
+        let url = proxy.url_after("control at ");
+        (proxy, url)
+    }
+
     fn pid(&self) -> u32 {
         self.guard.0.id()
     }
@@ -619,11 +635,7 @@ fn status_answers_without_the_target_and_the_rows_csv_and_metrics_say_so() {
 #[test]
 fn a_stall_answers_nothing_until_it_ends_and_then_everything() {
     let upstream = Upstream::start();
-    let mut proxy = Proxy::start(
-        &upstream.url("/api"),
-        &["--fault", "stall", "--control", "127.0.0.1:0"],
-    );
-    let control_url = proxy.url_after("control at ");
+    let (mut proxy, control_url) = Proxy::controlled(&upstream, "stall");
     let mut held = Conn::to(proxy.addr);
     assert_eq!(held.request("GET", "/api").status, 200);
     // A request forwarded before the stall, its answer due 100 ms later.
@@ -660,19 +672,14 @@ fn a_stall_answers_nothing_until_it_ends_and_then_everything() {
 fn a_request_held_by_a_fraction_goes_when_the_fault_ends_and_a_swallowed_one_never() {
     let upstream = Upstream::start();
     // Seed 1 draws the first request into the fraction of 0.99.
-    let fault = |kind: &str| {
-        let spec = format!("{kind},fraction=0.99");
-        let args = ["--fault", &spec, "--fault-on", "--seed", "1"];
-        Proxy::start(&upstream.url("/api"), &args)
-    };
-    let mut stalled = fault("stall");
+    let mut stalled = Proxy::faulted(&upstream, "stall,fraction=0.99", "1");
     let mut conn = Conn::to(stalled.addr);
     conn.send("GET", "/api?held", &[], b"");
     stalled.row_where("the request held", |r| r.held == 1);
     assert_eq!(conn.silence(), Silence::Kept);
     stalled.switch("USR2");
     assert_eq!(conn.answer().unwrap().json()["target"], "/api?held");
-    let mut swallowing = fault("blackhole");
+    let mut swallowing = Proxy::faulted(&upstream, "blackhole,fraction=0.99", "1");
     let mut conn = Conn::to(swallowing.addr);
     conn.send("GET", "/api?swallowed", &[], b"");
     swallowing.row_where("the request swallowed", |r| r.held == 1);
@@ -687,10 +694,7 @@ fn a_request_held_by_a_fraction_goes_when_the_fault_ends_and_a_swallowed_one_nev
 #[test]
 fn a_blackhole_queues_one_connection_and_leaves_the_next_unanswered() {
     let upstream = Upstream::start();
-    let mut proxy = Proxy::start(
-        &upstream.url("/api"),
-        &["--fault", "blackhole", "--fault-on"],
-    );
+    let mut proxy = Proxy::faulted(&upstream, "blackhole", "1");
     let mut first = Conn::to(proxy.addr);
     first.send("GET", "/api", &[], b"");
     assert_eq!(first.silence(), Silence::Kept);
@@ -707,11 +711,7 @@ fn a_blackhole_queues_one_connection_and_leaves_the_next_unanswered() {
 #[test]
 fn a_reset_resets_open_connections_and_new_ones_until_it_ends() {
     let upstream = Upstream::start();
-    let mut proxy = Proxy::start(
-        &upstream.url("/api"),
-        &["--fault", "reset", "--control", "127.0.0.1:0"],
-    );
-    let control_url = proxy.url_after("control at ");
+    let (mut proxy, control_url) = Proxy::controlled(&upstream, "reset");
     let mut open = Conn::to(proxy.addr);
     assert_eq!(open.request("GET", "/api").status, 200);
     control(&control_url, "POST", "/fault/on");
@@ -737,10 +737,7 @@ fn a_reset_resets_open_connections_and_new_ones_until_it_ends() {
 #[test]
 fn a_delay_forwards_late_and_off_forwards_at_once() {
     let upstream = Upstream::start();
-    let mut proxy = Proxy::start(
-        &upstream.url("/api"),
-        &["--fault", "delay=300ms", "--fault-on"],
-    );
+    let mut proxy = Proxy::faulted(&upstream, "delay=300ms", "1");
     let mut conn = Conn::to(proxy.addr);
     let started = Instant::now();
     assert_eq!(conn.request("GET", "/api").status, 200);
@@ -757,16 +754,7 @@ fn a_delay_forwards_late_and_off_forwards_at_once() {
 fn a_fraction_faults_about_its_share_the_same_for_the_same_seed() {
     let upstream = Upstream::start();
     let faulted = |seed: &str| {
-        let proxy = Proxy::start(
-            &upstream.url("/api"),
-            &[
-                "--fault",
-                "status=503,fraction=0.5",
-                "--fault-on",
-                "--seed",
-                seed,
-            ],
-        );
+        let proxy = Proxy::faulted(&upstream, "status=503,fraction=0.5", seed);
         let mut conn = Conn::to(proxy.addr);
         (0..200)
             .filter(|_| conn.request("GET", "/api").status == 503)

@@ -5,10 +5,9 @@
 
 use std::process::ExitCode;
 
-use super::{live, metrics, status_sink};
+use super::{live, metrics, run_program};
 use crate::cli::ProxyArgs;
 use crate::net::proxy::{self, Proxy};
-use crate::net::runtime::block_on;
 use crate::net::server::outside_loopback;
 use crate::net::signals::{self, UserSignals};
 use crate::report::metrics::ProxyMetrics;
@@ -21,13 +20,8 @@ const TOGGLE: char = 'f';
 
 /// Runs the proxy until SIGINT or SIGTERM.
 pub(super) fn proxy(args: ProxyArgs) -> ExitCode {
-    if let Err(code) = live::check(args.view.tui) {
-        return code;
-    }
-    match status_sink(args.report.status_fd) {
-        Ok(status) => block_on(serve(args, status)),
-        Err(code) => code,
-    }
+    let (tui, status_fd) = (args.view.tui, args.report.status_fd);
+    run_program(tui, status_fd, |status| serve(args, status))
 }
 
 async fn serve(args: ProxyArgs, status: Option<StatusSink>) -> ExitCode {

@@ -78,7 +78,7 @@ impl fmt::Display for BindError {
             BindError::Listen { addr, source } if source.kind() == io::ErrorKind::AddrInUse => {
                 write!(
                     f,
-                    "--listen {addr}: address already in use (is another server running? \
+                    "--listen {addr}: address already in use (is another server or proxy running? \
                      stop it or pick another port)"
                 )
             }

@@ -270,6 +270,20 @@ fn tiers_cell(run: &RunState) -> String {
     }
 }
 
+/// The screen `board` draws at `now_ms` on a terminal of `width` by
+/// `height`, without colour, as text.
+#[cfg(test)]
+pub(super) fn rendered(board: &Board, width: u16, height: u16, now_ms: u64) -> String {
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+    let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
+    terminal
+        .draw(|frame| draw(frame, board, Look { colour: false }, now_ms))
+        .unwrap();
+    let buffer = terminal.backend().buffer();
+    buffer.content().iter().map(|c| c.symbol()).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,8 +291,6 @@ mod tests {
     use crate::report::rows::{ClientRow, ServerRow, ServerState};
     use crate::report::status::Status;
     use crate::view::feed::{Feed, Phase, Plan};
-    use ratatui::Terminal;
-    use ratatui::backend::TestBackend;
 
     /// A storm in its pause, two runs with a row each.
     fn storm() -> Board {
@@ -339,12 +351,7 @@ mod tests {
     }
 
     fn screen(board: &Board, width: u16, height: u16) -> String {
-        let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
-        terminal
-            .draw(|frame| draw(frame, board, Look { colour: false }, 13_000))
-            .unwrap();
-        let buffer = terminal.backend().buffer();
-        buffer.content().iter().map(|c| c.symbol()).collect()
+        rendered(board, width, height, 13_000)
     }
 
     #[test]

@@ -66,37 +66,48 @@ pub fn proxy_figures(row: Option<&ProxyRow>, look: Look) -> Vec<Text<'static>> {
     } else {
         Text::styled("fault         off", look.good())
     };
-    vec![
-        fault,
-        pair("connections", r.connections.to_string()),
-        pair("queued", r.queued.to_string()),
-        pair("in flight", r.in_flight.to_string()),
-        pair("held", r.held.to_string()),
-        pair("requests", rate(r.requests_per_s)),
-        pair("2xx", rate(r.answers_2xx_per_s)),
-        pair("4xx", rate(r.answers_4xx_per_s)),
-        pair("5xx", rate(r.answers_5xx_per_s)),
-        pair("other", rate(r.answers_other_per_s)),
-        pair("injected", rate(r.injected_per_s)),
-        pair("resets", rate(r.resets_per_s)),
-        pair("upstream err.", rate(r.upstream_errors_per_s)),
-        pair("gone", rate(r.gone_per_s)),
-        pair("latency p50", latency(r.p50_ms)),
-        pair("latency p99", latency(r.p99_ms)),
-        pair("latency max", latency(r.max_ms)),
-    ]
+    let mut lines = vec![fault];
+    lines.extend(
+        [
+            ("connections", r.connections),
+            ("queued", r.queued),
+            ("in flight", r.in_flight),
+            ("held", r.held),
+        ]
+        .map(|(name, n)| pair(name, n.to_string())),
+    );
+    lines.extend(
+        [
+            ("requests", r.requests_per_s),
+            ("2xx", r.answers_2xx_per_s),
+            ("4xx", r.answers_4xx_per_s),
+            ("5xx", r.answers_5xx_per_s),
+            ("other", r.answers_other_per_s),
+            ("injected", r.injected_per_s),
+            ("resets", r.resets_per_s),
+            ("upstream err.", r.upstream_errors_per_s),
+            ("gone", r.gone_per_s),
+        ]
+        .map(|(name, v)| pair(name, rate(v))),
+    );
+    lines.extend(
+        [
+            ("latency p50", r.p50_ms),
+            ("latency p99", r.p99_ms),
+            ("latency max", r.max_ms),
+        ]
+        .map(|(name, ms)| pair(name, latency(ms))),
+    );
+    lines
 }
 
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
-    use ratatui::Terminal;
-    use ratatui::backend::TestBackend;
-
     use super::*;
     use crate::report::status::Status;
-    use crate::view::draw::draw;
+    use crate::view::draw::rendered;
     use crate::view::feed::{Feed, Setup};
     use crate::view::state::Shade;
 
@@ -145,18 +156,7 @@ mod tests {
 
     #[test]
     fn the_screen_shows_the_figures_the_fault_and_its_key() {
-        let board = board();
-        let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
-        terminal
-            .draw(|frame| draw(frame, &board, Look { colour: false }, 16_000))
-            .unwrap();
-        let text: String = terminal
-            .backend()
-            .buffer()
-            .content()
-            .iter()
-            .map(|c| c.symbol())
-            .collect();
+        let text = rendered(&board(), 120, 40, 16_000);
         for shown in [
             " proxy ",
             "requests per second",

@@ -22,7 +22,6 @@ mod switch;
 
 use std::fmt;
 use std::future::Future;
-use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::pin::pin;
@@ -39,11 +38,11 @@ pub use switch::Switch;
 
 use super::backlog::AcceptQueue;
 use super::endpoint::EndpointError;
-use super::server::listen;
+use super::server::{BindError, listen};
 use super::signals::UserSignals;
 use crate::model::fault::Fault;
 use crate::report::metrics::ProxyMetrics;
-use crate::report::output::{CsvError, CsvSink, say, write_row};
+use crate::report::output::{CsvRow, CsvSink, say, write_row};
 use crate::report::proxy::{ProxyRecorder, ProxyRow, ProxySummary};
 use crate::report::rows::unix_ms;
 use crate::report::status::{Status, StatusSink};
@@ -77,15 +76,9 @@ pub struct ProxyConfig {
 /// Why the proxy could not start.
 #[derive(Debug)]
 pub enum ProxyError {
-    /// The listen address could not be bound.
-    Listen {
-        /// The address asked for.
-        addr: SocketAddr,
-        /// What the system said.
-        source: io::Error,
-    },
-    /// The CSV file could not be created.
-    Csv(CsvError),
+    /// The listen address could not be bound, or the CSV file created, as
+    /// for the server.
+    Bind(BindError),
     /// The control endpoint's address could not be bound.
     Control(EndpointError),
 }
@@ -93,15 +86,7 @@ pub enum ProxyError {
 impl fmt::Display for ProxyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ProxyError::Listen { addr, source } if source.kind() == io::ErrorKind::AddrInUse => {
-                write!(
-                    f,
-                    "--listen {addr}: address already in use (is another proxy running? stop \
-                     it or pick another port)"
-                )
-            }
-            ProxyError::Listen { addr, source } => write!(f, "--listen {addr}: {source}"),
-            ProxyError::Csv(e) => e.fmt(f),
+            ProxyError::Bind(e) => e.fmt(f),
             ProxyError::Control(e) => e.fmt(f),
         }
     }
@@ -132,14 +117,11 @@ impl Proxy {
         metrics: Option<Arc<ProxyMetrics>>,
     ) -> Result<Proxy, ProxyError> {
         let addr = config.listen;
-        let error = |source| ProxyError::Listen { addr, source };
+        let error = |source| ProxyError::Bind(BindError::Listen { addr, source });
         let listener = listen(addr, config.backlog).map_err(error)?;
         let queue = Arc::new(AcceptQueue::of(&listener).map_err(error)?);
-        let csv = CsvSink::with_header_if(
-            config.csv.as_deref(),
-            <ProxyRow as crate::report::output::CsvRow>::HEADER,
-        )
-        .map_err(ProxyError::Csv)?;
+        let csv = CsvSink::with_header_if(config.csv.as_deref(), ProxyRow::HEADER)
+            .map_err(|e| ProxyError::Bind(BindError::Csv(e)))?;
         let recorder = Arc::new(ProxyRecorder::with_metrics(metrics));
         let switch = Switch::new(
             config.fault,

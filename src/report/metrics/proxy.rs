@@ -53,58 +53,63 @@ impl ProxyMetrics {
             latency: latency_histogram(),
         };
         let r = &mut m.registry;
-        r.register("requests", "Requests read from clients", m.requests.clone());
+        for (name, help, counter) in [
+            ("requests", "Requests read from clients", &m.requests),
+            (
+                "injected",
+                "Requests the proxy answered itself, unforwarded, by the fault (status=CODE)",
+                &m.injected,
+            ),
+            (
+                "resets",
+                "Client connections the proxy reset by the fault (reset)",
+                &m.resets,
+            ),
+            (
+                "upstream_errors",
+                "Requests the target did not answer (refused, reset or closed): answered 502",
+                &m.upstream_errors,
+            ),
+            (
+                "gone",
+                "Requests whose client had gone before their answer",
+                &m.gone,
+            ),
+        ] {
+            r.register(name, help, counter.clone());
+        }
         r.register(
             "answers",
             "The target's answers passed back to clients, by status class: 2xx, 4xx, 5xx, \
              other (1xx, 3xx)",
             m.answers.clone(),
         );
-        r.register(
-            "injected",
-            "Requests the proxy answered itself, unforwarded, by the fault (status=CODE)",
-            m.injected.clone(),
-        );
-        r.register(
-            "resets",
-            "Client connections the proxy reset by the fault (reset)",
-            m.resets.clone(),
-        );
-        r.register(
-            "upstream_errors",
-            "Requests the target did not answer (refused, reset or closed): answered 502",
-            m.upstream_errors.clone(),
-        );
-        r.register(
-            "gone",
-            "Requests whose client had gone before their answer",
-            m.gone.clone(),
-        );
-        r.register(
-            "connections",
-            "Client connections open now",
-            m.connections.clone(),
-        );
-        r.register(
-            "queued",
-            "Connections in the proxy's listen queue, not yet accepted, at the last report",
-            m.queued.clone(),
-        );
-        r.register(
-            "in_flight",
-            "Requests forwarded to the target and not yet answered by it, now",
-            m.in_flight.clone(),
-        );
-        r.register(
-            "held",
-            "Requests held by the fault (stalled, delayed or swallowed), not yet forwarded, now",
-            m.held.clone(),
-        );
-        r.register(
-            "faulted",
-            "1 while the fault is on, 0 while it is off",
-            m.faulted.clone(),
-        );
+        for (name, help, gauge) in [
+            ("connections", "Client connections open now", &m.connections),
+            (
+                "queued",
+                "Connections in the proxy's listen queue, not yet accepted, at the last report",
+                &m.queued,
+            ),
+            (
+                "in_flight",
+                "Requests forwarded to the target and not yet answered by it, now",
+                &m.in_flight,
+            ),
+            (
+                "held",
+                "Requests held by the fault (stalled, delayed or swallowed), not yet forwarded, \
+                 now",
+                &m.held,
+            ),
+            (
+                "faulted",
+                "1 while the fault is on, 0 while it is off",
+                &m.faulted,
+            ),
+        ] {
+            r.register(name, help, gauge.clone());
+        }
         r.register_with_unit(
             "answer_duration",
             "Latency through the proxy of the target's answers passed back, from the request \

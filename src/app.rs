@@ -37,8 +37,10 @@ mod live;
 mod merge;
 mod metrics;
 mod proxy;
+mod start;
 
 use exit::failure;
+use start::run_program;
 
 /// Sets `stop` at SIGINT or SIGTERM from now on; exits 1 if it cannot.
 fn stop_on_signal(stop: &experiment::Stop) -> Result<(), ExitCode> {
@@ -68,23 +70,6 @@ fn generate(
     }
 }
 
-/// Takes the status descriptor a supervisor gave (`--status-fd`), before
-/// the program opens any descriptor of its own; exits 2 if it is unusable.
-fn status_sink(fd: Option<i32>) -> Result<Option<StatusSink>, ExitCode> {
-    let Some(fd) = fd else {
-        return Ok(None);
-    };
-    // SAFETY: called before the runtime starts: nothing in this process
-    // has opened a descriptor yet, so an open `fd` is the inherited one.
-    match unsafe { StatusSink::from_fd(fd) } {
-        Ok(sink) => Ok(Some(sink)),
-        Err(e) => {
-            eprintln!("error: --status-fd {fd}: {e}");
-            Err(ExitCode::from(2))
-        }
-    }
-}
-
 /// The `server` program.
 pub fn server(args: ServerArgs) -> ExitCode {
     if let Some(kind) = args.generate.generate {
@@ -92,21 +77,6 @@ pub fn server(args: ServerArgs) -> ExitCode {
     }
     let (tui, status_fd) = (args.view.tui, args.report.status_fd);
     run_program(tui, status_fd, |status| serve(args, status))
-}
-
-/// Runs a program that reports as it goes: refuses `--tui` without a
-/// terminal (exit 2), takes the status descriptor before anything opens
-/// a descriptor of its own (exit 2 if it is unusable), then runs
-/// `program` with it on the runtime.
-fn run_program<F: std::future::Future<Output = ExitCode>>(
-    tui: bool,
-    status_fd: Option<i32>,
-    program: impl FnOnce(Option<StatusSink>) -> F,
-) -> ExitCode {
-    match live::check(tui).and_then(|()| status_sink(status_fd)) {
-        Ok(status) => block_on(program(status)),
-        Err(code) => code,
-    }
 }
 
 /// Runs the server until SIGINT or SIGTERM.

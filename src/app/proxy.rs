@@ -5,7 +5,8 @@
 
 use std::process::ExitCode;
 
-use super::{live, metrics, run_program};
+use super::start::run_program;
+use super::{live, metrics};
 use crate::cli::ProxyArgs;
 use crate::net::proxy::{self, Proxy};
 use crate::net::server::outside_loopback;

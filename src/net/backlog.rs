@@ -91,7 +91,7 @@ impl AcceptQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::net::server::listen;
+    use crate::net::accept::listen;
 
     /// Connections nobody accepts wait in the queue the kernel reports;
     /// accepting one takes it out.

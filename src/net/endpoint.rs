@@ -23,7 +23,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
-use super::server::{accept_loop, listen};
+use super::accept::{accept_loop, listen};
 
 /// Connections a client of the endpoint may queue (a few at most).
 const BACKLOG: u32 = 64;

@@ -4,6 +4,7 @@
 //! fault proxy, and the Prometheus metrics endpoint. Everything they compute comes from the
 //! model, policy and report layers below.
 
+mod accept;
 mod backlog;
 mod balance;
 pub mod client;

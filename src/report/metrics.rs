@@ -25,7 +25,7 @@ mod server;
 
 pub use client::{ATTEMPT_OUTCOMES, ClientMetrics};
 pub use family::{Exposition, LATENCY_BUCKETS, TIER_LABEL};
-pub use proxy::ProxyMetrics;
+pub use proxy::{ANSWER_CLASSES, ProxyMetrics};
 pub use server::{DROP_REASONS, MODEL_OUTCOMES, ServerExposition, ServerMetrics};
 
 /// The text formats a scraper may ask for.

@@ -14,6 +14,7 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use super::histogram::{Percentiles, latency_histogram, record_latency};
+pub use super::metrics::ANSWER_CLASSES;
 use super::metrics::ProxyMetrics;
 use super::output::CsvRow;
 use super::rows::{per_sec, round2, round3};
@@ -67,10 +68,6 @@ pub struct ProxyRow {
     /// Largest of the same.
     pub max_ms: Option<f64>,
 }
-
-/// The status classes the proxy counts the target's answers by, in the
-/// order of [`ProxyTally::answers`] (and of the metrics' `class` label).
-pub const ANSWER_CLASSES: [&str; 4] = ["2xx", "4xx", "5xx", "other"];
 
 /// Which of [`ANSWER_CLASSES`] a status is in: 1xx and 3xx are `other`.
 pub fn answer_class(status: u16) -> usize {
@@ -299,9 +296,7 @@ pub struct Occupied {
 impl Drop for Occupied {
     fn drop(&mut self) {
         let now = self.recorder.occupancy[self.what as usize].fetch_sub(1, Ordering::Relaxed) - 1;
-        if let Some(m) = &self.recorder.metrics {
-            m.occupancy(self.what, now);
-        }
+        self.recorder.gauge(self.what, now);
     }
 }
 
@@ -331,7 +326,13 @@ impl ProxyRecorder {
             } += 1;
         }
         if let Some(m) = &self.metrics {
-            m.counted(event);
+            match event {
+                ProxyEvent::Request => m.request(),
+                ProxyEvent::Injected => m.injected(),
+                ProxyEvent::Reset => m.reset(),
+                ProxyEvent::UpstreamError => m.upstream_error(),
+                ProxyEvent::Gone => m.gone(),
+            }
         }
     }
 
@@ -352,12 +353,21 @@ impl ProxyRecorder {
     /// Counts `what` from now until the guard is dropped.
     pub fn enter(self: &Arc<Self>, what: Occupancy) -> Occupied {
         let now = self.occupancy[what as usize].fetch_add(1, Ordering::Relaxed) + 1;
-        if let Some(m) = &self.metrics {
-            m.occupancy(what, now);
-        }
+        self.gauge(what, now);
         Occupied {
             recorder: self.clone(),
             what,
+        }
+    }
+
+    /// Sets the metrics' gauge of `what`, if served, to `now`.
+    fn gauge(&self, what: Occupancy, now: u64) {
+        if let Some(m) = &self.metrics {
+            match what {
+                Occupancy::Connection => m.connections(now),
+                Occupancy::InFlight => m.in_flight(now),
+                Occupancy::Held => m.held(now),
+            }
         }
     }
 

@@ -1,40 +1,36 @@
-//! One client connection of the proxy: served by hyper over HTTP/1.1 with
-//! keep-alive, behind the switch's gate, its answers' heads watched as
-//! they are written (for their latency), and reset with RST when the
-//! fault asks.
+//! What the proxy knows of one client connection while it is open: its
+//! answer in the making, watched until its head is written (for its
+//! latency), and whether the fault asks for it to be reset.
 
 use std::io;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::forward::Forward;
-use super::gate::Gated;
-use super::switch::Switch;
-use crate::report::proxy::{Occupancy, ProxyEvent, ProxyRecorder};
+use crate::report::proxy::{ProxyEvent, ProxyRecorder};
 
 /// What the proxy knows of one client connection while it is open.
 pub(super) struct Connection {
     recorder: Arc<ProxyRecorder>,
-    reset: Notify,
+    /// Notified to reset the connection (by its request's action, or by
+    /// the switch).
+    reset: Arc<Notify>,
     /// An answer of the target handed to hyper whose head has not been
     /// written yet: when its request was read, and its status.
     answer: Mutex<Option<(Instant, u16)>>,
 }
 
 impl Connection {
-    fn new(recorder: Arc<ProxyRecorder>) -> Arc<Connection> {
+    /// A connection just accepted, its events counted by `recorder`.
+    pub(super) fn new(recorder: Arc<ProxyRecorder>) -> Arc<Connection> {
         Arc::new(Connection {
             recorder,
-            reset: Notify::new(),
+            reset: Arc::new(Notify::new()),
             answer: Mutex::new(None),
         })
     }
@@ -42,6 +38,16 @@ impl Connection {
     /// Resets the connection: RST, without an answer.
     pub(super) fn reset(&self) {
         self.reset.notify_one();
+    }
+
+    /// What resets the connection when notified, for the switch.
+    pub(super) fn resetter(&self) -> &Arc<Notify> {
+        &self.reset
+    }
+
+    /// Waits until the connection is to be reset.
+    pub(super) async fn reset_asked(&self) {
+        self.reset.notified().await;
     }
 
     /// The target's answer with `status` to the request read at `read` is
@@ -70,9 +76,21 @@ impl Drop for Connection {
 }
 
 /// A connection's stream, telling the connection when bytes go out.
-struct Watched {
+pub(super) struct Watched {
     stream: TcpStream,
     connection: Arc<Connection>,
+}
+
+impl Watched {
+    /// `stream`, the socket of `connection`.
+    pub(super) fn new(stream: TcpStream, connection: Arc<Connection>) -> Watched {
+        Watched { stream, connection }
+    }
+
+    /// The socket.
+    pub(super) fn stream(&self) -> &TcpStream {
+        &self.stream
+    }
 }
 
 impl AsyncRead for Watched {
@@ -124,44 +142,4 @@ impl AsyncWrite for Watched {
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.stream).poll_shutdown(cx)
     }
-}
-
-/// Serves `stream`, a client connection just accepted, in a task of its
-/// own: every request through `forward`, the whole behind `switch`'s gate.
-pub(super) fn serve(stream: TcpStream, switch: &Arc<Switch>, forward: &Arc<Forward>) {
-    let recorder = forward.recorder().clone();
-    let open = recorder.enter(Occupancy::Connection);
-    let connection = Connection::new(recorder.clone());
-    let registered = switch.register(&connection);
-    let watched = Watched {
-        stream,
-        connection: connection.clone(),
-    };
-    let io = TokioIo::new(Gated::new(watched, switch.gate().clone()));
-    let service = {
-        let (forward, connection) = (forward.clone(), connection.clone());
-        service_fn(move |req| forward.handle(req, &connection))
-    };
-    tokio::spawn(async move {
-        // No timer: no timeout may end a connection that the gate holds
-        // (a stopped process times nothing out either). Idle connections
-        // stay open until their client closes them.
-        let mut serving = http1::Builder::new()
-            .keep_alive(true)
-            .header_read_timeout(None)
-            .serve_connection(io, service);
-        tokio::select! {
-            // Errors here are a client's doing (reset, garbage): the
-            // connection ends, the proxy goes on.
-            _ = &mut serving => {}
-            () = connection.reset.notified() => {
-                let parts = serving.into_parts();
-                let stream = &parts.io.inner().get_ref().stream;
-                // Closed with a linger of zero: RST, and nothing more.
-                let _ = stream.set_zero_linger();
-                recorder.count(ProxyEvent::Reset);
-            }
-        }
-        drop((registered, open));
-    });
 }

@@ -8,8 +8,9 @@
 //!
 //! - [`gate`]: the gate that stops every client connection at once;
 //! - `switch`: the fault, on or off, and what turning it does;
-//! - `listener`: the accept loop, which the switch pauses;
-//! - `connection`: one client connection, served by hyper;
+//! - `listener`: the accept loop, which the switch pauses, and each
+//!   client connection served by hyper;
+//! - `connection`: what is known of one client connection;
 //! - `forward`: each request's action, and forwarding to the target;
 //! - `control`: the control endpoint.
 
@@ -36,9 +37,10 @@ use tokio::time::Instant;
 pub use control::{ControlEndpoint, FAULT_PATH};
 pub use switch::Switch;
 
+use super::accept::listen;
 use super::backlog::AcceptQueue;
 use super::endpoint::EndpointError;
-use super::server::{BindError, listen};
+use super::server::BindError;
 use super::signals::UserSignals;
 use crate::model::fault::Fault;
 use crate::report::metrics::ProxyMetrics;

@@ -10,9 +10,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 
-use super::connection::Connection;
 use super::gate::Gate;
 use crate::model::fault::Fault;
 use crate::net::backlog::AcceptQueue;
@@ -25,8 +24,8 @@ pub struct Switch {
     gate: Gate,
     queue: Arc<AcceptQueue>,
     backlog: u32,
-    /// The open client connections, to reset them.
-    open: Mutex<HashMap<u64, Weak<Connection>>>,
+    /// What resets each open client connection.
+    open: Mutex<HashMap<u64, Weak<Notify>>>,
     next: AtomicU64,
     recorder: Arc<ProxyRecorder>,
 }
@@ -98,8 +97,8 @@ impl Switch {
                 self.resize_queue(0);
             }
             if f.resets_connections() {
-                for connection in self.connections().values().filter_map(Weak::upgrade) {
-                    connection.reset();
+                for reset in self.connections().values().filter_map(Weak::upgrade) {
+                    reset.notify_one();
                 }
             }
         } else {
@@ -141,15 +140,15 @@ impl Switch {
         let _ = on.wait_for(|on| !*on).await;
     }
 
-    fn connections(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Weak<Connection>>> {
+    fn connections(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Weak<Notify>>> {
         self.open.lock().expect("switch lock poisoned")
     }
 
-    /// Knows `connection` from now on, to reset it, until the returned
-    /// guard is dropped.
-    pub(super) fn register(self: &Arc<Self>, connection: &Arc<Connection>) -> Registered {
+    /// Knows a connection from now on, until the returned guard is
+    /// dropped: `reset` is notified to reset it.
+    pub(super) fn register(self: &Arc<Self>, reset: &Arc<Notify>) -> Registered {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        self.connections().insert(id, Arc::downgrade(connection));
+        self.connections().insert(id, Arc::downgrade(reset));
         Registered {
             switch: self.clone(),
             id,

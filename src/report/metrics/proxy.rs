@@ -8,7 +8,10 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
 use super::family::{Exposition, Labelled, latency_histogram, registry, render, seconds};
-use crate::report::proxy::{ANSWER_CLASSES, Occupancy, ProxyEvent};
+
+/// The status classes the proxy counts the target's answers by, in the
+/// order of the report's counts and of the metrics' `class` label.
+pub const ANSWER_CLASSES: [&str; 4] = ["2xx", "4xx", "5xx", "other"];
 
 /// A fault proxy's metrics, counted as requests pass through it.
 #[derive(Debug)]
@@ -120,16 +123,29 @@ impl ProxyMetrics {
         m
     }
 
-    /// `event` happened.
-    pub fn counted(&self, event: ProxyEvent) {
-        match event {
-            ProxyEvent::Request => &self.requests,
-            ProxyEvent::Injected => &self.injected,
-            ProxyEvent::Reset => &self.resets,
-            ProxyEvent::UpstreamError => &self.upstream_errors,
-            ProxyEvent::Gone => &self.gone,
-        }
-        .inc();
+    /// A request was read.
+    pub fn request(&self) {
+        self.requests.inc();
+    }
+
+    /// A request was answered by the fault.
+    pub fn injected(&self) {
+        self.injected.inc();
+    }
+
+    /// A connection was reset by the fault.
+    pub fn reset(&self) {
+        self.resets.inc();
+    }
+
+    /// A request was not answered by the target.
+    pub fn upstream_error(&self) {
+        self.upstream_errors.inc();
+    }
+
+    /// A request's client went before its answer.
+    pub fn gone(&self) {
+        self.gone.inc();
     }
 
     /// An answer of the target in `class` (of [`ANSWER_CLASSES`]) was
@@ -139,25 +155,34 @@ impl ProxyMetrics {
         self.latency.observe(seconds(latency));
     }
 
-    /// There are `now` of `what`.
-    pub fn occupancy(&self, what: Occupancy, now: u64) {
-        let gauge = match what {
-            Occupancy::Connection => &self.connections,
-            Occupancy::InFlight => &self.in_flight,
-            Occupancy::Held => &self.held,
-        };
-        gauge.set(i64::try_from(now).unwrap_or(i64::MAX));
+    /// `now` client connections are open.
+    pub fn connections(&self, now: u64) {
+        set(&self.connections, now);
+    }
+
+    /// `now` requests are in flight to the target.
+    pub fn in_flight(&self, now: u64) {
+        set(&self.in_flight, now);
+    }
+
+    /// `now` requests are held by the fault.
+    pub fn held(&self, now: u64) {
+        set(&self.held, now);
     }
 
     /// The listen queue holds `now` connections.
     pub fn queued(&self, now: u64) {
-        self.queued.set(i64::try_from(now).unwrap_or(i64::MAX));
+        set(&self.queued, now);
     }
 
     /// The fault is on, or off.
     pub fn faulted(&self, on: bool) {
         self.faulted.set(i64::from(on));
     }
+}
+
+fn set(gauge: &Gauge, now: u64) {
+    gauge.set(i64::try_from(now).unwrap_or(i64::MAX));
 }
 
 impl Exposition for ProxyMetrics {

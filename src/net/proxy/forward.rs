@@ -68,13 +68,13 @@ pub(super) struct Forward {
 }
 
 /// Counts its request as gone if dropped before it is settled: hyper
-/// drops a request's future when its client goes.
-struct Unanswered<'a> {
-    recorder: &'a ProxyRecorder,
+/// drops a request's future when its client goes, polled or not.
+struct Unanswered {
+    recorder: Arc<ProxyRecorder>,
     settled: bool,
 }
 
-impl Drop for Unanswered<'_> {
+impl Drop for Unanswered {
     fn drop(&mut self) {
         if !self.settled {
             self.recorder.count(ProxyEvent::Gone);
@@ -131,12 +131,14 @@ impl Forward {
         } else {
             Action::Forward
         };
+        let unanswered = Unanswered {
+            recorder: self.recorder.clone(),
+            settled: false,
+        };
         let (this, connection) = (self.clone(), connection.clone());
         async move {
-            let mut unanswered = Unanswered {
-                recorder: &this.recorder,
-                settled: false,
-            };
+            // The guard whole, not its field alone, goes into the future.
+            let mut unanswered = unanswered;
             let hold = |what| this.recorder.enter(what);
             match action {
                 Action::Forward => {}

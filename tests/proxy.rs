@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use common::pty::Pty;
 use common::{temp_dir, unowned_port};
-use proxied::{Conn, Proxy, SILENCE, STORM, Silence, Upstream, control};
+use proxied::{Conn, Proxy, SILENCE, STORM, Silence, Upstream, addr_of, control};
 use retry_storm::report::output::read_rows;
 use retry_storm::report::proxy::ProxyRow;
 
@@ -124,13 +124,8 @@ fn status_answers_without_the_target_and_the_rows_csv_and_metrics_say_so() {
     );
     let row = proxy.row_where("the injected answer", |r| r.injected_per_s > 0.0);
     assert!(row.faulted && row.answers_5xx_per_s == 0.0, "{row:?}");
-    let metrics = proxy.url_after("metrics on ");
-    let addr = metrics
-        .trim_start_matches("http://")
-        .trim_end_matches("/metrics")
-        .parse()
-        .unwrap();
-    let scraped = String::from_utf8(Conn::to(addr).request("GET", "/metrics").body).unwrap();
+    let metrics = addr_of(&proxy.url_after("metrics on "));
+    let scraped = String::from_utf8(Conn::to(metrics).request("GET", "/metrics").body).unwrap();
     for sample in [
         "retry_storm_proxy_requests_total 2",
         "retry_storm_proxy_injected_total 1",

@@ -297,16 +297,15 @@ impl Conn {
     }
 }
 
+/// The address of an `http://ADDR/...` URL.
+pub fn addr_of(url: &str) -> SocketAddr {
+    let authority = url.trim_start_matches("http://").split('/').next();
+    authority.unwrap().parse().unwrap()
+}
+
 /// A request to a control endpoint, and its JSON answer.
 pub fn control(url: &str, method: &str, path: &str) -> serde_json::Value {
-    let addr = url
-        .trim_start_matches("http://")
-        .split('/')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
-    let answer = Conn::to(addr).request(method, path);
+    let answer = Conn::to(addr_of(url)).request(method, path);
     assert_eq!(answer.status, 200, "{method} {path}: {answer:?}");
     answer.json()
 }
@@ -382,13 +381,7 @@ impl Proxy {
             let _ = out.read_to_string(&mut text);
             rest.lock().unwrap().push_str(&text);
         });
-        let addr = url
-            .trim_start_matches("http://")
-            .split('/')
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap();
+        let addr = addr_of(&url);
         Proxy {
             guard,
             url,

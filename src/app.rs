@@ -1,5 +1,6 @@
 //! The programs as functions: `server`, `client` and `storm` (with its
-//! `run` and `sweep`), each from its parsed flags to its exit code. The
+//! `run`, `sweep` and `proxy`), each from its parsed flags to its exit
+//! code. The
 //! binaries parse and call these; `storm` also runs the other two as its
 //! own children (`storm server ...`, `storm client ...`).
 //!
@@ -35,8 +36,11 @@ mod interrupt;
 mod live;
 mod merge;
 mod metrics;
+mod proxy;
+mod start;
 
 use exit::failure;
+use start::run_program;
 
 /// Sets `stop` at SIGINT or SIGTERM from now on; exits 1 if it cannot.
 fn stop_on_signal(stop: &experiment::Stop) -> Result<(), ExitCode> {
@@ -66,35 +70,13 @@ fn generate(
     }
 }
 
-/// Takes the status descriptor a supervisor gave (`--status-fd`), before
-/// the program opens any descriptor of its own; exits 2 if it is unusable.
-fn status_sink(fd: Option<i32>) -> Result<Option<StatusSink>, ExitCode> {
-    let Some(fd) = fd else {
-        return Ok(None);
-    };
-    // SAFETY: called before the runtime starts: nothing in this process
-    // has opened a descriptor yet, so an open `fd` is the inherited one.
-    match unsafe { StatusSink::from_fd(fd) } {
-        Ok(sink) => Ok(Some(sink)),
-        Err(e) => {
-            eprintln!("error: --status-fd {fd}: {e}");
-            Err(ExitCode::from(2))
-        }
-    }
-}
-
 /// The `server` program.
 pub fn server(args: ServerArgs) -> ExitCode {
     if let Some(kind) = args.generate.generate {
         return generate(kind, ServerArgs::command(), "server", ServerArgs::command());
     }
-    if let Err(code) = live::check(args.view.tui) {
-        return code;
-    }
-    match status_sink(args.report.status_fd) {
-        Ok(status) => block_on(serve(args, status)),
-        Err(code) => code,
-    }
+    let (tui, status_fd) = (args.view.tui, args.report.status_fd);
+    run_program(tui, status_fd, |status| serve(args, status))
 }
 
 /// Runs the server until SIGINT or SIGTERM.
@@ -205,12 +187,10 @@ pub fn client(cli: ClientCli) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        None => match live::check(cli.run.view.tui)
-            .and_then(|()| status_sink(cli.run.report.status_fd))
-        {
-            Ok(status) => block_on(load(cli.run, status)),
-            Err(code) => code,
-        },
+        None => {
+            let (tui, status_fd) = (cli.run.view.tui, cli.run.report.status_fd);
+            run_program(tui, status_fd, |status| load(cli.run, status))
+        }
     }
 }
 
@@ -260,35 +240,32 @@ async fn load(args: ClientArgs, status: Option<StatusSink>) -> ExitCode {
 /// The `storm` program: the default storm, a scenario, a sweep, or (as the
 /// runner's child) a server or a client.
 pub fn storm(cli: StormCli) -> ExitCode {
-    let subcommand = |name: &str| {
-        StormCli::command()
+    // What `storm SUBCOMMAND --generate KIND` prints: the subcommand's
+    // man page (`storm-SUBCOMMAND`), or the whole program's completions.
+    let page = |kind: Generate, name: &str, man: &'static str| {
+        let subcommand = StormCli::command()
             .find_subcommand(name)
             .expect("a storm subcommand")
-            .clone()
+            .clone();
+        generate(kind, subcommand, man, StormCli::command())
     };
     match cli.command {
         Some(StormCommand::Server(args)) => server(*args),
         Some(StormCommand::Client(args)) => client(*args),
         Some(StormCommand::Sweep(args)) => match args.generate.generate {
-            Some(kind) => generate(
-                kind,
-                subcommand("sweep"),
-                "storm-sweep",
-                StormCli::command(),
-            ),
+            Some(kind) => page(kind, "sweep", "storm-sweep"),
             None => sweep(*args),
         },
         Some(StormCommand::Merge(args)) => match args.generate.generate {
-            Some(kind) => generate(
-                kind,
-                subcommand("merge"),
-                "storm-merge",
-                StormCli::command(),
-            ),
+            Some(kind) => page(kind, "merge", "storm-merge"),
             None => merge::merge(*args),
         },
+        Some(StormCommand::Proxy(args)) => match args.generate.generate {
+            Some(kind) => page(kind, "proxy", "storm-proxy"),
+            None => proxy::proxy(*args),
+        },
         Some(StormCommand::Run(args)) => match args.generate.generate {
-            Some(kind) => generate(kind, subcommand("run"), "storm-run", StormCli::command()),
+            Some(kind) => page(kind, "run", "storm-run"),
             None => run(*args),
         },
         None => match cli.run.generate.generate {

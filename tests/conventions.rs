@@ -26,6 +26,7 @@ fn every_program_and_subcommand_says_its_version() {
         (STORM, &["run"][..], "storm-run"),
         (STORM, &["sweep"][..], "storm-sweep"),
         (STORM, &["merge"][..], "storm-merge"),
+        (STORM, &["proxy"][..], "storm-proxy"),
     ] {
         for flag in ["--version", "-V"] {
             let out = Command::new(bin).args(args).arg(flag).output().unwrap();
@@ -85,7 +86,7 @@ fn interrupted(program: &str, args: &[&str], how: Inherited, first: &str) -> End
 }
 
 #[test]
-fn server_and_client_stop_in_order_on_sigint_whatever_they_inherited() {
+fn server_client_and_proxy_stop_in_order_on_sigint_whatever_they_inherited() {
     for how in Inherited::BOTH {
         let server = interrupted(SERVER, &["--listen", "127.0.0.1:0"], how, "listening on");
         assert_eq!(server.status.code(), Some(0), "{how:?}: {}", server.stderr);
@@ -99,6 +100,20 @@ fn server_and_client_stop_in_order_on_sigint_whatever_they_inherited() {
         );
         assert_eq!(client.status.code(), Some(0), "{how:?}: {}", client.stderr);
         assert!(client.stdout.contains("summary:"), "{how:?}");
+        let proxy = interrupted(
+            STORM,
+            &[
+                "proxy",
+                "--listen",
+                "127.0.0.1:0",
+                "--upstream",
+                "http://127.0.0.1:9/api",
+            ],
+            how,
+            "listening on",
+        );
+        assert_eq!(proxy.status.code(), Some(0), "{how:?}: {}", proxy.stderr);
+        assert!(proxy.stdout.contains("proxy stopped"), "{how:?}");
     }
 }
 

@@ -21,6 +21,7 @@ fn the_flag_reference_is_current() {
         "## storm run",
         "## storm sweep",
         "## storm merge",
+        "## storm proxy",
     ] {
         assert!(current.contains(page), "{page}");
     }

@@ -7,7 +7,7 @@ use std::path::Path;
 use retry_storm::model::server::{PoolModel, ServerConfig, Shape};
 use retry_storm::policy::defence::{LimiterConfig, LimiterKind};
 use retry_storm::report::metrics::{
-    ClientMetrics, Exposition, Format, ServerExposition, ServerMetrics,
+    ClientMetrics, Exposition, Format, ProxyMetrics, ServerExposition, ServerMetrics,
 };
 
 fn read(file: &str) -> String {
@@ -26,6 +26,7 @@ fn served() -> BTreeSet<(String, String)> {
         ClientMetrics::new().render(),
         ServerMetrics::new(&server).render(),
         ServerExposition::tier(&server, "tier-1").render(),
+        ProxyMetrics::new().render(),
     ]
     .into_iter()
     .flat_map(|open| {

@@ -6,7 +6,7 @@
 use std::process::ExitCode;
 
 use crate::report::status::StatusSink;
-use crate::view::{LiveView, Setup, terminal};
+use crate::view::{LiveView, OwnKey, Setup, terminal};
 
 /// Refuses `--tui` where stdout is not a terminal (exit 2).
 pub(super) fn check(tui: bool) -> Result<(), ExitCode> {
@@ -21,10 +21,19 @@ pub(super) fn check(tui: bool) -> Result<(), ExitCode> {
 
 /// Opens the view when asked for; exits 1 if the terminal cannot be had.
 pub(super) fn open(tui: bool, setup: impl FnOnce() -> Setup) -> Result<Option<LiveView>, ExitCode> {
+    open_with(tui, setup, None)
+}
+
+/// [`open`], with a key of the program's own.
+pub(super) fn open_with(
+    tui: bool,
+    setup: impl FnOnce() -> Setup,
+    key: Option<OwnKey>,
+) -> Result<Option<LiveView>, ExitCode> {
     if !tui {
         return Ok(None);
     }
-    LiveView::open(setup()).map(Some).map_err(|e| {
+    LiveView::open_with(setup(), key).map(Some).map_err(|e| {
         eprintln!("error: --tui: cannot take the terminal: {e}");
         ExitCode::FAILURE
     })

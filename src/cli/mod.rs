@@ -8,6 +8,7 @@ mod client;
 mod generate;
 mod merge;
 mod protocol;
+mod proxy;
 mod refusal;
 mod report;
 mod retry;
@@ -27,6 +28,7 @@ pub use client::{ClientArgs, ClientCli, ClientCommand, PlanArgs, PlanFormat};
 pub use generate::{Generate, GenerateArgs};
 pub use merge::MergeArgs;
 pub use protocol::{OutputArgs, ProtocolArgs};
+pub use proxy::ProxyArgs;
 pub use report::ReportArgs;
 pub use retry::{HedgingArgs, LimitArgs, StrategyArgs, ThrottleArgs};
 pub use runtime::RuntimeArgs;
@@ -144,6 +146,7 @@ pub fn reference() -> String {
         ("storm run", sub(StormCli::command(), "run")),
         ("storm sweep", sub(StormCli::command(), "sweep")),
         ("storm merge", sub(StormCli::command(), "merge")),
+        ("storm proxy", sub(StormCli::command(), "proxy")),
     ];
     let mut out = String::from(
         "# Flag reference\n\n\

@@ -13,6 +13,7 @@ use super::generate::GenerateArgs;
 use super::merge::MergeArgs;
 use super::protocol::default_out;
 use super::protocol::{OutputArgs, ProtocolArgs};
+use super::proxy::ProxyArgs;
 use super::server::ServerArgs;
 use super::sweep::SweepArgs;
 use super::values::{duration, http_url, resolve_shard, shard};
@@ -78,6 +79,20 @@ pub enum StormCommand {
     /// merged histograms), NAME.hlog and NAME.summary.json, and with
     /// --server-csv and the protocol, its verdict and chart.
     Merge(Box<MergeArgs>),
+    /// A fault proxy between clients and a service of yours: HTTP/1.1
+    /// forwarded faithfully until SIGUSR1 turns its fault on, SIGUSR2 off.
+    ///
+    /// While the fault is on, the proxy stalls as a stopped process does
+    /// (nothing accepted, read or written), goes dark (blackhole: a listen
+    /// queue of one as well), resets connections, answers a status of its
+    /// own, or forwards late; each to every request or to a fraction of
+    /// them, drawn from --seed. The fault also turns with the live view's
+    /// key (--tui) and at the control endpoint (--control). A line, a CSV
+    /// row and a status line each --report-interval say what passed:
+    /// connections, requests held and in flight, answers by status class,
+    /// the fault's own answers and resets, latency through the proxy
+    /// (docs/proxy.md).
+    Proxy(Box<ProxyArgs>),
     /// Run the server (the same as the `server` program; the runner's
     /// children).
     #[command(hide = true)]

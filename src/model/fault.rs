@@ -15,6 +15,9 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+use rand::rngs::Xoshiro256PlusPlus;
+use rand::{RngExt, SeedableRng};
+
 use crate::model::units::parse_duration;
 
 /// What the fault does.
@@ -154,6 +157,25 @@ impl Fault {
                 self.fraction * 100.0
             )
         }
+    }
+}
+
+/// The proxy's draws, one a request read while the fault is on, from a
+/// seeded stream: the same seed and the same requests in the same order
+/// give the same actions.
+#[derive(Debug, Clone)]
+pub struct Draws(Xoshiro256PlusPlus);
+
+impl Draws {
+    /// The draws of `seed`.
+    pub fn new(seed: u64) -> Draws {
+        Draws(Xoshiro256PlusPlus::seed_from_u64(seed))
+    }
+
+    /// What `fault` does with the next request: [`Fault::action`] of the
+    /// next number drawn.
+    pub fn action(&mut self, fault: &Fault) -> Action {
+        fault.action(self.0.random::<f64>())
     }
 }
 
@@ -340,6 +362,24 @@ mod tests {
             fault("delay=2s").action(0.5),
             Action::Delay(Duration::from_secs(2))
         );
+    }
+
+    #[test]
+    fn draws_give_a_fraction_its_share_the_same_for_the_same_seed() {
+        let f = fault("status=503,fraction=0.5");
+        let answered = |seed: u64| {
+            let mut draws = Draws::new(seed);
+            (0..10_000)
+                .map(|_| draws.action(&f))
+                .filter(|a| *a != Action::Forward)
+                .count()
+        };
+        let share = answered(7);
+        assert!((4_800..5_200).contains(&share), "{share}");
+        assert_eq!(answered(7), share);
+        assert_ne!(answered(8), share);
+        let mut draws = Draws::new(1);
+        assert!((0..100).all(|_| draws.action(&fault("reset")) == Action::Reset));
     }
 
     #[test]

@@ -72,12 +72,26 @@ impl AcceptQueue {
         };
         (status == 0).then_some(u64::from(info.tcpi_unacked))
     }
+
+    /// Calls listen(2) on the socket again, with `backlog`: Linux then
+    /// queues at most `backlog` connections (one with 0) and drops the
+    /// SYNs of any more; those queued already stay.
+    pub fn resize(&self, backlog: u32) -> io::Result<()> {
+        let backlog = libc::c_int::try_from(backlog).unwrap_or(libc::c_int::MAX);
+        // SAFETY: the descriptor is ours and open; listen only reads it.
+        let status = unsafe { libc::listen(self.fd.as_raw_fd(), backlog) };
+        if status == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::net::server::listen;
+    use crate::net::accept::listen;
 
     /// Connections nobody accepts wait in the queue the kernel reports;
     /// accepting one takes it out.
@@ -94,6 +108,27 @@ mod tests {
         let (accepted, _) = listener.accept().await.unwrap();
         assert_eq!(queue.waiting(), Some(2));
         drop((accepted, clients));
+    }
+
+    /// A queue of none holds one connection; the next is not completed.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_queue_resized_to_none_holds_one_connection() {
+        let listener = listen("127.0.0.1:0".parse().unwrap(), 16).unwrap();
+        let queue = AcceptQueue::of(&listener).unwrap();
+        queue.resize(0).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let first = tokio::net::TcpStream::connect(addr).await.unwrap();
+        assert_eq!(queue.waiting(), Some(1));
+        let second = tokio::net::TcpStream::connect(addr);
+        let bound = std::time::Duration::from_millis(300);
+        assert!(
+            tokio::time::timeout(bound, second).await.is_err(),
+            "its SYN is dropped"
+        );
+        queue.resize(16).unwrap();
+        let third = tokio::net::TcpStream::connect(addr).await.unwrap();
+        assert_eq!(queue.waiting(), Some(2));
+        drop((first, third));
     }
 
     #[tokio::test(flavor = "current_thread")]

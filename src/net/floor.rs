@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::net::TcpStream;
 
-use super::{lanes, rlimit, server, signals};
+use super::{accept, lanes, rlimit, server, signals};
 use crate::report::output::say;
 
 /// Serves on `addr` as the server does, on the lanes `threads` asks for,
@@ -31,7 +31,7 @@ where
     if let Some(warning) = rlimit::ensure_nofile(server::descriptors_needed(backlog), program) {
         eprintln!("{warning}");
     }
-    let listener = match server::listen(addr, backlog) {
+    let listener = match accept::listen(addr, backlog) {
         Ok(listener) => listener,
         Err(source) => {
             eprintln!("error: {}", server::BindError::Listen { addr, source });

@@ -6,6 +6,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -15,6 +16,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use super::backlog::Worker;
+use super::endpoint::text as plain;
 use super::model_actor::{Reply, ToModel};
 use super::tier::Caller;
 use crate::model::deadline::{GRPC_TIMEOUT_HEADER, decode_grpc_timeout};
@@ -62,13 +64,11 @@ impl Handler {
                 StatusCode::from_u16(f.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
             }),
             shed: config.shed.map(|s| {
-                let value = format_retry_after(s.retry_after);
+                let (retry_after, amz_retry_after) = retry_after_values(s.retry_after);
                 (
                     StatusCode::from_u16(s.status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE),
-                    header::HeaderValue::from_str(&value).expect("digits are a valid header value"),
-                    header::HeaderValue::from(
-                        u64::try_from(s.retry_after.as_millis()).unwrap_or(u64::MAX),
-                    ),
+                    retry_after,
+                    amz_retry_after,
                 )
             }),
         }
@@ -242,8 +242,12 @@ fn answer(answer: TierAnswer) -> Response<Full<Bytes>> {
     }
 }
 
-fn plain(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
-    let mut resp = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
-    *resp.status_mut() = status;
-    resp
+/// The values of `Retry-After` and of `x-amz-retry-after` (the same wait
+/// in whole milliseconds, the hint botocore 1.44 reads) for `wait`.
+pub(super) fn retry_after_values(wait: Duration) -> (header::HeaderValue, header::HeaderValue) {
+    let value = format_retry_after(wait);
+    (
+        header::HeaderValue::from_str(&value).expect("digits are a valid header value"),
+        header::HeaderValue::from(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX)),
+    )
 }

@@ -1,18 +1,21 @@
 //! The networked engine: the real server and client over HTTP, with hyper
 //! and tokio, and what they need from the system (timers finer than
-//! tokio's, the open-file limit, signals, the runtime and its lanes), and
-//! the Prometheus metrics endpoint. Everything they compute comes from the
+//! tokio's, the open-file limit, signals, the runtime and its lanes), the
+//! fault proxy, and the Prometheus metrics endpoint. Everything they compute comes from the
 //! model, policy and report layers below.
 
+mod accept;
 mod backlog;
 mod balance;
 pub mod client;
+pub mod endpoint;
 pub mod floor;
 mod handler;
 pub mod lanes;
 pub mod metrics;
 mod model_actor;
 mod pool;
+pub mod proxy;
 pub mod rlimit;
 pub mod runtime;
 pub mod server;

@@ -10,17 +10,16 @@ use std::fmt;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
-use std::pin::pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::sync::atomic::AtomicU64;
 
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 
+use super::accept::{accept_loop, listen};
 use super::backlog::AcceptQueue;
 pub use super::backlog::{Worker, Workers};
 use super::handler::Handler;
@@ -78,7 +77,7 @@ impl fmt::Display for BindError {
             BindError::Listen { addr, source } if source.kind() == io::ErrorKind::AddrInUse => {
                 write!(
                     f,
-                    "--listen {addr}: address already in use (is another server running? \
+                    "--listen {addr}: address already in use (is another server or proxy running? \
                      stop it or pick another port)"
                 )
             }
@@ -262,66 +261,6 @@ impl Server {
     }
 }
 
-/// Binds a listening socket on `addr` (address reuse on) with `backlog`,
-/// as the server does. Must be called inside a tokio runtime.
-pub fn listen(addr: SocketAddr, backlog: u32) -> io::Result<TcpListener> {
-    let socket = if addr.is_ipv4() {
-        TcpSocket::new_v4()
-    } else {
-        TcpSocket::new_v6()
-    }?;
-    socket.set_reuseaddr(true)?;
-    socket.bind(addr)?;
-    socket.listen(backlog)
-}
-
-/// Accepts connections until `shutdown` and hands each to `serve`, with
-/// no-delay set. Given `workers`, each connection is accepted only once a
-/// worker is free, and handed over with it (the rest wait in the listen
-/// backlog). Accept failures (such as running out of file descriptors)
-/// are counted in `errors` and retried after a growing pause, never a crash
-/// or a busy loop.
-pub async fn accept_loop(
-    listener: TcpListener,
-    errors: &AtomicU64,
-    shutdown: impl Future<Output = ()>,
-    workers: Option<Workers>,
-    mut serve: impl FnMut(TcpStream, Option<Worker>),
-) {
-    const FIRST_PAUSE: Duration = Duration::from_millis(5);
-    const MAX_PAUSE: Duration = Duration::from_millis(500);
-    let mut shutdown = pin!(shutdown);
-    let mut pause = FIRST_PAUSE;
-    let next = async || {
-        let worker = match &workers {
-            Some(workers) => Some(workers.free().await),
-            None => None,
-        };
-        (listener.accept().await, worker)
-    };
-    loop {
-        let (accepted, worker) = tokio::select! {
-            _ = &mut shutdown => return,
-            accepted = next() => accepted,
-        };
-        match accepted {
-            Ok((stream, _peer)) => {
-                pause = FIRST_PAUSE;
-                let _ = stream.set_nodelay(true);
-                serve(stream, worker);
-            }
-            Err(_) => {
-                errors.fetch_add(1, Ordering::Relaxed);
-                tokio::select! {
-                    _ = &mut shutdown => return,
-                    _ = tokio::time::sleep(pause) => {}
-                }
-                pause = (pause * 2).min(MAX_PAUSE);
-            }
-        }
-    }
-}
-
 /// Accepts connections until `shutdown`, as [`accept_loop`] does, and deals
 /// them to `count` lanes ([`Lanes`]): the calling thread's runtime and
 /// `count - 1` threads of their own. Each goes to the first lane while
@@ -391,10 +330,19 @@ where
 /// A warning for a listen address outside loopback: this server is a load
 /// generator's target, built to be overloaded, and should not be exposed.
 pub fn exposure_warning(listen: SocketAddr) -> Option<String> {
+    outside_loopback(
+        listen,
+        "this server exists to be overloaded by a load generator",
+    )
+}
+
+/// A warning for a listen address outside loopback, saying `why` the
+/// program should not be exposed.
+pub fn outside_loopback(listen: SocketAddr, why: &str) -> Option<String> {
     (!listen.ip().is_loopback()).then(|| {
         format!(
-            "warning: listening on {listen}, outside loopback: this server exists to be \
-             overloaded by a load generator; keep it on 127.0.0.1 unless you mean it"
+            "warning: listening on {listen}, outside loopback: {why}; keep it on 127.0.0.1 \
+             unless you mean it"
         )
     })
 }

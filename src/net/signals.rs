@@ -1,10 +1,12 @@
 //! Signals: an orderly stop on SIGINT (Ctrl-C) or SIGTERM; a second signal
-//! ends at once.
+//! ends at once. SIGUSR1 and SIGUSR2 for a program that is switched by
+//! them (the fault proxy's fault, on and off).
 
 use std::future::Future;
+use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use tokio::signal::unix::{SignalKind, signal};
+use tokio::signal::unix::{Signal, SignalKind, signal};
 
 /// SIGINT and SIGTERM received so far, counted in the signal handler
 /// itself, the moment each arrives.
@@ -53,4 +55,31 @@ pub fn second_arrived() -> bool {
 pub fn second() -> ! {
     eprintln!("second signal: exiting now");
     std::process::exit(130);
+}
+
+/// SIGUSR1 and SIGUSR2, handled from the moment [`UserSignals::install`]
+/// returns: neither ends the process any more (their default action).
+#[derive(Debug)]
+pub struct UserSignals {
+    one: Signal,
+    two: Signal,
+}
+
+impl UserSignals {
+    /// Installs the handlers. Must be called inside a tokio runtime.
+    pub fn install() -> io::Result<UserSignals> {
+        Ok(UserSignals {
+            one: signal(SignalKind::user_defined1())?,
+            two: signal(SignalKind::user_defined2())?,
+        })
+    }
+
+    /// Waits for the next of them: `true` for SIGUSR1, `false` for
+    /// SIGUSR2. Several of one kind that arrive together are one.
+    pub async fn next(&mut self) -> bool {
+        tokio::select! {
+            _ = self.one.recv() => true,
+            _ = self.two.recv() => false,
+        }
+    }
 }

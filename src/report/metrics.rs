@@ -4,12 +4,13 @@
 //! (Prometheus's official Rust client) in the OpenMetrics text format,
 //! which Prometheus asks for first, or in Prometheus's text format 0.0.4
 //! for whoever does not ([`Format`]). Names start with
-//! `retry_storm_client_` or `retry_storm_server_` and carry their unit
-//! (`_seconds`) and, for counters, `_total` (docs/metrics.md lists them
-//! all).
+//! `retry_storm_client_`, `retry_storm_server_` or `retry_storm_proxy_`
+//! and carry their unit (`_seconds`) and, for counters, `_total`
+//! (docs/metrics.md lists them all).
 //!
 //! The client's metrics are fed by [`ClientRecorder`] as it records, when
-//! it is given them; the server's by the real server's model task. A tier
+//! it is given them; the server's by the real server's model task; the
+//! fault proxy's by its recorder (`report::proxy`). A tier
 //! of a chain serves both, its server's and its calls', every series
 //! labelled `tier` ([`ServerExposition`]); a plain server or client carries no
 //! such label. No runtime here: the endpoint that serves them is
@@ -19,10 +20,12 @@
 
 mod client;
 mod family;
+mod proxy;
 mod server;
 
 pub use client::{ATTEMPT_OUTCOMES, ClientMetrics};
 pub use family::{Exposition, LATENCY_BUCKETS, TIER_LABEL};
+pub use proxy::{ANSWER_CLASSES, ProxyMetrics};
 pub use server::{DROP_REASONS, MODEL_OUTCOMES, ServerExposition, ServerMetrics};
 
 /// The text formats a scraper may ask for.

@@ -13,7 +13,8 @@ use super::histogram::Percentiles;
 use crate::model::service::Gauges;
 use hdrhistogram::Histogram;
 
-fn per_sec(count: u64, secs: f64) -> f64 {
+/// `count` per second over `secs` (none over an empty interval).
+pub(crate) fn per_sec(count: u64, secs: f64) -> f64 {
     if secs > 0.0 { count as f64 / secs } else { 0.0 }
 }
 
@@ -439,11 +440,13 @@ pub fn unix_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-fn round2(x: f64) -> f64 {
+/// `x` to two decimals, as the rows give rates.
+pub(crate) fn round2(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }
 
-fn round3(x: f64) -> f64 {
+/// `x` to three decimals, as the rows give times.
+pub(crate) fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 

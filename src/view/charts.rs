@@ -26,13 +26,17 @@ pub struct Plot {
 }
 
 /// Where the rows of `run` are on the time axis, and what it shades.
-struct Axes {
-    origin_ms: u64,
-    x_max: f64,
-    shade: (Shade, Vec<(f64, f64)>),
+pub(super) struct Axes {
+    /// Time zero, Unix milliseconds.
+    pub(super) origin_ms: u64,
+    /// The end of the time axis, seconds.
+    pub(super) x_max: f64,
+    /// What the shaded spans mean, and the spans, in seconds.
+    pub(super) shade: (Shade, Vec<(f64, f64)>),
 }
 
-fn axes(board: &Board, run: usize, now_ms: u64) -> Axes {
+/// The axes of run `run`'s charts at `now_ms`.
+pub(super) fn axes(board: &Board, run: usize, now_ms: u64) -> Axes {
     let origin_ms = board.origin_ms(run);
     let at = |ms: u64| ms.saturating_sub(origin_ms) as f64 / 1e3;
     let (shade, spans) = board.shaded(run, now_ms);

@@ -17,6 +17,7 @@ use super::charts::{self, Plot};
 use super::feed::Setup;
 use super::figures::{client_figures, storm_figures, tier_figures};
 use super::forming::{Tone, verdict};
+use super::proxy;
 use super::state::{Board, RunState};
 use super::style::Look;
 
@@ -33,11 +34,7 @@ pub fn draw(frame: &mut Frame, board: &Board, look: Look, now_ms: u64) {
     // The start-up line wraps to as many lines as it needs (up to three),
     // the status line below it.
     let width = usize::from(area.width.saturating_sub(2)).max(1);
-    let title = match &board.setup {
-        Setup::Server { title, .. } | Setup::Client { title, .. } | Setup::Storm { title, .. } => {
-            title.chars().count()
-        }
-    };
+    let title = board.setup.title().chars().count();
     let title_lines = title.div_ceil(width).clamp(1, 3) as u16;
     let [header, body, footer] = Layout::vertical([
         Constraint::Length(title_lines + 3),
@@ -73,6 +70,10 @@ pub fn draw(frame: &mut Frame, board: &Board, look: Look, now_ms: u64) {
         Setup::Client { .. } => (
             [charts::attempts, charts::in_flight].map(|p| p(board, run, now_ms)),
             client_figures(board.runs[run].client.last()),
+        ),
+        Setup::Proxy { .. } => (
+            [proxy::traffic, proxy::occupancy].map(|p| p(board, run, now_ms)),
+            proxy::proxy_figures(board.runs[run].proxy.last(), look),
         ),
         Setup::Storm { .. } => (
             [charts::attempts, charts::concurrency].map(|p| p(board, run, now_ms)),
@@ -123,11 +124,7 @@ pub fn draw(frame: &mut Frame, board: &Board, look: Look, now_ms: u64) {
 }
 
 fn header(board: &Board, look: Look, now_ms: u64) -> Paragraph<'static> {
-    let (program, title) = match &board.setup {
-        Setup::Server { title, .. } => ("server", title),
-        Setup::Client { title, .. } => ("client", title),
-        Setup::Storm { title, .. } => ("storm", title),
-    };
+    let (program, title) = (board.setup.program(), board.setup.title());
     let elapsed = Duration::from_millis(now_ms.saturating_sub(board.origin_ms(board.selected)));
     let mut status = vec![Span::styled(
         format!("running {}", charts::clock(elapsed.as_secs_f64())),
@@ -155,7 +152,7 @@ fn header(board: &Board, look: Look, now_ms: u64) -> Paragraph<'static> {
     if board.stopping {
         status.push(Span::styled(" · stopping", look.bad()));
     }
-    Paragraph::new(vec![Text::raw(title.clone()), Text::from(status)])
+    Paragraph::new(vec![Text::raw(title.to_string()), Text::from(status)])
         .wrap(Wrap { trim: true })
         .block(Block::bordered().title(Span::styled(format!(" {program} "), look.strong())))
 }
@@ -164,6 +161,9 @@ fn footer(board: &Board, look: Look) -> Paragraph<'static> {
     let mut keys = "q or Ctrl-C: stop, as Ctrl-C does · Ctrl-Z: suspend".to_string();
     if board.runs.len() > 1 {
         keys.push_str(" · Tab: next run");
+    }
+    if let Some(own) = &board.own_key {
+        keys.push_str(&format!(" · {own}"));
     }
     if board.stopping {
         keys = "stopping: q again ends at once".to_string();
@@ -270,6 +270,20 @@ fn tiers_cell(run: &RunState) -> String {
     }
 }
 
+/// The screen `board` draws at `now_ms` on a terminal of `width` by
+/// `height`, without colour, as text.
+#[cfg(test)]
+pub(super) fn rendered(board: &Board, width: u16, height: u16, now_ms: u64) -> String {
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+    let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
+    terminal
+        .draw(|frame| draw(frame, board, Look { colour: false }, now_ms))
+        .unwrap();
+    let buffer = terminal.backend().buffer();
+    buffer.content().iter().map(|c| c.symbol()).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,8 +291,6 @@ mod tests {
     use crate::report::rows::{ClientRow, ServerRow, ServerState};
     use crate::report::status::Status;
     use crate::view::feed::{Feed, Phase, Plan};
-    use ratatui::Terminal;
-    use ratatui::backend::TestBackend;
 
     /// A storm in its pause, two runs with a row each.
     fn storm() -> Board {
@@ -339,12 +351,7 @@ mod tests {
     }
 
     fn screen(board: &Board, width: u16, height: u16) -> String {
-        let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
-        terminal
-            .draw(|frame| draw(frame, board, Look { colour: false }, 13_000))
-            .unwrap();
-        let buffer = terminal.backend().buffer();
-        buffer.content().iter().map(|c| c.symbol()).collect()
+        rendered(board, width, height, 13_000)
     }
 
     #[test]

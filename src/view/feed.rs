@@ -26,6 +26,13 @@ pub enum Setup {
         /// How long it runs, if it stops on its own.
         duration: Option<Duration>,
     },
+    /// A fault proxy run by hand.
+    Proxy {
+        /// Its start-up line (where it listens, the target, the fault).
+        title: String,
+        /// Its report interval.
+        interval: Duration,
+    },
     /// A storm on the real engine.
     Storm {
         /// Its start-up line (cases, scale, results folder).
@@ -33,6 +40,28 @@ pub enum Setup {
         /// How many batches of runs side by side it makes.
         batches: usize,
     },
+}
+
+impl Setup {
+    /// The program's start-up line.
+    pub fn title(&self) -> &str {
+        match self {
+            Setup::Server { title, .. }
+            | Setup::Client { title, .. }
+            | Setup::Proxy { title, .. }
+            | Setup::Storm { title, .. } => title,
+        }
+    }
+
+    /// The program's name.
+    pub fn program(&self) -> &'static str {
+        match self {
+            Setup::Server { .. } => "server",
+            Setup::Client { .. } => "client",
+            Setup::Proxy { .. } => "proxy",
+            Setup::Storm { .. } => "storm",
+        }
+    }
 }
 
 /// A storm phase, as the runner goes through them.

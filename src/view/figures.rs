@@ -11,15 +11,18 @@ use super::state::{Board, RunState, TierState};
 use super::style::Look;
 use crate::report::rows::{ClientRow, ServerRow, format_delay};
 
-fn rate(v: f64) -> String {
+/// A rate, as the figures show it.
+pub(super) fn rate(v: f64) -> String {
     format!("{v:.2}/s")
 }
 
-fn latency(v: Option<f64>) -> String {
+/// A latency, as the figures show it.
+pub(super) fn latency(v: Option<f64>) -> String {
     v.map_or("-".into(), |ms| format!("{ms:.1} ms"))
 }
 
-fn pair(name: &str, value: String) -> Text<'static> {
+/// A figure's line: its name, then its value.
+pub(super) fn pair(name: &str, value: String) -> Text<'static> {
     Text::raw(format!("{name:<14}{value}"))
 }
 

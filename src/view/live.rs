@@ -39,6 +39,17 @@ const REDRAW: Duration = Duration::from_millis(250);
 /// How long it waits for a key at a time.
 const TICK: Duration = Duration::from_millis(100);
 
+/// A key of the program's own: the key, what the footer says it does,
+/// and what it does (called on the view's thread).
+pub struct OwnKey {
+    /// The key.
+    pub key: char,
+    /// What the footer says, as `f: fault on/off`.
+    pub help: String,
+    /// What it does.
+    pub action: Box<dyn FnMut() + Send>,
+}
+
 /// The live view, drawing on its own thread until closed or dropped.
 pub struct LiveView {
     watch: Watch,
@@ -50,13 +61,18 @@ impl LiveView {
     /// Takes the terminal and starts drawing. The program's SIGINT handling
     /// must be in place already: `q` raises SIGINT.
     pub fn open(setup: Setup) -> io::Result<LiveView> {
+        LiveView::open_with(setup, None)
+    }
+
+    /// [`LiveView::open`], with a key of the program's own.
+    pub fn open_with(setup: Setup, own: Option<OwnKey>) -> io::Result<LiveView> {
         let tty = terminal::enter()?;
         let (tx, rx) = mpsc::channel();
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let thread = std::thread::Builder::new()
             .name("view".into())
-            .spawn(move || run(setup, rx, tty, &flag));
+            .spawn(move || run(setup, own, rx, tty, &flag));
         match thread {
             Ok(thread) => Ok(LiveView {
                 watch: Watch::new(tx),
@@ -105,10 +121,12 @@ enum Ask {
     Suspend,
     Next,
     Previous,
+    /// The program's own key.
+    Own,
     Nothing,
 }
 
-fn ask(key: KeyEvent) -> Ask {
+fn ask(key: KeyEvent, own: Option<char>) -> Ask {
     if key.kind != KeyEventKind::Press {
         return Ask::Nothing;
     }
@@ -117,6 +135,7 @@ fn ask(key: KeyEvent) -> Ask {
         KeyCode::Char('c') if ctrl => Ask::Stop,
         KeyCode::Char('z') if ctrl => Ask::Suspend,
         KeyCode::Char('q' | 'Q') => Ask::Stop,
+        KeyCode::Char(c) if !ctrl && Some(c) == own => Ask::Own,
         KeyCode::Tab | KeyCode::Right | KeyCode::Down => Ask::Next,
         KeyCode::BackTab | KeyCode::Left | KeyCode::Up => Ask::Previous,
         _ => Ask::Nothing,
@@ -141,7 +160,7 @@ fn whole(screen: &mut Terminal<CrosstermBackend<File>>) {
     }
 }
 
-fn run(setup: Setup, rx: Receiver<Feed>, tty: File, stop: &AtomicBool) {
+fn run(setup: Setup, mut own: Option<OwnKey>, rx: Receiver<Feed>, tty: File, stop: &AtomicBool) {
     let _restore = Restore;
     let look = Look::from_env();
     let mut screen = match Terminal::new(CrosstermBackend::new(tty)) {
@@ -152,6 +171,8 @@ fn run(setup: Setup, rx: Receiver<Feed>, tty: File, stop: &AtomicBool) {
         }
     };
     let mut board = Board::new(setup, unix_ms());
+    board.own_key = own.as_ref().map(|k| k.help.clone());
+    let own_char = own.as_ref().map(|k| k.key);
     let mut drawn: Option<Instant> = None;
     let mut turned = Instant::now();
     while !stop.load(Ordering::Relaxed) {
@@ -184,7 +205,7 @@ fn run(setup: Setup, rx: Receiver<Feed>, tty: File, stop: &AtomicBool) {
         turned = Instant::now();
         let key = match event::poll(TICK) {
             Ok(true) => match event::read() {
-                Ok(Event::Key(key)) => ask(key),
+                Ok(Event::Key(key)) => ask(key, own_char),
                 Ok(Event::Resize(..)) => {
                     drawn = None;
                     Ask::Nothing
@@ -227,6 +248,12 @@ fn run(setup: Setup, rx: Receiver<Feed>, tty: File, stop: &AtomicBool) {
                 board.select(-1);
                 drawn = None;
             }
+            Ask::Own => {
+                if let Some(own) = &mut own {
+                    (own.action)();
+                }
+                drawn = None;
+            }
             Ask::Nothing => {}
         }
     }
@@ -240,26 +267,34 @@ mod tests {
         KeyEvent::new(code, modifiers)
     }
 
+    fn ask_of(key: KeyEvent) -> Ask {
+        ask(key, None)
+    }
+
     #[test]
     fn keys_map_to_what_they_ask() {
         let none = KeyModifiers::NONE;
-        assert_eq!(ask(key(KeyCode::Char('q'), none)), Ask::Stop);
+        assert_eq!(ask_of(key(KeyCode::Char('q'), none)), Ask::Stop);
         assert_eq!(
-            ask(key(KeyCode::Char('c'), KeyModifiers::CONTROL)),
+            ask_of(key(KeyCode::Char('c'), KeyModifiers::CONTROL)),
             Ask::Stop
         );
-        assert_eq!(ask(key(KeyCode::Char('c'), none)), Ask::Nothing);
+        assert_eq!(ask_of(key(KeyCode::Char('c'), none)), Ask::Nothing);
         assert_eq!(
-            ask(key(KeyCode::Char('z'), KeyModifiers::CONTROL)),
+            ask_of(key(KeyCode::Char('z'), KeyModifiers::CONTROL)),
             Ask::Suspend
         );
-        assert_eq!(ask(key(KeyCode::Tab, none)), Ask::Next);
+        assert_eq!(ask_of(key(KeyCode::Tab, none)), Ask::Next);
         assert_eq!(
-            ask(key(KeyCode::BackTab, KeyModifiers::SHIFT)),
+            ask_of(key(KeyCode::BackTab, KeyModifiers::SHIFT)),
             Ask::Previous
         );
         let mut release = key(KeyCode::Char('q'), none);
         release.kind = KeyEventKind::Release;
-        assert_eq!(ask(release), Ask::Nothing);
+        assert_eq!(ask_of(release), Ask::Nothing);
+        // A program's own key, and only it.
+        assert_eq!(ask(key(KeyCode::Char('f'), none), Some('f')), Ask::Own);
+        assert_eq!(ask(key(KeyCode::Char('f'), none), None), Ask::Nothing);
+        assert_eq!(ask(key(KeyCode::Char('q'), none), Some('q')), Ask::Stop);
     }
 }

@@ -9,9 +9,11 @@
 //!   left), and [`forming`]: a storm run's verdict as it forms;
 //! - [`charts`], [`draw`], [`figures`] and [`style`]: the screen, with a
 //!   marker of its own for every series so that `NO_COLOR` loses nothing;
+//!   [`proxy`]: a fault proxy's charts and figures;
 //! - [`terminal`]: raw mode, the alternate screen, the program's output
 //!   held meanwhile, and the terminal restored whatever happens;
-//! - [`live`]: the thread, its keys, and how `q` stops the program;
+//! - [`live`]: the thread, its keys (a program's own among them: the
+//!   proxy's fault switch), and how `q` stops the program;
 //! - [`progress`]: the progress bar on stderr.
 
 pub mod charts;
@@ -21,10 +23,11 @@ pub mod figures;
 pub mod forming;
 pub mod live;
 pub mod progress;
+pub mod proxy;
 pub mod state;
 pub mod style;
 pub mod terminal;
 
 pub use feed::{Feed, Phase, Plan, RunWatch, Setup, Watch};
-pub use live::LiveView;
+pub use live::{LiveView, OwnKey};
 pub use progress::Progress;

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use super::feed::{Feed, Phase, Plan, Setup};
+use crate::report::proxy::ProxyRow;
 use crate::report::rows::{ClientRow, ServerRow};
 use crate::report::status::Status;
 use crate::report::verdict::Timeline;
@@ -24,6 +25,8 @@ pub struct RunState {
     /// A storm run's tiers, from the client's side inward: those that
     /// have reported so far.
     pub tiers: Vec<TierState>,
+    /// A fault proxy's rows so far.
+    pub proxy: Vec<ProxyRow>,
 }
 
 /// A tier of a storm's run: what its process reported.
@@ -108,6 +111,8 @@ pub enum Shade {
     Stopped,
     /// A hand-run client's intervals without a single answer.
     Unanswered,
+    /// A fault proxy's intervals with its fault on.
+    Faulted,
 }
 
 impl Shade {
@@ -117,6 +122,7 @@ impl Shade {
             Shade::Paused => "paused",
             Shade::Stopped => "stopped",
             Shade::Unanswered => "no answer",
+            Shade::Faulted => "fault on",
         }
     }
 }
@@ -140,6 +146,9 @@ pub struct Board {
     pub stopping: bool,
     /// The last line the program wrote on stderr while the view was up.
     pub message: Option<String>,
+    /// What the program's own key does, for the footer (`f: fault
+    /// on/off`).
+    pub own_key: Option<String>,
 }
 
 impl Board {
@@ -154,6 +163,10 @@ impl Board {
                 name: "client".into(),
                 ..RunState::default()
             }],
+            Setup::Proxy { .. } => vec![RunState {
+                name: "proxy".into(),
+                ..RunState::default()
+            }],
             Setup::Storm { .. } => Vec::new(),
         };
         Board {
@@ -165,6 +178,7 @@ impl Board {
             opened_ms: now_ms,
             stopping: false,
             message: None,
+            own_key: None,
         }
     }
 
@@ -180,7 +194,8 @@ impl Board {
                     Status::ClientRow(row) => state.client.push(row),
                     Status::ServerRow(row) => state.server.push(row),
                     Status::CallRow(row) => state.calls.push(row),
-                    Status::Listening { .. } | Status::ClientTotals(_) | Status::ProxyRow(_) => {}
+                    Status::ProxyRow(row) => state.proxy.push(row),
+                    Status::Listening { .. } | Status::ClientTotals(_) => {}
                 }
             }
             Feed::Tier { run, tier, status } => {
@@ -248,7 +263,9 @@ impl Board {
     /// The program's report interval (a storm's rows carry their own).
     pub fn interval(&self) -> Option<Duration> {
         match self.setup {
-            Setup::Server { interval, .. } | Setup::Client { interval, .. } => Some(interval),
+            Setup::Server { interval, .. }
+            | Setup::Client { interval, .. }
+            | Setup::Proxy { interval, .. } => Some(interval),
             Setup::Storm { .. } => None,
         }
     }
@@ -268,6 +285,7 @@ impl Board {
             .first()
             .map(|r| start(r.unix_ms, r.elapsed_s))
             .or_else(|| state.server.first().map(|r| start(r.unix_ms, r.elapsed_s)))
+            .or_else(|| state.proxy.first().map(|r| start(r.unix_ms, r.elapsed_s)))
             .unwrap_or(self.opened_ms)
     }
 
@@ -303,6 +321,7 @@ impl Board {
         };
         match self.setup {
             Setup::Client { .. } => (Shade::Unanswered, unanswered(&state.client)),
+            Setup::Proxy { .. } => (Shade::Faulted, faulted(&state.proxy)),
             _ => {
                 let interval = self.interval().map_or(1_000, ms);
                 (Shade::Stopped, silences(&state.server, interval))
@@ -339,24 +358,38 @@ impl Board {
 /// A hand-run client's intervals in which nothing was answered while
 /// attempts were out: the server stopped or drowning. Adjacent ones merge.
 fn unanswered(rows: &[ClientRow]) -> Vec<Span> {
-    let mut spans: Vec<Span> = Vec::new();
-    let mut previous: Option<u64> = None;
-    for row in rows {
-        let from_ms = previous.unwrap_or_else(|| {
-            row.unix_ms
-                .saturating_sub((row.elapsed_s * 1e3).max(0.0) as u64)
-        });
-        previous = Some(row.unix_ms);
+    marked(rows.iter().map(|row| {
         let silent = row.ok_per_s == 0.0
             && (row.timeouts_per_s > 0.0 || row.errors_per_s > 0.0 || row.in_flight > 0);
-        if !silent {
+        (row.unix_ms, row.elapsed_s, silent)
+    }))
+}
+
+/// A fault proxy's intervals with its fault on at their report.
+/// Adjacent ones merge.
+fn faulted(rows: &[ProxyRow]) -> Vec<Span> {
+    marked(rows.iter().map(|r| (r.unix_ms, r.elapsed_s, r.faulted)))
+}
+
+/// The intervals of rows, each given as its report's Unix milliseconds,
+/// its seconds from the start and whether it is marked, that are marked:
+/// from the report before (the start, for the first) to their own.
+/// Adjacent ones merge.
+fn marked(rows: impl Iterator<Item = (u64, f64, bool)>) -> Vec<Span> {
+    let mut spans: Vec<Span> = Vec::new();
+    let mut previous: Option<u64> = None;
+    for (unix_ms, elapsed_s, marked) in rows {
+        let from_ms =
+            previous.unwrap_or_else(|| unix_ms.saturating_sub((elapsed_s * 1e3).max(0.0) as u64));
+        previous = Some(unix_ms);
+        if !marked {
             continue;
         }
         match spans.last_mut() {
-            Some(last) if last.to_ms == from_ms => last.to_ms = row.unix_ms,
+            Some(last) if last.to_ms == from_ms => last.to_ms = unix_ms,
             _ => spans.push(Span {
                 from_ms,
-                to_ms: row.unix_ms,
+                to_ms: unix_ms,
             }),
         }
     }

@@ -38,6 +38,16 @@ pub enum Line {
     /// Requests turned away at once (shed, refused, limited, rejected,
     /// dropped, failed) per second.
     Refused,
+    /// Requests read by a fault proxy per second.
+    Requests,
+    /// The target's answers a fault proxy passed back per second, 2xx.
+    Passed,
+    /// A fault proxy's own answers and resets per second, by its fault.
+    Injected,
+    /// A fault proxy's client connections open.
+    Connections,
+    /// Requests a fault proxy's fault holds.
+    Held,
 }
 
 impl Line {
@@ -53,6 +63,11 @@ impl Line {
             Line::Completed => "completed",
             Line::Abandoned => "abandoned",
             Line::Refused => "turned away",
+            Line::Requests => "requests",
+            Line::Passed => "2xx passed back",
+            Line::Injected => "injected and reset",
+            Line::Connections => "connections",
+            Line::Held => "held",
         }
     }
 
@@ -60,9 +75,14 @@ impl Line {
     /// a character of their own, so that they differ without colour.
     pub fn marker(self) -> Marker {
         match self {
-            Line::Ok | Line::InFlight | Line::Concurrency | Line::Completed => Marker::Braille,
-            Line::Errors | Line::Abandoned => Marker::Custom('x'),
-            Line::Timeouts | Line::Queue | Line::Refused => Marker::Custom('+'),
+            Line::Ok
+            | Line::InFlight
+            | Line::Concurrency
+            | Line::Completed
+            | Line::Requests
+            | Line::Connections => Marker::Braille,
+            Line::Errors | Line::Abandoned | Line::Passed | Line::Held => Marker::Custom('x'),
+            Line::Timeouts | Line::Queue | Line::Refused | Line::Injected => Marker::Custom('+'),
         }
     }
 
@@ -76,10 +96,10 @@ impl Line {
 
     fn colour(self) -> Color {
         match self {
-            Line::Ok | Line::Completed => Color::Green,
-            Line::Errors | Line::Abandoned => Color::Red,
-            Line::Timeouts | Line::Refused => Color::Yellow,
-            Line::InFlight | Line::Concurrency => Color::Cyan,
+            Line::Ok | Line::Completed | Line::Passed => Color::Green,
+            Line::Errors | Line::Abandoned | Line::Held => Color::Red,
+            Line::Timeouts | Line::Refused | Line::Injected => Color::Yellow,
+            Line::InFlight | Line::Concurrency | Line::Requests | Line::Connections => Color::Cyan,
             Line::Queue => Color::Magenta,
         }
     }

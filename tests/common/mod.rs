@@ -1,6 +1,8 @@
 //! Helpers for tests that run the binaries as child processes,
 //! ([`running`]) for tests that run the server in their own process, and
 //! ([`virtual_time`]) for runs in virtual time.
+//! `proxied.rs`, beside them, is the fault proxy's harness, which
+//! `tests/proxy.rs` alone includes.
 
 #![allow(dead_code)]
 

@@ -1,0 +1,290 @@
+//! What the proxy does with each request it reads: while the fault is on,
+//! the action its draw gives ([`Action`]); then, unless the fault answered
+//! or swallowed it, the request forwarded to the target on a pooled
+//! keep-alive connection, its body streamed both ways, and the target's
+//! answer passed back as it came (its status, reason, headers and body),
+//! hop-by-hop headers dropped each way (RFC 9110, section 7.6.1). A target
+//! that does not answer gets its client a 502.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Either, Full};
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderMap, HeaderName};
+use hyper::{Method, Request, Response, StatusCode, Uri, Version};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use tokio::time::Instant;
+
+use super::connection::Connection;
+use super::switch::Switch;
+use crate::model::fault::{Action, Draws};
+use crate::model::outcome::AMZ_RETRY_AFTER_HEADER;
+use crate::net::endpoint::text;
+use crate::net::handler::retry_after_values;
+use crate::report::proxy::{Occupancy, ProxyEvent, ProxyRecorder};
+
+/// A body passed back: the target's, streamed, or the proxy's own.
+pub(super) type Body = Either<Incoming, Full<Bytes>>;
+
+/// The headers that concern one connection only, never forwarded (RFC
+/// 9110, section 7.6.1), besides those `Connection` names.
+const HOP_BY_HOP: [HeaderName; 6] = [
+    header::CONNECTION,
+    HeaderName::from_static("proxy-connection"),
+    HeaderName::from_static("keep-alive"),
+    header::TE,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
+];
+
+/// Drops the hop-by-hop headers: those `Connection` names, then the
+/// standard ones.
+pub(super) fn drop_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .collect();
+    for name in named.iter().chain(&HOP_BY_HOP) {
+        headers.remove(name);
+    }
+}
+
+/// Forwards requests to the target, the fault between.
+pub(super) struct Forward {
+    client: Client<HttpConnector, Incoming>,
+    /// The target's scheme and authority (`http://host:port`).
+    upstream: Uri,
+    switch: Arc<Switch>,
+    draws: Mutex<Draws>,
+    recorder: Arc<ProxyRecorder>,
+}
+
+/// Counts its request as gone if dropped before it is settled: hyper
+/// drops a request's future when its client goes, polled or not.
+struct Unanswered {
+    recorder: Arc<ProxyRecorder>,
+    settled: bool,
+}
+
+impl Drop for Unanswered {
+    fn drop(&mut self) {
+        if !self.settled {
+            self.recorder.count(ProxyEvent::Gone);
+        }
+    }
+}
+
+impl Forward {
+    /// Forwards to `upstream` (its scheme and authority), the fault of
+    /// `switch` between, its draws seeded with `seed`.
+    pub(super) fn new(
+        upstream: &Uri,
+        switch: Arc<Switch>,
+        seed: u64,
+        recorder: Arc<ProxyRecorder>,
+    ) -> Forward {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_timer(TokioTimer::new())
+            .build(connector);
+        let mut parts = upstream.clone().into_parts();
+        parts.path_and_query = None;
+        Forward {
+            client,
+            upstream: Uri::from_parts(parts).unwrap_or_else(|_| upstream.clone()),
+            switch,
+            draws: Mutex::new(Draws::new(seed)),
+            recorder,
+        }
+    }
+
+    /// What the proxy counts.
+    pub(super) fn recorder(&self) -> &Arc<ProxyRecorder> {
+        &self.recorder
+    }
+
+    /// hyper's service call for a request of `connection`. The request is
+    /// counted, and its action drawn, here, as it is read: hyper may drop
+    /// the future without ever polling it when its client has gone.
+    pub(super) fn handle(
+        self: &Arc<Self>,
+        req: Request<Incoming>,
+        connection: &Arc<Connection>,
+    ) -> impl Future<Output = Result<Response<Body>, Infallible>> + Send + use<> {
+        let read = Instant::now();
+        self.recorder.count(ProxyEvent::Request);
+        let action = if self.switch.is_on() {
+            let fault = self.switch.fault();
+            self.draws
+                .lock()
+                .expect("draws lock poisoned")
+                .action(&fault)
+        } else {
+            Action::Forward
+        };
+        let unanswered = Unanswered {
+            recorder: self.recorder.clone(),
+            settled: false,
+        };
+        let (this, connection) = (self.clone(), connection.clone());
+        async move {
+            // The guard whole, not its field alone, goes into the future.
+            let mut unanswered = unanswered;
+            let hold = |what| this.recorder.enter(what);
+            match action {
+                Action::Forward => {}
+                Action::Hold => {
+                    let _held = hold(Occupancy::Held);
+                    this.switch.off().await;
+                }
+                Action::Delay(wait) => {
+                    let _held = hold(Occupancy::Held);
+                    tokio::time::sleep(wait).await;
+                }
+                Action::Swallow => {
+                    let _held = hold(Occupancy::Held);
+                    // Read whole, so that hyper sees its client go.
+                    let mut body = req.into_body();
+                    while let Some(Ok(_)) = body.frame().await {}
+                    std::future::pending::<()>().await;
+                    unreachable!("a swallowed request is never answered");
+                }
+                Action::Reset => {
+                    unanswered.settled = true;
+                    connection.reset();
+                    std::future::pending::<()>().await;
+                }
+                Action::Answer { code, retry_after } => {
+                    unanswered.settled = true;
+                    this.recorder.count(ProxyEvent::Injected);
+                    return Ok(injected(code, retry_after).map(Either::Right));
+                }
+            }
+            if !forwardable(req.method()) {
+                unanswered.settled = true;
+                let why = "not implemented: the fault proxy opens no tunnels\n";
+                return Ok(text(StatusCode::NOT_IMPLEMENTED, why).map(Either::Right));
+            }
+            let answer = this.forward(req).await;
+            unanswered.settled = true;
+            Ok(match answer {
+                Ok(response) => {
+                    connection.answering(read, response.status().as_u16());
+                    response.map(Either::Left)
+                }
+                Err(_) => {
+                    this.recorder.count(ProxyEvent::UpstreamError);
+                    text(
+                        StatusCode::BAD_GATEWAY,
+                        "bad gateway: the target did not answer\n",
+                    )
+                    .map(Either::Right)
+                }
+            })
+        }
+    }
+
+    /// Sends `req` to the target, and gives its answer without its
+    /// hop-by-hop headers.
+    async fn forward(
+        &self,
+        req: Request<Incoming>,
+    ) -> Result<Response<Incoming>, hyper_util::client::legacy::Error> {
+        let (mut parts, body) = req.into_parts();
+        let path = parts
+            .uri
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .to_string();
+        let mut uri = self.upstream.clone().into_parts();
+        uri.path_and_query = path.parse().ok();
+        parts.uri = Uri::from_parts(uri).unwrap_or_else(|_| self.upstream.clone());
+        // Its own version on the next hop, as an intermediary sends.
+        parts.version = Version::HTTP_11;
+        drop_hop_by_hop(&mut parts.headers);
+        let _in_flight = self.recorder.enter(Occupancy::InFlight);
+        let mut response = self
+            .client
+            .request(Request::from_parts(parts, body))
+            .await?;
+        drop_hop_by_hop(response.headers_mut());
+        *response.version_mut() = Version::HTTP_11;
+        Ok(response)
+    }
+}
+
+/// The proxy's own answer, by the fault: `code`, with `Retry-After` (and
+/// the same wait in milliseconds as `x-amz-retry-after`, as the server's
+/// shedding sends) when given.
+fn injected(code: u16, retry_after: Option<std::time::Duration>) -> Response<Full<Bytes>> {
+    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+    let mut resp = text(status, "answered by the fault proxy\n");
+    if let Some(wait) = retry_after {
+        let (retry_after, amz) = retry_after_values(wait);
+        let headers = resp.headers_mut();
+        headers.insert(header::RETRY_AFTER, retry_after);
+        headers.insert(AMZ_RETRY_AFTER_HEADER, amz);
+    }
+    resp
+}
+
+/// Whether the proxy can forward requests of `method`: not CONNECT, a
+/// tunnel this proxy does not open (it answers 501).
+fn forwardable(method: &Method) -> bool {
+    method != Method::CONNECT
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hyper::header::HeaderValue;
+
+    #[test]
+    fn hop_by_hop_headers_and_those_connection_names_are_dropped() {
+        let mut headers = HeaderMap::new();
+        for (name, value) in [
+            ("connection", "keep-alive, X-Secret"),
+            ("connection", "close"),
+            ("keep-alive", "timeout=5"),
+            ("proxy-connection", "keep-alive"),
+            ("te", "trailers"),
+            ("transfer-encoding", "chunked"),
+            ("upgrade", "websocket"),
+            ("x-secret", "hop"),
+            ("host", "127.0.0.1:8081"),
+            ("x-custom", "kept"),
+            ("content-length", "5"),
+            ("trailer", "x-checksum"),
+        ] {
+            headers.append(
+                HeaderName::from_static(name),
+                HeaderValue::from_static(value),
+            );
+        }
+        drop_hop_by_hop(&mut headers);
+        let mut left: Vec<&str> = headers.keys().map(|k| k.as_str()).collect();
+        left.sort_unstable();
+        assert_eq!(left, ["content-length", "host", "trailer", "x-custom"]);
+    }
+
+    #[test]
+    fn an_injected_answer_says_when_to_retry_in_seconds_and_milliseconds() {
+        let resp = injected(503, Some(std::time::Duration::from_millis(2_500)));
+        assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(resp.headers()[header::RETRY_AFTER], "2.5");
+        assert_eq!(resp.headers()[AMZ_RETRY_AFTER_HEADER], "2500");
+        let bare = injected(429, None);
+        assert_eq!(bare.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert!(bare.headers().get(header::RETRY_AFTER).is_none());
+        assert!(!forwardable(&Method::CONNECT) && forwardable(&Method::POST));
+    }
+}

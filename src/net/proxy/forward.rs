@@ -18,6 +18,7 @@ use hyper::{Method, Request, Response, StatusCode, Uri, Version};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::connection::Connection;
@@ -27,6 +28,9 @@ use crate::model::outcome::AMZ_RETRY_AFTER_HEADER;
 use crate::net::endpoint::text;
 use crate::net::handler::retry_after_values;
 use crate::report::proxy::{Occupancy, ProxyEvent, ProxyRecorder};
+
+/// The target's answer to a forwarded request, or why there was none.
+type ForwardResult = Result<Response<Incoming>, hyper_util::client::legacy::Error>;
 
 /// A body passed back: the target's, streamed, or the proxy's own.
 pub(super) type Body = Either<Incoming, Full<Bytes>>;
@@ -136,20 +140,46 @@ impl Forward {
             settled: false,
         };
         let (this, connection) = (self.clone(), connection.clone());
+        // A request to forward goes on in a task of its own, which hyper
+        // cannot drop: a request that reached the proxy reaches the
+        // target, as one that reached a process is read by it, even when
+        // its client has gone meanwhile (a stall's backlog read at its
+        // end, a held or delayed request whose client gave up).
+        let forwarding = match action {
+            Action::Forward | Action::Hold | Action::Delay(_) if forwardable(req.method()) => {
+                let (tell, answer) = oneshot::channel();
+                tokio::spawn(this.clone().forward_detached(req, action, tell));
+                Ok(answer)
+            }
+            _ => Err(req),
+        };
         async move {
             // The guard whole, not its field alone, goes into the future.
             let mut unanswered = unanswered;
+            let req = match forwarding {
+                Ok(answer) => {
+                    let answer = answer.await;
+                    unanswered.settled = true;
+                    return Ok(match answer {
+                        Ok(Ok(response)) => {
+                            connection.answering(read, response.status().as_u16());
+                            response.map(Either::Left)
+                        }
+                        _ => {
+                            this.recorder.count(ProxyEvent::UpstreamError);
+                            text(
+                                StatusCode::BAD_GATEWAY,
+                                "bad gateway: the target did not answer\n",
+                            )
+                            .map(Either::Right)
+                        }
+                    });
+                }
+                Err(req) => req,
+            };
             let hold = |what| this.recorder.enter(what);
             match action {
-                Action::Forward => {}
-                Action::Hold => {
-                    let _held = hold(Occupancy::Held);
-                    this.switch.off().await;
-                }
-                Action::Delay(wait) => {
-                    let _held = hold(Occupancy::Held);
-                    tokio::time::sleep(wait).await;
-                }
+                Action::Forward | Action::Hold | Action::Delay(_) => {}
                 Action::Swallow => {
                     let _held = hold(Occupancy::Held);
                     // Read whole, so that hyper sees its client go.
@@ -169,36 +199,55 @@ impl Forward {
                     return Ok(injected(code, retry_after).map(Either::Right));
                 }
             }
-            if !forwardable(req.method()) {
-                unanswered.settled = true;
-                let why = "not implemented: the fault proxy opens no tunnels\n";
-                return Ok(text(StatusCode::NOT_IMPLEMENTED, why).map(Either::Right));
-            }
-            let answer = this.forward(req).await;
+            // Only a request the proxy cannot forward is left here.
             unanswered.settled = true;
-            Ok(match answer {
-                Ok(response) => {
-                    connection.answering(read, response.status().as_u16());
-                    response.map(Either::Left)
-                }
-                Err(_) => {
-                    this.recorder.count(ProxyEvent::UpstreamError);
-                    text(
-                        StatusCode::BAD_GATEWAY,
-                        "bad gateway: the target did not answer\n",
-                    )
-                    .map(Either::Right)
-                }
-            })
+            let why = "not implemented: the fault proxy opens no tunnels\n";
+            Ok(text(StatusCode::NOT_IMPLEMENTED, why).map(Either::Right))
+        }
+    }
+
+    /// Holds `req` as `action` says (until the fault is off, or for its
+    /// delay), forwards it, and tells its answer on `tell`. If its client
+    /// goes once the request is on its way to the target, the request is
+    /// dropped, which closes that connection: the target sees its client
+    /// go, as it would without the proxy. If its client had gone before
+    /// (hyper found it gone as it read the request, or it gave up while
+    /// the request was held), the request is forwarded all the same and
+    /// its answer dropped: its bytes reached the proxy as they would have
+    /// reached the target.
+    async fn forward_detached(
+        self: Arc<Self>,
+        req: Request<Incoming>,
+        action: Action,
+        mut tell: oneshot::Sender<ForwardResult>,
+    ) {
+        {
+            let _held = match action {
+                Action::Hold | Action::Delay(_) => Some(self.recorder.enter(Occupancy::Held)),
+                _ => None,
+            };
+            match action {
+                Action::Hold => self.switch.off().await,
+                Action::Delay(wait) => tokio::time::sleep(wait).await,
+                _ => {}
+            }
+        }
+        let forward = self.forward(req);
+        if tell.is_closed() {
+            let _ = forward.await;
+            return;
+        }
+        tokio::select! {
+            answer = forward => {
+                let _ = tell.send(answer);
+            }
+            () = tell.closed() => {}
         }
     }
 
     /// Sends `req` to the target, and gives its answer without its
     /// hop-by-hop headers.
-    async fn forward(
-        &self,
-        req: Request<Incoming>,
-    ) -> Result<Response<Incoming>, hyper_util::client::legacy::Error> {
+    async fn forward(&self, req: Request<Incoming>) -> ForwardResult {
         let (mut parts, body) = req.into_parts();
         let path = parts
             .uri

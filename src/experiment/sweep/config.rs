@@ -6,6 +6,7 @@ use super::super::error::StormError;
 use super::super::scenario::{Case, format_duration};
 use super::super::storm::{Flags, Storm, flag_value};
 use crate::model::shard::Shard;
+use crate::model::units::parse_duration;
 
 /// A whole sweep.
 #[derive(Debug, Clone)]
@@ -68,6 +69,30 @@ fn is_pool(case: &Case) -> bool {
     flag_value(&case.server, "--model") == Some("pool")
 }
 
+/// The number of clients `case`'s own client flags give, if they give
+/// one: the case keeps its own load (a twin written by `storm
+/// calibrate` does). A value that is not a number reads as none here, and
+/// the client's own parse refuses it when the settings are checked.
+fn own_clients(case: &Case) -> Option<u32> {
+    flag_value(&case.client, "--clients").and_then(|n| n.parse().ok())
+}
+
+/// The client timeout `case`'s own flags give, if they give one.
+fn own_timeout(case: &Case) -> Option<Duration> {
+    flag_value(&case.client, TIMEOUT).and_then(|d| parse_duration(d).ok())
+}
+
+/// The server limit `case`'s own server flags give, if they give one.
+fn own_limit(case: &Case) -> Option<u64> {
+    flag_value(&case.server, LIMIT).and_then(|n| n.parse().ok())
+}
+
+/// The client's flag of its timeout.
+const TIMEOUT: &str = "--timeout";
+
+/// The server's flag of its limit.
+const LIMIT: &str = "--limit";
+
 /// The arrival rate `case`'s own client flags give, if they give one: the
 /// case is open (or partly open) traffic. A value that is not a number
 /// reads as NaN, and the client's own parse refuses it when the sweep's
@@ -88,16 +113,29 @@ pub(super) fn secs(d: Duration) -> f64 {
 
 impl SweepConfig {
     /// The loads `case` runs under: the sweep's arrival rates if it has
-    /// any; else the case's own rate, once, if its flags give one; else
-    /// the sweep's numbers of clients.
+    /// any; else the case's own rate or number of clients, once, if its
+    /// flags give one; else the sweep's numbers of clients.
     fn loads(&self, case: &Case) -> Vec<Load> {
         if !self.rates.is_empty() {
             return self.rates.iter().map(|&r| (None, Some(r))).collect();
         }
-        match own_rate(case) {
-            Some(rate) => vec![(None, Some(rate))],
-            None => self.clients.iter().map(|&n| (Some(n), None)).collect(),
+        match (own_rate(case), own_clients(case)) {
+            (Some(rate), _) => vec![(None, Some(rate))],
+            (None, Some(n)) => vec![(Some(n), None)],
+            (None, None) => self.clients.iter().map(|&n| (Some(n), None)).collect(),
         }
+    }
+
+    /// The timeouts `case` runs under: its own, once, if its flags give
+    /// one; else the sweep's.
+    fn timeouts(&self, case: &Case) -> Vec<Duration> {
+        own_timeout(case).map_or_else(|| self.timeouts.clone(), |t| vec![t])
+    }
+
+    /// The server limits `case` runs under: its own, once, if its flags
+    /// give one; else the sweep's (a pool's stand for no limit).
+    fn limits(&self, case: &Case) -> Vec<u64> {
+        own_limit(case).map_or_else(|| self.limits.clone(), |l| vec![l])
     }
 
     /// Every setting, cases outermost, then the load.
@@ -111,8 +149,8 @@ impl SweepConfig {
         for (case, flags) in self.storm.scenario.cases.iter().enumerate() {
             for (clients, arrival_rate) in self.loads(flags) {
                 for &think in &thinks {
-                    for &timeout in &self.timeouts {
-                        for &limit in &self.limits {
+                    for timeout in self.timeouts(flags) {
+                        for limit in self.limits(flags) {
                             out.push(Setting {
                                 case,
                                 clients,
@@ -135,11 +173,13 @@ impl SweepConfig {
     }
 
     /// A setting's case: the scenario's, with the setting's load (its
-    /// clients, or the sweep's arrival rate; a case's own rate is in its
-    /// flags already), think time, timeout and server limit.
+    /// clients, or the sweep's arrival rate), think time, timeout and
+    /// server limit, each unless the case's own flags give it already.
     pub(super) fn case_for(&self, setting: &Setting) -> Case {
         let mut case = self.storm.scenario.cases[setting.case].clone();
-        if let Some(clients) = setting.clients {
+        if let Some(clients) = setting.clients
+            && own_clients(&case).is_none()
+        {
             case.client
                 .extend(["--clients".to_string(), clients.to_string()]);
         }
@@ -149,17 +189,19 @@ impl SweepConfig {
             case.client
                 .extend([ARRIVAL_RATE.to_string(), rate.to_string()]);
         }
-        case.client
-            .extend(["--timeout".to_string(), format_duration(setting.timeout)]);
+        if own_timeout(&case).is_none() {
+            case.client
+                .extend([TIMEOUT.to_string(), format_duration(setting.timeout)]);
+        }
         if let Some(think) = setting.think {
             case.client
                 .extend(["--lambda".to_string(), format_duration(think)]);
         }
         // A pool has no limit: the sweep's (its default, as validation
         // refuses any other) does not apply to it.
-        if !is_pool(&case) {
+        if !is_pool(&case) && own_limit(&case).is_none() {
             case.server
-                .extend(["--limit".to_string(), setting.limit.to_string()]);
+                .extend([LIMIT.to_string(), setting.limit.to_string()]);
         }
         case
     }
@@ -368,6 +410,41 @@ mod tests {
             let e = c.validate(&Unused).unwrap_err().to_string();
             assert!(e.contains("case own sets its own load"), "{own}: {e}");
         }
+    }
+
+    #[test]
+    fn a_case_keeps_its_own_clients_timeout_and_limit() {
+        let mut c = sweep(
+            "[[case]]\nname = \"twin\"\n\
+             client = \"--strategy fixed --clients=300 --timeout 500ms\"\n\
+             server = \"--limit 12 --base-delay 20ms\"\n\
+             [[case]]\nname = \"plain\"\nclient = \"--strategy fixed\"\n",
+        );
+        c.timeouts = vec![Duration::from_secs(1), Duration::from_secs(2)];
+        c.limits = vec![DEFAULT_LIMIT, 60];
+        let s = c.settings();
+        // The first case once, with its own values; the second under 2
+        // loads, 2 timeouts and 2 limits.
+        assert_eq!(s.len(), 1 + 2 * 2 * 2, "{s:?}");
+        assert_eq!(
+            (s[0].clients, s[0].timeout, s[0].limit),
+            (Some(300), Duration::from_millis(500), 12)
+        );
+        let twin = c.case_for(&s[0]);
+        assert_eq!(
+            twin.client.join(" "),
+            "--strategy fixed --clients=300 --timeout 500ms"
+        );
+        assert_eq!(twin.server.join(" "), "--limit 12 --base-delay 20ms");
+        assert_eq!(
+            c.case_for(&s[1]).server.join(" "),
+            "--limit 30",
+            "the sweep's limit still goes to a case without its own"
+        );
+        assert_eq!(
+            client(&c, &s[8]),
+            "--strategy fixed --clients 1000 --timeout 2s"
+        );
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod lanes;
 pub mod metrics;
 mod model_actor;
 mod pool;
+pub mod probe;
 pub mod proxy;
 pub mod rlimit;
 pub mod runtime;

@@ -1,8 +1,9 @@
 //! The networked engine: the real server and client over HTTP, with hyper
 //! and tokio, and what they need from the system (timers finer than
 //! tokio's, the open-file limit, signals, the runtime and its lanes), the
-//! fault proxy, and the Prometheus metrics endpoint. Everything they compute comes from the
-//! model, policy and report layers below.
+//! fault proxy, the probe of a real service (a virtual twin's
+//! measurements), and the Prometheus metrics endpoint. Everything they
+//! compute comes from the model, policy and report layers below.
 
 mod accept;
 mod backlog;
@@ -15,6 +16,7 @@ pub mod lanes;
 pub mod metrics;
 mod model_actor;
 mod pool;
+pub mod probe;
 pub mod proxy;
 pub mod rlimit;
 pub mod runtime;

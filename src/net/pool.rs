@@ -27,9 +27,12 @@ use crate::policy::read_hints;
 /// Where attempts go: the resolved address and the request's parts.
 #[derive(Debug, Clone)]
 pub(crate) struct Target {
-    addr: SocketAddr,
-    authority: String,
-    path: Uri,
+    /// The address the host resolved to.
+    pub(crate) addr: SocketAddr,
+    /// `host:port` as the URL wrote it, for the `Host` header.
+    pub(crate) authority: String,
+    /// The path and query requested.
+    pub(crate) path: Uri,
 }
 
 impl Target {

@@ -47,6 +47,7 @@
 #[cfg(test)]
 mod closed_loop;
 mod curves;
+pub mod gone;
 pub mod level;
 pub mod pool;
 mod search;

@@ -1,0 +1,203 @@
+//! The second probe: does the service finish work for clients that have
+//! gone?
+//!
+//! 1. **Baseline**: `repeats` lone GETs, one at a time, on an idle
+//!    service.
+//! 2. **Loaded**: `abandon` connections each send a GET and stay; a lone
+//!    GET sent at once measures the service's latency under that load.
+//!    Less the time the abandoned connections will be held open, it is
+//!    what a lone request would wait after they go if the service went on
+//!    with their work (`expected_busy_s`).
+//! 3. `repeats` times: `abandon` connections each send a complete GET,
+//!    stay open for `hold_open`, and are all closed; a lone GET sent at
+//!    once measures what the service still does (after).
+//!
+//! After each loaded or abandoned round the service is given time to
+//! drain: lone GETs until one is back within [`DRAINED`] times the
+//! baseline's median, at most [`DRAIN_TRIES`] of them. The verdict is
+//! `model::fit::gone::verdict`'s. Every lone GET opens a connection of its
+//! own (connecting counts in its latency, in the baseline as after), and
+//! one that times out counts as the timeout, a lower bound.
+
+use std::io;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+use super::config::invalid;
+use super::connection::{Answer, Client};
+use super::stop::{interrupted, unless_stopped, wait_until};
+use crate::model::fit::gone::{Gone, median, verdict};
+use crate::net::pool::Target;
+
+/// A lone GET within this many times the baseline's median says the
+/// service has drained its backlog.
+pub const DRAINED: f64 = 1.5;
+
+/// At most this many lone GETs wait for the service to drain; the next
+/// round starts after them whatever they found.
+pub const DRAIN_TRIES: u32 = 10;
+
+/// What the second probe does.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GoneConfig {
+    /// The service: an `http://` URL, as the closed-loop probe's.
+    pub target: String,
+    /// Requests sent, each on a connection of its own, then abandoned (at
+    /// least 1; within the service's queue, or the lone request after
+    /// them is refused).
+    pub abandon: u32,
+    /// How long the abandoned connections stay open before they close:
+    /// well below the time the service takes to serve them all, or there
+    /// is nothing left to abandon.
+    pub hold_open: Duration,
+    /// Lone requests in the baseline, and rounds of abandon (at least 1).
+    pub repeats: u32,
+    /// A lone request unanswered this long is given up (more than zero).
+    pub timeout: Duration,
+}
+
+/// What the second probe measured, and its verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GoneProbe {
+    /// Requests abandoned each round.
+    pub abandon: u32,
+    /// Latencies of lone requests on an idle service, seconds.
+    pub baseline_s: Vec<f64>,
+    /// Latencies of lone requests sent as the abandoned clients went,
+    /// seconds, one a round.
+    pub after_s: Vec<f64>,
+    /// The latency of a lone request sent beside `abandon` others whose
+    /// clients stayed, seconds.
+    pub loaded_s: f64,
+    /// What a lone request would wait after the abandon if the service went
+    /// on with the work: `loaded_s` less the hold open, at least 0.
+    pub expected_busy_s: f64,
+    /// The verdict.
+    pub verdict: Gone,
+}
+
+/// The probe (module doc).
+pub(super) async fn probe(config: &GoneConfig, stop: &AtomicBool) -> io::Result<GoneProbe> {
+    let target = Target::resolve(&config.target).await.map_err(invalid)?;
+    let request = format!(
+        "GET {} HTTP/1.1\r\nHost: {}\r\n\r\n",
+        target.path, target.authority
+    );
+    let lone = |what: &'static str| lone(&target, config.timeout, stop, what);
+
+    let mut baseline_s = Vec::new();
+    for _ in 0..config.repeats {
+        match lone("on an idle service").await? {
+            Some(s) => baseline_s.push(s),
+            None => {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "a lone request on an idle service was not answered within {:?}",
+                        config.timeout
+                    ),
+                ));
+            }
+        }
+    }
+    let baseline = median(&baseline_s).expect("at least one lone request");
+    let given_up = config.timeout.as_secs_f64();
+
+    let held = send_and_hold(&target, request.as_bytes(), config.abandon, stop).await?;
+    let loaded_s = lone("beside the requests held").await?.unwrap_or(given_up);
+    drop(held);
+    drain(&target, config.timeout, baseline, stop).await?;
+    let expected_busy_s = (loaded_s - config.hold_open.as_secs_f64()).max(0.0);
+
+    let mut after_s = Vec::new();
+    for _ in 0..config.repeats {
+        let held = send_and_hold(&target, request.as_bytes(), config.abandon, stop).await?;
+        if !wait_until(Instant::now() + config.hold_open, stop).await {
+            return Err(interrupted());
+        }
+        drop(held);
+        after_s.push(lone("after the abandon").await?.unwrap_or(given_up));
+        drain(&target, config.timeout, baseline, stop).await?;
+    }
+    Ok(GoneProbe {
+        abandon: config.abandon,
+        verdict: verdict(&baseline_s, &after_s, expected_busy_s),
+        baseline_s,
+        after_s,
+        loaded_s,
+        expected_busy_s,
+    })
+}
+
+/// Opens `count` connections and writes `request` on each, in turn; they
+/// close when the vector is dropped.
+async fn send_and_hold(
+    target: &Target,
+    request: &[u8],
+    count: u32,
+    stop: &AtomicBool,
+) -> io::Result<Vec<TcpStream>> {
+    let open = async {
+        let mut held = Vec::with_capacity(count as usize);
+        for _ in 0..count {
+            let mut stream = TcpStream::connect(target.addr).await?;
+            let _ = stream.set_nodelay(true);
+            stream.write_all(request).await?;
+            held.push(stream);
+        }
+        Ok(held)
+    };
+    unless_stopped(stop, open)
+        .await
+        .unwrap_or_else(|| Err(interrupted()))
+}
+
+/// One lone GET on a connection of its own: its latency in seconds, or
+/// `None` if it timed out; an error if it was refused, broken or answered
+/// other than 2xx (`what` says when it was sent).
+async fn lone(
+    target: &Target,
+    timeout: Duration,
+    stop: &AtomicBool,
+    what: &str,
+) -> io::Result<Option<f64>> {
+    let mut client = Client::new(target, timeout);
+    let sent = Instant::now();
+    let answer = unless_stopped(stop, client.get())
+        .await
+        .ok_or_else(interrupted)?;
+    let latency = sent.elapsed().as_secs_f64();
+    match answer {
+        Answer::Status(status) if status.is_success() => Ok(Some(latency)),
+        Answer::TimedOut => Ok(None),
+        Answer::Status(status) => Err(io::Error::other(format!(
+            "a lone request {what} was answered {status}"
+        ))),
+        Answer::Broken(e) => Err(io::Error::other(format!(
+            "a lone request {what} got no answer: {e}"
+        ))),
+    }
+}
+
+/// Lone GETs until one is back within [`DRAINED`] times `baseline`
+/// seconds, at most [`DRAIN_TRIES`].
+async fn drain(
+    target: &Target,
+    timeout: Duration,
+    baseline: f64,
+    stop: &AtomicBool,
+) -> io::Result<()> {
+    for _ in 0..DRAIN_TRIES {
+        if let Some(s) = lone(target, timeout, stop, "while draining").await?
+            && s <= DRAINED * baseline
+        {
+            break;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,47 @@
+//! What the closed-loop probe is asked to do, checked before it starts.
+
+use std::io;
+use std::time::Duration;
+
+/// What the closed-loop probe does.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProbeConfig {
+    /// The service: an `http://` URL, whose path is requested and whose
+    /// host and port are sent as `Host`.
+    pub target: String,
+    /// The concurrencies to probe, in this order (each at least 1).
+    pub levels: Vec<u32>,
+    /// How long each level runs before it is measured.
+    pub warmup: Duration,
+    /// How long each level is measured (more than zero).
+    pub hold: Duration,
+    /// The probe stops after the first level whose p99 passes this.
+    pub max_latency: Duration,
+    /// The probe stops after the first level whose error share passes
+    /// this (0 to 1).
+    pub max_error_share: f64,
+    /// A GET unanswered this long (connecting included) is an error, timed
+    /// out, and its connection is closed (more than zero).
+    pub timeout: Duration,
+}
+
+impl ProbeConfig {
+    /// Refuses what cannot be probed: a concurrency of 0, a zero hold or
+    /// timeout. The target is checked when it is resolved.
+    pub(super) fn check(&self) -> io::Result<()> {
+        if self.levels.contains(&0) {
+            return Err(invalid(
+                "a concurrency of 0: a level holds at least one client",
+            ));
+        }
+        if self.hold.is_zero() || self.timeout.is_zero() {
+            return Err(invalid("the hold and the timeout must be longer than zero"));
+        }
+        Ok(())
+    }
+}
+
+/// An error saying what in the configuration cannot be probed.
+pub(super) fn invalid(why: impl Into<String>) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, why.into())
+}

@@ -1,8 +1,15 @@
 //! One level of the closed-loop probe: N clients, each on its own
 //! keep-alive connection, each sending its next GET the instant its
-//! answer arrives, held past a warm-up, then closed.
+//! answer arrives, held past a warm-up; then each finishes the GET it
+//! has in flight and sends no other, and the connections close.
+//!
+//! Why finish them: a service that goes on with the work of clients that
+//! have gone (most do) would still hold a level's requests when the next
+//! level begins, and measure that level with the last one's load on top:
+//! the project's exponential curve at 256 clients, 128 of the level
+//! before still in it, answered nothing for minutes.
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -13,7 +20,7 @@ use tokio::time::Instant;
 use super::config::ProbeConfig;
 use super::connection::Client;
 use super::report::LevelReport;
-use super::stop::wait_until;
+use super::stop::{unless_stopped, wait_until};
 use super::tally::Tally;
 use crate::net::pool::Target;
 
@@ -42,9 +49,16 @@ pub(super) async fn level(
         hold_start,
         hold_end,
     )));
+    let finishing = Arc::new(AtomicBool::new(false));
     let mut clients = JoinSet::new();
     for index in 0..concurrency as usize {
-        clients.spawn(client(index, target.clone(), config.timeout, tally.clone()));
+        clients.spawn(client(
+            index,
+            target.clone(),
+            config.timeout,
+            tally.clone(),
+            finishing.clone(),
+        ));
     }
     let held = async {
         if !wait_until(hold_start, stop).await {
@@ -66,14 +80,27 @@ pub(super) async fn level(
             .expect("tally lock poisoned")
             .report(concurrency, demand)
     });
+    // Each client ends with its answer in flight (its timeout bounds it),
+    // unless the probe is stopped.
+    finishing.store(true, Ordering::SeqCst);
+    if report.is_some() {
+        unless_stopped(stop, async { while clients.join_next().await.is_some() {} }).await;
+    }
     clients.shutdown().await;
     report.map_or(Held::Stopped, Held::Measured)
 }
 
-/// One client: GET after GET, each counted in `tally`, until aborted.
-async fn client(index: usize, target: Arc<Target>, timeout: Duration, tally: Arc<Mutex<Tally>>) {
+/// One client: GET after GET, each counted in `tally`, until aborted or,
+/// once `finishing` is set, its GET in flight has ended.
+async fn client(
+    index: usize,
+    target: Arc<Target>,
+    timeout: Duration,
+    tally: Arc<Mutex<Tally>>,
+    finishing: Arc<AtomicBool>,
+) {
     let mut client = Client::new(&target, timeout);
-    loop {
+    while !finishing.load(Ordering::SeqCst) {
         tally
             .lock()
             .expect("tally lock poisoned")

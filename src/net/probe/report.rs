@@ -84,7 +84,10 @@ impl LevelReport {
     /// Why the probe ends after this level, if it does: its error share
     /// first, then its p99.
     pub(super) fn end(&self, config: &ProbeConfig) -> Option<ProbeEnd> {
-        if self.level.error_share > config.max_error_share {
+        if self.attempts == 0 {
+            // Nothing ended within the hold: every attempt took longer.
+            Some(ProbeEnd::LatencyBound)
+        } else if self.level.error_share > config.max_error_share {
             Some(ProbeEnd::Errors)
         } else if self.level.latency_p99_s > config.max_latency.as_secs_f64() {
             Some(ProbeEnd::LatencyBound)

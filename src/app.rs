@@ -31,6 +31,7 @@ use crate::report::output::say;
 use crate::report::status::StatusSink;
 use crate::view::Setup;
 
+mod calibrate;
 mod exit;
 mod interrupt;
 mod live;
@@ -255,6 +256,10 @@ pub fn storm(cli: StormCli) -> ExitCode {
         Some(StormCommand::Sweep(args)) => match args.generate.generate {
             Some(kind) => page(kind, "sweep", "storm-sweep"),
             None => sweep(*args),
+        },
+        Some(StormCommand::Calibrate(args)) => match args.generate.generate {
+            Some(kind) => page(kind, "calibrate", "storm-calibrate"),
+            None => calibrate::calibrate(*args, own_program()),
         },
         Some(StormCommand::Merge(args)) => match args.generate.generate {
             Some(kind) => page(kind, "merge", "storm-merge"),

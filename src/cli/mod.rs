@@ -4,9 +4,11 @@
 //! exit code 2 (clap's usage-error code).
 
 mod burst;
+mod calibrate;
 mod client;
 mod generate;
 mod merge;
+mod outage;
 mod protocol;
 mod proxy;
 mod refusal;
@@ -24,6 +26,7 @@ mod view;
 
 use clap::{CommandFactory, Parser};
 
+pub use calibrate::CalibrateArgs;
 pub use client::{ClientArgs, ClientCli, ClientCommand, PlanArgs, PlanFormat};
 pub use generate::{Generate, GenerateArgs};
 pub use merge::MergeArgs;

@@ -8,17 +8,18 @@ use std::time::Duration;
 use clap::builder::PossibleValue;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use super::calibrate::CalibrateArgs;
 use super::client::ClientCli;
 use super::generate::GenerateArgs;
 use super::merge::MergeArgs;
+use super::outage::OutageArgs;
 use super::protocol::default_out;
 use super::protocol::{OutputArgs, ProtocolArgs};
 use super::proxy::ProxyArgs;
 use super::server::ServerArgs;
 use super::sweep::SweepArgs;
-use super::values::{duration, http_url, resolve_shard, shard};
+use super::values::{duration, http_url, positive_duration, resolve_shard, shard};
 use super::view::ViewArgs;
-use crate::experiment::outage::{EXEC, Outage};
 use crate::experiment::scenario::{Engine, MAX_RUNS, Scenario, ScenarioError};
 use crate::experiment::{Stop, Storm};
 use crate::model::shard::{Shard, ShardSource};
@@ -68,6 +69,17 @@ pub enum StormCommand {
     /// Map where each policy breaks, in virtual time: the share of runs
     /// that recover against the pause, T50 with its interval, phase maps.
     Sweep(Box<SweepArgs>),
+    /// A virtual twin of a service of yours: probe it, fit the project's
+    /// server shapes to it, and predict where each policy breaks.
+    ///
+    /// A closed-loop probe at rising concurrency (levels.csv), whether the
+    /// service finishes work for clients that have gone, each shape and
+    /// the Universal Scalability Law fitted (calibration.md, fit.svg), the
+    /// best written as a scenario (twin.toml) and swept in virtual time:
+    /// each policy's T50 with its interval (predict/). With --verify,
+    /// storms against the service at pauses around each T50, P(recovered)
+    /// measured beside the twin's (verify/, verify.csv).
+    Calibrate(Box<CalibrateArgs>),
     /// Put shards' results back together (sweep, storm or client shards)
     /// as one process would have written them.
     ///
@@ -142,28 +154,13 @@ pub struct ExecArgs {
     /// not measured [default: the scenario's target].
     #[arg(long, value_name = "URL", value_parser = http_url)]
     pub target: Option<String>,
-    /// How the --target's outage is caused: sigstop=PID, SIGSTOP to the
-    /// process and every descendant it has at the pause, SIGCONT to them
-    /// at the resume; freeze=CGROUP_DIR, the cgroup's freezer (v1 or v2)
-    /// on for the pause, every process in the cgroup and below it frozen;
-    /// exec, the commands --outage-start and --outage-end. Whatever ends
-    /// the storm ends the outage first [default: the scenario's outage].
-    #[arg(long, value_name = "KIND", value_parser = outage_kind)]
-    pub outage: Option<String>,
-    /// With --outage exec: the command that starts the outage (`docker
-    /// pause NAME`), run through `sh -c` at the pause, which is timed from
-    /// its exit. One that fails or runs past 60 s (killed then with its
-    /// process group) stops the storm, after the end command has run
-    /// [default: the scenario's outage_start].
-    #[arg(long, value_name = "CMD")]
-    pub outage_start: Option<String>,
-    /// With --outage exec: the command that ends the outage (`docker
-    /// unpause NAME`), run through `sh -c` when the pause's time is up, or
-    /// whatever stops the storm first; the resume is its exit. One that
-    /// fails or runs past 60 s stops the storm: the target may be left in
-    /// its outage [default: the scenario's outage_end].
-    #[arg(long, value_name = "CMD")]
-    pub outage_end: Option<String>,
+    /// How the --target's outage is caused.
+    #[command(flatten)]
+    pub outage: OutageArgs,
+    /// How long the --target must answer promptly, without a break,
+    /// before each run [default: the scenario's calm, else 30s].
+    #[arg(long, value_parser = positive_duration, value_name = "DURATION")]
+    pub calm: Option<Duration>,
     /// Say what the engine does: the real one, each child's command line
     /// as it starts; sim, each run's events and their rate.
     #[arg(long, short)]
@@ -186,41 +183,12 @@ impl ExecArgs {
         resolve_shard(self.shard)
     }
 
-    /// The outage these flags give over the scenario's, `file`: each flag
-    /// overrides the scenario's own, and the scenario's commands go with
-    /// its `exec`, unless `--outage` names another kind.
-    fn outage_over(&self, file: Option<Outage>) -> Result<Option<Outage>, ScenarioError> {
-        let commands = file.as_ref().and_then(Outage::commands);
-        let kind = match (&self.outage, &file) {
-            (Some(kind), _) => kind.clone(),
-            (None, Some(outage)) => outage.to_string(),
-            (None, None) if self.outage_start.is_none() && self.outage_end.is_none() => {
-                return Ok(None);
-            }
-            (None, None) => {
-                return Err(ScenarioError(
-                    "--outage-start and --outage-end go with --outage exec".into(),
-                ));
-            }
-        };
-        let (start, end) = match commands.filter(|_| kind == EXEC) {
-            Some((start, end)) => (Some(start.to_string()), Some(end.to_string())),
-            None => (None, None),
-        };
-        Outage::with_commands(
-            &kind,
-            self.outage_start.clone().or(start),
-            self.outage_end.clone().or(end),
-        )
-        .map(Some)
-        .map_err(ScenarioError)
-    }
-
     /// The storm that runs `scenario` (the engine given here overriding its
     /// own); results in `--out`, else `results/<timestamp>[-suffix]`.
     pub fn storm(&self, mut scenario: Scenario, program: PathBuf, suffix: Option<&str>) -> Storm {
         scenario.runs = self.runs.or(scenario.runs);
         scenario.target = self.target.clone().or(scenario.target);
+        scenario.protocol.calm = self.calm.unwrap_or(scenario.protocol.calm);
         let engine = self.engine.or(scenario.engine).unwrap_or(Engine::Real);
         Storm {
             engine,
@@ -287,15 +255,6 @@ pub struct StormArgs {
     pub generate: GenerateArgs,
 }
 
-/// An outage's kind, as `--outage` takes it: `exec`, whose commands are
-/// flags of their own, or any other outage in full.
-fn outage_kind(s: &str) -> Result<String, String> {
-    match s {
-        EXEC => Ok(s.to_string()),
-        _ => s.parse::<Outage>().map(|_| s.to_string()),
-    }
-}
-
 impl StormArgs {
     /// The scenario these flags describe.
     pub fn scenario(&self) -> Result<Scenario, ScenarioError> {
@@ -308,7 +267,7 @@ impl StormArgs {
         let mut scenario = self.protocol.scenario(&self.strategies, self.pause)?;
         scenario.protocol.tail = self.tail;
         scenario.engine = self.exec.engine;
-        scenario.outage = self.exec.outage_over(None)?;
+        scenario.outage = self.exec.outage.over(None)?;
         Ok(scenario)
     }
 }
@@ -343,7 +302,7 @@ impl RunArgs {
             scenario.seed = seed;
         }
         scenario.engine = self.exec.engine.or(scenario.engine);
-        scenario.outage = self.exec.outage_over(scenario.outage.take())?;
+        scenario.outage = self.exec.outage.over(scenario.outage.take())?;
         Ok(scenario)
     }
 
@@ -361,6 +320,7 @@ mod tests {
     use super::*;
     use crate::cli::ProgramFlags;
     use crate::experiment::outage::COMMAND_LIMIT;
+    use crate::experiment::outage::Outage;
 
     fn storm(args: &[&str]) -> StormCli {
         let mut argv = vec!["storm"];

@@ -11,6 +11,7 @@
 //! by the programs' own parsers, which the layer above hands in as
 //! [`Flags`].
 
+pub mod calibrate;
 mod children;
 pub mod clients;
 mod error;

@@ -453,7 +453,7 @@ async fn drive<'a>(
     if let Some(url) = &storm.scenario.target {
         let names: Vec<String> = batch.iter().map(|&(c, r)| storm.run_name(c, r)).collect();
         tokio::select! {
-            calm = target::calm(url, k, &names, commands) => calm?,
+            calm = target::calm(url, p.calm, k, &names, commands) => calm?,
             _ = shutdown.as_mut() => return Err(StormError::Interrupted),
         }
     }

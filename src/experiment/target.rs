@@ -21,10 +21,6 @@ use crate::model::timescale::compress;
 /// How long the target may take to answer before the storm starts.
 const FIRST_ANSWER: Duration = Duration::from_secs(10);
 
-/// Before each run the target must be calm: a GET every second, each
-/// answered within a second, for this long in a row (full scale).
-const CALM_FOR: Duration = Duration::from_secs(30);
-
 /// How long a probe may take to be answered by a calm target: not
 /// scaled, as a target's own times are not.
 const CALM_ANSWER: Duration = Duration::from_secs(1);
@@ -111,21 +107,22 @@ pub(super) async fn check(url: &str, outage: &Outage) -> Result<(), StormError> 
 
 /// Waits, before the runs `names` begin, until the target is calm: it
 /// has answered a GET every second (a tenth of that with `--quick`, as
-/// the protocol's phases), each within [`CALM_ANSWER`], for [`CALM_FOR`]
-/// (likewise scaled) in a row; and says in `commands.txt` how long that
-/// took. A run before may have left it a backlog of work for clients that
+/// the protocol's phases), each within [`CALM_ANSWER`], for `calm_for`
+/// (the protocol's `calm`, likewise scaled) in a row; and says in
+/// `commands.txt` how long that took. A run before may have left it a backlog of work for clients that
 /// have gone, or connections its clients gave up still arriving (the
 /// kernel retransmits for them after they close), and a warm-up against
 /// that would measure no baseline. Fails after [`CALM_WITHIN`].
 pub(super) async fn calm(
     url: &str,
+    calm_for: Duration,
     time_scale: f64,
     names: &[String],
     commands: &mut File,
 ) -> Result<(), StormError> {
     let names = names.join(", ");
     let every = compress(Duration::from_secs(1), time_scale);
-    let needed = compress(CALM_FOR, time_scale);
+    let needed = compress(calm_for, time_scale);
     let start = Instant::now();
     let mut since: Option<Instant> = None;
     loop {
@@ -259,9 +256,15 @@ mod tests {
         let names = ["fixed".to_string()];
         // A hundredth of the time: a probe every 10 ms for 0.3 s.
         let start = Instant::now();
-        calm(&format!("http://{addr}/"), 100.0, &names, &mut commands)
-            .await
-            .unwrap();
+        calm(
+            &format!("http://{addr}/"),
+            Duration::from_secs(30),
+            100.0,
+            &names,
+            &mut commands,
+        )
+        .await
+        .unwrap();
         assert!(start.elapsed() >= Duration::from_millis(300));
         let said = std::fs::read_to_string(&path).unwrap();
         assert!(

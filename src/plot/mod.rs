@@ -8,9 +8,6 @@
 
 mod canvas;
 mod cdf;
-// Nothing draws a calibration yet outside its tests; the twin's command
-// will, and these expectations then fail and go.
-#[cfg_attr(not(test), expect(dead_code))]
 mod fit;
 mod phase;
 mod storm;
@@ -18,7 +15,6 @@ mod storm;
 pub(crate) use canvas::DrawResult;
 pub use canvas::extension;
 pub use cdf::{RecoveryCurve, recovery_cdf};
-#[expect(unused_imports)]
 pub use fit::fit_chart;
 pub use phase::{Across, Axes, Panel, Row, draw_panels, panel_titled};
 pub use storm::{RunChart, storm_charts};

@@ -89,7 +89,15 @@ pub struct Protocol {
     /// recovery that starts after it still shows in the recovery-time
     /// distribution. The verdict does not read it.
     pub tail: Duration,
+    /// Against a target, how long it must answer promptly, without a
+    /// break, before each run begins (a run before may have left it a
+    /// backlog). The project's own server starts afresh for each run and
+    /// needs none.
+    pub calm: Duration,
 }
+
+/// How long a target must be calm before each run, unless told.
+pub const DEFAULT_CALM: Duration = Duration::from_secs(30);
 
 impl Default for Protocol {
     /// The classic experiment: 20 s, 20 s, 60 s, reports every 5 s.
@@ -100,6 +108,7 @@ impl Default for Protocol {
             observe: Duration::from_secs(60),
             report_interval: Duration::from_secs(5),
             tail: Duration::from_secs(60),
+            calm: DEFAULT_CALM,
         }
     }
 }
@@ -216,6 +225,8 @@ struct ProtocolFile {
     report_interval: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tail: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    calm: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -294,6 +305,7 @@ impl Protocol {
             ("observe", self.observe),
             ("report_interval", self.report_interval),
             ("tail", self.tail),
+            ("calm", self.calm),
         ];
         for (key, d) in phases {
             if d > MAX_PHASE {
@@ -375,6 +387,7 @@ impl Scenario {
                 defaults.report_interval,
             )?,
             tail: duration("tail", p.tail.as_deref(), defaults.tail)?,
+            calm: duration("calm", p.calm.as_deref(), defaults.calm)?,
         };
         let cases = file
             .cases
@@ -552,6 +565,9 @@ impl Scenario {
                 observe: Some(format_duration(p.observe)),
                 report_interval: Some(format_duration(p.report_interval)),
                 tail: Some(format_duration(p.tail)),
+                // Written where it is not the default, so that files of
+                // storms without a target read as they did.
+                calm: (p.calm != DEFAULT_CALM).then(|| format_duration(p.calm)),
             },
             cases: self
                 .cases

@@ -33,6 +33,7 @@ fn a_file_reads_with_defaults_for_what_it_leaves_out() {
             observe: Duration::from_secs(60),
             report_interval: Duration::from_secs(5),
             tail: Duration::from_secs(60),
+            calm: DEFAULT_CALM,
         }
     );
     assert_eq!(s.cases.len(), 2);

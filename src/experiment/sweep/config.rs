@@ -64,9 +64,10 @@ pub struct Setting {
 /// The 2014 server's limit, the sweep's default.
 const DEFAULT_LIMIT: u64 = 30;
 
-/// Whether `case`'s server is a thread pool, which has no limit.
-fn is_pool(case: &Case) -> bool {
-    flag_value(&case.server, "--model") == Some("pool")
+/// The model of `case`'s server when it has no limit (a thread pool, the
+/// linear curve): only the exponential curve, the default, has one.
+fn without_limit(case: &Case) -> Option<&str> {
+    flag_value(&case.server, "--model").filter(|&model| model != "exponential")
 }
 
 /// The number of clients `case`'s own client flags give, if they give
@@ -197,9 +198,9 @@ impl SweepConfig {
             case.client
                 .extend(["--lambda".to_string(), format_duration(think)]);
         }
-        // A pool has no limit: the sweep's (its default, as validation
-        // refuses any other) does not apply to it.
-        if !is_pool(&case) && own_limit(&case).is_none() {
+        // A pool or a linear curve has no limit: the sweep's (its default,
+        // as validation refuses any other) does not apply to it.
+        if without_limit(&case).is_none() && own_limit(&case).is_none() {
             case.server
                 .extend([LIMIT.to_string(), setting.limit.to_string()]);
         }
@@ -240,11 +241,16 @@ impl SweepConfig {
             )));
         }
         if self.limits != [DEFAULT_LIMIT]
-            && let Some(pool) = self.storm.scenario.cases.iter().find(|c| is_pool(c))
+            && let Some((case, model)) = self
+                .storm
+                .scenario
+                .cases
+                .iter()
+                .find_map(|c| Some((c, without_limit(c)?)))
         {
             return Err(StormError::Flags(format!(
-                "--limit does not apply to case {}, a pool (--model pool)",
-                pool.name
+                "--limit does not apply to case {}, a {model} server (--model {model})",
+                case.name
             )));
         }
         let longest = match self.pause {
@@ -444,6 +450,31 @@ mod tests {
         assert_eq!(
             client(&c, &s[8]),
             "--strategy fixed --clients 1000 --timeout 2s"
+        );
+    }
+
+    #[test]
+    fn a_pool_or_a_linear_curve_gets_no_limit_and_refuses_one() {
+        let mut c = sweep(
+            "[[case]]\nname = \"linear\"\nclient = \"--strategy fixed\"\n\
+             server = \"--model linear --slope 1ms\"\n\
+             [[case]]\nname = \"curve\"\nclient = \"--strategy fixed\"\n\
+             server = \"--model exponential\"\n",
+        );
+        let s = c.settings();
+        assert_eq!(
+            c.case_for(&s[0]).server.join(" "),
+            "--model linear --slope 1ms"
+        );
+        assert_eq!(
+            c.case_for(&s[2]).server.join(" "),
+            "--model exponential --limit 30"
+        );
+        c.limits = vec![20, 40];
+        let e = c.validate(&Unused).unwrap_err().to_string();
+        assert!(
+            e.contains("--limit does not apply to case linear, a linear server"),
+            "{e}"
         );
     }
 

@@ -211,8 +211,10 @@ impl Bench<'_> {
             runs: Some(self.verify.runs),
             target: Some(self.target.to_string()),
             outage: Some(self.verify.outage.clone()),
+            // The verdict does not read the tail, as in the sweep.
             protocol: crate::experiment::scenario::Protocol {
                 pause,
+                tail: Duration::ZERO,
                 ..self.twin.protocol
             },
             // The service is the server: the case keeps its client only.

@@ -8,7 +8,7 @@
 #                                              target/release, built if absent;
 #                                              or wherever `cargo install` put them)
 #
-# Writes DIR/share/man/man1/{server,client,client-plan,storm,storm-run,storm-sweep,storm-merge,storm-proxy}.1,
+# Writes DIR/share/man/man1/{server,client,client-plan,storm,storm-run,storm-sweep,storm-merge,storm-proxy,storm-calibrate}.1,
 # DIR/share/bash-completion/completions/{server,client,storm},
 # DIR/share/zsh/site-functions/_{server,client,storm} and
 # DIR/share/fish/vendor_completions.d/{server,client,storm}.fish.
@@ -51,5 +51,6 @@ done
 "$bin/storm" sweep --generate man > "$man/storm-sweep.1"
 "$bin/storm" merge --generate man > "$man/storm-merge.1"
 "$bin/storm" proxy --generate man > "$man/storm-proxy.1"
+"$bin/storm" calibrate --generate man > "$man/storm-calibrate.1"
 echo "man pages in $man (try: man -M $prefix/share/man storm-run)"
 echo "completions for bash, zsh and fish under $prefix/share"

@@ -27,6 +27,7 @@ fn every_program_and_subcommand_says_its_version() {
         (STORM, &["sweep"][..], "storm-sweep"),
         (STORM, &["merge"][..], "storm-merge"),
         (STORM, &["proxy"][..], "storm-proxy"),
+        (STORM, &["calibrate"][..], "storm-calibrate"),
     ] {
         for flag in ["--version", "-V"] {
             let out = Command::new(bin).args(args).arg(flag).output().unwrap();

@@ -321,6 +321,7 @@ fn the_programs_install_their_man_pages_and_completions() {
         "storm-sweep",
         "storm-merge",
         "storm-proxy",
+        "storm-calibrate",
     ] {
         let text = std::fs::read_to_string(share.join(format!("man/man1/{page}.1"))).unwrap();
         assert!(text.contains(&format!(".TH {page}")), "{page}.1");

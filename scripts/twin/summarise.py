@@ -78,13 +78,19 @@ def gunicorn(out):
             c["case"], t50((str(c["t50_s"] or ""), str(c["t50_ci_low_s"] or ""),
                             str(c["t50_ci_high_s"] or ""), c["t50_outside"])),
             c["t90_s"], c["t10_s"]))
-    print("\n| policy | pause s | twin P(recover) (95 %) | gunicorn (95 %) | holds |")
-    print("| --- | --- | --- | --- | --- |")
+    print("\n`holds`: gunicorn's share lies within the twin's interval (DESIGN's")
+    print("rule, `verify.csv`); `overlap`: the two intervals overlap, which is")
+    print("what 3 storms can say (3 of 3 never lies within an interval whose top")
+    print("is below 1).\n")
+    print("| policy | pause s | twin P(recover) (95 %) | gunicorn (95 %) | holds | overlap |")
+    print("| --- | --- | --- | --- | --- | --- |")
     for c in cal["checks"]:
-        print("| %s | %g | %.2f, %d of %d (%.2f to %.2f) | %.2f, %d of %d (%.2f to %.2f) | %s |" % (
+        overlap = c["measured_low"] <= c["predicted_high"] and c["predicted_low"] <= c["measured_high"]
+        print("| %s | %g | %.2f, %d of %d (%.2f to %.2f) | %.2f, %d of %d (%.2f to %.2f) | %s | %s |" % (
             c["case"], c["pause_s"], c["predicted_p"], c["predicted_recovered"], c["predicted_runs"],
             c["predicted_low"], c["predicted_high"], c["measured_p"], c["measured_recovered"],
-            c["measured_runs"], c["measured_low"], c["measured_high"], "yes" if c["holds"] else "no"))
+            c["measured_runs"], c["measured_low"], c["measured_high"], "yes" if c["holds"] else "no",
+            "yes" if overlap else "no"))
 
 
 if __name__ == "__main__":

@@ -30,8 +30,9 @@ use crate::policy::StrategyKind;
 #[derive(Debug, Args)]
 pub struct CalibrateArgs {
     /// The service to calibrate: an http:// URL, asked with GET.
-    #[arg(long, value_name = "URL", value_parser = http_url)]
-    pub target: String,
+    #[arg(long, value_name = "URL", value_parser = http_url,
+          required_unless_present = "generate")]
+    pub target: Option<String>,
     /// Concurrencies to probe, rising, comma-separated [default: 1, 2, 4,
     /// ... up to --max-concurrency].
     #[arg(long, value_delimiter = ',', value_name = "N,...",
@@ -149,6 +150,10 @@ impl CalibrateArgs {
         program: PathBuf,
         command: String,
     ) -> Result<CalibrateConfig, ScenarioError> {
+        let target = self
+            .target
+            .clone()
+            .ok_or_else(|| ScenarioError("--target URL is needed".into()))?;
         let levels = if self.levels.is_empty() {
             doubling(self.max_concurrency)
         } else {
@@ -224,7 +229,7 @@ impl CalibrateArgs {
         };
         Ok(CalibrateConfig {
             probe: ProbeConfig {
-                target: self.target.clone(),
+                target,
                 levels,
                 warmup: self.level_warmup,
                 hold: self.hold,

@@ -340,8 +340,16 @@ fn gone(
             timeout: config.probe.timeout,
         },
         stop,
-    )
-    .map_err(|e| StormError::Io(format!("probe {}", config.probe.target), e))?;
+    );
+    let probe = match probe {
+        Ok(probe) => probe,
+        // Stopped: what the closed loop measured is still fitted and
+        // written, and the calibration then ends interrupted.
+        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
+            return Ok(GoneRecord::skipped("interrupted".into()));
+        }
+        Err(e) => return Err(StormError::Io(format!("probe {}", config.probe.target), e)),
+    };
     let reason = format!(
         "A lone request took {} ms alone and {} ms as the clients of {abandon} requests went \
          (medians).",

@@ -14,6 +14,7 @@ pub mod output;
 pub mod proxy;
 pub mod proxy_figures;
 pub mod rows;
+pub mod search;
 pub mod status;
 pub mod summary;
 pub mod verdict;

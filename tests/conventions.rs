@@ -158,7 +158,9 @@ fn ctrl_c_stops_a_long_sweep_whatever_it_inherited() {
     for how in Inherited::BOTH {
         let out = fresh_path(&format!("conventions-sweep-sigint-{how:?}"));
         let path = out.to_str().unwrap();
-        let args = ["sweep", "--seeds", "100000", "--out", path];
+        let args = [
+            "sweep", "--search", "grid", "--seeds", "100000", "--out", path,
+        ];
         let ended = interrupted(STORM, &args, how, "sweep: ");
         assert_eq!(ended.status.code(), Some(130), "{how:?}: {}", ended.stderr);
         assert!(

@@ -92,6 +92,8 @@ fn a_sweep_into_a_folder_with_files_is_refused() {
         "fixed",
         "--clients",
         "300",
+        "--search",
+        "grid",
         "--seeds",
         "1",
     ];
@@ -126,6 +128,8 @@ fn a_merge_into_one_of_its_inputs_is_refused_with_the_inputs_untouched() {
         let flag = format!("{i}/2");
         let args = ["sweep", "--strategies", "fixed", "--clients", "300,600"];
         let rest = [
+            "--search",
+            "grid",
             "--seeds",
             "1",
             "--max-pause",

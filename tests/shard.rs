@@ -79,6 +79,8 @@ const SWEEP: &[&str] = &[
     "fixed,exponential,exponential-2014",
     "--clients",
     "300,600",
+    "--search",
+    "grid",
     "--seeds",
     "3",
     "--max-pause",
@@ -142,6 +144,43 @@ fn a_sweep_in_four_shards_merges_into_the_files_of_one_process() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The adaptive search's shards take whole lines of a case's loads, each
+/// load starting from its neighbour's T50 as in one process: three shards
+/// of two lines (one idle) merge into the files of one process.
+#[test]
+fn an_adaptive_sweep_in_shards_merges_into_the_files_of_one_process() {
+    let dir = temp_dir("adaptive");
+    let sweep = |out: &Path, shard: Option<&str>| {
+        let mut args = vec!["sweep", "--strategies", "fixed,exponential-2014"];
+        args.extend(["--clients", "300,600,900", "--max-pause", "30s"]);
+        args.extend(["--precision", "2s", "--max-runs", "30", "--threads", "2"]);
+        args.extend(["--quiet", "--out", path(out)]);
+        if let Some(s) = shard {
+            args.extend(["--shard", s]);
+        }
+        storm(&args, &[]);
+    };
+    let whole = dir.join("whole");
+    sweep(&whole, None);
+    let shards: Vec<PathBuf> = (0..3).map(|i| dir.join(format!("shard-{i}"))).collect();
+    for (i, shard) in shards.iter().enumerate() {
+        sweep(shard, Some(&format!("{i}/3")));
+    }
+    let rows = |p: &Path| {
+        String::from_utf8(read(p.join("critical.csv")))
+            .unwrap()
+            .lines()
+            .count()
+    };
+    assert_eq!(
+        shards.iter().map(|s| rows(s)).collect::<Vec<_>>(),
+        vec![4, 4, 0],
+        "a line of three loads each to the first two shards, nothing to the third"
+    );
+    merged_like(&dir, &shards, &whole, &["critical.csv", "phase.csv"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Case names that a spreadsheet would run as formulas are written to a
 /// sweep's CSV files as text (behind an apostrophe), and read back as
 /// the names they are: the shards merge into the files of one process,
@@ -161,7 +200,16 @@ fn case_names_like_formulas_are_text_in_a_sweeps_csv_files_and_merge_back() {
     .unwrap();
     let sweep = |out: &Path, shard: Option<&str>| {
         let mut args = vec!["sweep", path(&scenario), "--clients", "300"];
-        args.extend(["--seeds", "2", "--max-pause", "20s", "--threads", "1"]);
+        args.extend([
+            "--search",
+            "grid",
+            "--seeds",
+            "2",
+            "--max-pause",
+            "20s",
+            "--threads",
+            "1",
+        ]);
         args.extend(["--quiet", "--out", path(out)]);
         if let Some(s) = shard {
             args.extend(["--shard", s]);
@@ -215,7 +263,16 @@ fn closed_and_open_cases_swept_in_shards_merge_into_the_files_of_one_process() {
     .unwrap();
     let sweep = |out: &Path, shard: Option<&str>| {
         let mut args = vec!["sweep", path(&scenario), "--clients", "300,600"];
-        args.extend(["--seeds", "2", "--max-pause", "20s", "--step", "10s"]);
+        args.extend([
+            "--search",
+            "grid",
+            "--seeds",
+            "2",
+            "--max-pause",
+            "20s",
+            "--step",
+            "10s",
+        ]);
         args.extend(["--threads", "1", "--quiet", "--out", path(out)]);
         if let Some(s) = shard {
             args.extend(["--shard", s]);

@@ -395,6 +395,8 @@ fn sweep_writes_the_edge_every_pause_and_the_maps() {
             "fixed",
             "--clients",
             "200,400",
+            "--search",
+            "grid",
             "--seeds",
             "1",
             "--max-pause",
@@ -523,6 +525,25 @@ fn sweep_at_one_pause_maps_two_settings() {
         assert!(String::from_utf8_lossy(&output.stderr).contains("--pause"));
         assert!(!out.exists());
     }
+    // The grid's runs a pause with the adaptive search, and the adaptive
+    // search's bounds with the grid or one pause, are refused.
+    for (args, says) in [
+        (&["sweep", "--seeds", "3"][..], "--search grid"),
+        (
+            &["sweep", "--search", "grid", "--precision", "1s"][..],
+            "the grid",
+        ),
+        (
+            &["sweep", "--pause", "5s", "--max-runs", "9"][..],
+            "one pause",
+        ),
+    ] {
+        let output = storm_out(args, &out);
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        assert!(!out.exists());
+    }
 }
 
 #[test]
@@ -547,6 +568,8 @@ fn sweep_maps_a_scenarios_cases_over_think_times() {
             "300",
             "--lambda",
             "5,10",
+            "--search",
+            "grid",
             "--seeds",
             "2",
             "--max-pause",

@@ -6,7 +6,7 @@ use std::time::Duration;
 use clap::Parser;
 use retry_storm::cli::{ProgramFlags, StormCli, StormCommand};
 use retry_storm::experiment::StormError;
-use retry_storm::experiment::sweep::{Outside, Point, SweepConfig, run, write};
+use retry_storm::experiment::sweep::{Outside, Point, Search, SweepConfig, run, write};
 
 /// A sweep of fixed retries and the 2014 client, seed 1, from the storm's
 /// own flags.
@@ -35,6 +35,9 @@ fn sweep(clients: Vec<u32>) -> SweepConfig {
         timeouts: vec![Duration::from_secs(2)],
         limits: vec![30],
         seeds: 1,
+        search: Search::Grid,
+        precision: Duration::from_secs(1),
+        max_runs: 100,
         pause: None,
         max_pause: Duration::from_secs(40),
         resolution: Duration::from_secs(5),
@@ -188,6 +191,71 @@ fn fixed_retries_at_1000_clients_recover_from_a_short_pause_only() {
 }
 
 #[test]
+fn the_adaptive_search_finds_within_the_grids_interval_in_fewer_runs() {
+    // Fixed retries at 1,000 clients, pauses to 12 s: the grid of every
+    // second with 5 seeds each, and the adaptive search to a 1 s interval
+    // with at most 60 runs, a seed each.
+    let mut c = sweep(vec![1000]);
+    c.storm.scenario.cases.truncate(1);
+    c.seeds = 5;
+    c.max_pause = Duration::from_secs(12);
+    c.resolution = Duration::from_secs(1);
+    c.step = Duration::from_secs(1);
+    let grid = run(&c, &ProgramFlags, |_| {}).unwrap();
+    c.search = Search::Adaptive;
+    c.max_runs = 60;
+    let adaptive = run(&c, &ProgramFlags, |_| {}).unwrap();
+    let (g, a) = (&grid.critical[0], &adaptive.critical[0]);
+    let t50 = a.t50_s.expect("the edge is within 12 s");
+    let (low, high) = (g.t50_ci_low_s.unwrap(), g.t50_ci_high_s.unwrap());
+    assert!(low <= t50 && t50 <= high, "adaptive {a} / grid {g}");
+    assert!(
+        adaptive.runs <= 60 && adaptive.runs < grid.runs / 2,
+        "{} / {}",
+        adaptive.runs,
+        grid.runs
+    );
+    // Its interval holds its T50, and is as narrow as asked unless the
+    // runs ran out; every run is in phase.csv, and critical.csv counts them.
+    let (a_low, a_high) = (a.t50_ci_low_s.unwrap(), a.t50_ci_high_s.unwrap());
+    assert!(a_low <= t50 && t50 <= a_high, "{a}");
+    assert!(a_high - a_low <= 1.0 || adaptive.runs == 60, "{a}");
+    let runs: u32 = adaptive.points.iter().map(|p| p.runs).sum();
+    assert_eq!((u64::from(runs), a.seeds), (adaptive.runs, runs));
+    assert!(a.t90_s.unwrap() <= t50 && t50 <= a.t10_s.unwrap(), "{a:?}");
+    assert_eq!(
+        a.critical_pause_s,
+        t50.floor(),
+        "T50 down to the resolution"
+    );
+    // The same search again gives the same answer: every run is seeded.
+    let again = run(&c, &ProgramFlags, |_| {}).unwrap();
+    assert_eq!(again.critical[0].t50_s, a.t50_s);
+    assert_eq!(again.runs, adaptive.runs);
+}
+
+#[test]
+fn the_adaptive_search_says_where_an_edge_lies_beyond_the_pauses() {
+    // 250 clients whose timeout is under the server's 100 ms base delay
+    // never recover; with a 2 s timeout they always do after a pause of
+    // 10 s at most (their edge is past 12 s).
+    let mut c = sweep(vec![250]);
+    c.storm.scenario.cases.truncate(1);
+    c.search = Search::Adaptive;
+    c.max_pause = Duration::from_secs(10);
+    c.resolution = Duration::from_secs(1);
+    c.timeouts = vec![Duration::from_millis(50), Duration::from_secs(2)];
+    let report = run(&c, &ProgramFlags, |_| {}).unwrap();
+    let (never, always) = (&report.critical[0], &report.critical[1]);
+    assert!(never.overloaded && never.t50_s.is_none(), "{never:?}");
+    assert_eq!(never.t50_outside, Some(Outside::Shorter), "{never:?}");
+    assert!(always.at_least && always.t50_s.is_none(), "{always:?}");
+    assert_eq!(always.t50_outside, Some(Outside::Longer), "{always:?}");
+    assert_eq!(always.t50_ci_low_s, Some(10.0), "{always:?}");
+    assert!(report.runs <= 2 * 20, "{} runs", report.runs);
+}
+
+#[test]
 fn one_pause_judges_each_setting_once_and_finds_no_edge() {
     // Fixed retries after a 6 s pause: 300 clients recover (their edge is
     // past 10 s), 2,000 do not (theirs is under 3 s).
@@ -295,6 +363,8 @@ const MIXED: &str = "seed = 1\n\
     client = \"--strategy exponential-2014 --arrival-rate 10 --session-requests 3\"\n";
 
 const QUICK: &[&str] = &[
+    "--search",
+    "grid",
     "--seeds",
     "2",
     "--max-pause",

@@ -12,7 +12,7 @@ use super::values::{http_url, positive_duration, probability};
 use crate::experiment::calibrate::{CalibrateConfig, Verify};
 use crate::experiment::outage::Outage;
 use crate::experiment::scenario::{Engine, ScenarioError};
-use crate::experiment::sweep::SweepConfig;
+use crate::experiment::sweep::{Search, SweepConfig};
 use crate::experiment::{Stop, Storm};
 use crate::model::fit::FitOptions;
 use crate::model::shard::Shard;
@@ -220,6 +220,10 @@ impl CalibrateArgs {
             timeouts: vec![self.timeout],
             limits: vec![30],
             seeds: self.seeds,
+            // The twin's prediction keeps --seeds runs at every pause tried.
+            search: Search::Grid,
+            precision: Duration::from_secs(1),
+            max_runs: 100,
             pause: None,
             max_pause: self.max_pause,
             resolution: Duration::from_secs(1),

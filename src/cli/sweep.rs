@@ -11,10 +11,19 @@ use super::values::{
     duration, positive, positive_duration, resolve_shard, seconds_or_duration, shard,
 };
 use crate::experiment::scenario::{Engine, Scenario, ScenarioError};
-use crate::experiment::sweep::SweepConfig;
+use crate::experiment::sweep::{Search, SweepConfig};
 use crate::experiment::{Stop, Storm};
 use crate::model::shard::{Shard, ShardSource};
 use crate::policy::StrategyKind;
+
+/// Runs a pause of the grid, and of one pause.
+const DEFAULT_SEEDS: u32 = 10;
+/// The grid's pause step, and the adaptive maps' cells'.
+const DEFAULT_STEP: Duration = Duration::from_secs(5);
+/// The adaptive search's width of T50's interval.
+const DEFAULT_PRECISION: Duration = Duration::from_secs(1);
+/// The adaptive search's most runs a setting.
+const DEFAULT_MAX_RUNS: u32 = 100;
 
 /// `storm sweep [FILE]`: where each policy breaks. For each case (the
 /// scenario file's, or one per strategy), under each number of clients
@@ -64,12 +73,27 @@ pub struct SweepArgs {
         value_name = "N,..."
     )]
     pub limit: Vec<u64>,
-    /// Runs per pause, seeds from --seed on; most recovering is the
-    /// bisection's test. Fewer than 4 cannot bound T50's interval at
-    /// either end.
-    #[arg(long, default_value_t = 10, value_name = "N",
-          value_parser = clap::value_parser!(u32).range(1..))]
-    pub seeds: u32,
+    /// How each setting's runs are placed along the pause: adaptive, each
+    /// next run (a seed of its own) where it tells most about T50 and the
+    /// slope, until T50 is known to --precision or --max-runs are made, a
+    /// map's next load starting from its neighbour's T50; grid, every
+    /// --step with --seeds runs each, and a bisection of the critical
+    /// pause.
+    #[arg(long, value_enum, default_value_t = Search::Adaptive, value_name = "HOW")]
+    pub search: Search,
+    /// Adaptive: a setting is done once T50's 95 % interval is this
+    /// narrow [default: 1s].
+    #[arg(long, value_parser = positive_duration, value_name = "DURATION")]
+    pub precision: Option<Duration>,
+    /// Adaptive: the most runs a setting takes, its interval as narrow as
+    /// they make it [default: 100].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_runs: Option<u32>,
+    /// Grid and --pause: runs per pause, seeds from --seed on; most
+    /// recovering is the bisection's test. Fewer than 4 cannot bound T50's
+    /// interval at either end [default: 10].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub seeds: Option<u32>,
     /// Longest pause tried.
     #[arg(long, default_value = "120s", value_parser = positive_duration, value_name = "DURATION")]
     pub max_pause: Duration,
@@ -79,14 +103,19 @@ pub struct SweepArgs {
     #[arg(long, value_parser = duration, value_name = "DURATION",
           conflicts_with_all = ["max_pause", "resolution", "step"])]
     pub pause: Option<Duration>,
-    /// Precision of the bisection's critical pause.
+    /// Precision of the critical pause: the bisection's, and the finest
+    /// lattice of pauses the adaptive search tries (half --precision if
+    /// that is finer).
     #[arg(long, default_value = "1s", value_parser = positive_duration, value_name = "DURATION")]
     pub resolution: Duration,
-    /// Pause step of the grid.
-    #[arg(long, default_value = "5s", value_parser = positive_duration, value_name = "DURATION")]
-    pub step: Duration,
+    /// Grid: its pause step; adaptive: the step of the maps' cells
+    /// [default: 5s].
+    #[arg(long, value_parser = positive_duration, value_name = "DURATION")]
+    pub step: Option<Duration>,
     /// Run only shard I of N of the settings (I counts from 0): those
-    /// whose place among all settings is I modulo N, written with a
+    /// whose place among all settings is I modulo N (with the adaptive
+    /// search, whole lines of a case's loads, so that each load starts
+    /// from its neighbour as in one process), written with a
     /// shard.json for `storm merge`, which puts the shards together as one
     /// process would have written them. [default: from
     /// SLURM_ARRAY_TASK_ID/COUNT, SLURM_PROCID/SLURM_NTASKS or
@@ -117,8 +146,32 @@ impl SweepArgs {
         resolve_shard(self.shard).map_err(ScenarioError)
     }
 
+    /// Refuses the flags of one way of placing runs given with the other.
+    fn check_search(&self) -> Result<(), ScenarioError> {
+        let adaptive = self.pause.is_none() && self.search == Search::Adaptive;
+        if adaptive && self.seeds.is_some() {
+            return Err(ScenarioError(
+                "--seeds sets the grid's runs a pause: the adaptive search gives each run a \
+                 seed of its own (--max-runs bounds them); add --search grid for the grid"
+                    .into(),
+            ));
+        }
+        if !adaptive && (self.precision.is_some() || self.max_runs.is_some()) {
+            return Err(ScenarioError(format!(
+                "--precision and --max-runs bound the adaptive search, not {}",
+                if self.pause.is_some() {
+                    "one pause (--pause)"
+                } else {
+                    "the grid (--search grid)"
+                }
+            )));
+        }
+        Ok(())
+    }
+
     /// Builds the sweep's configuration.
     pub fn config(&self) -> Result<SweepConfig, ScenarioError> {
+        self.check_search()?;
         let (scenario, suffix) = match &self.file {
             Some(file) => {
                 let stem = file
@@ -172,11 +225,14 @@ impl SweepArgs {
             thinks: self.lambda.clone(),
             timeouts: self.timeout.clone(),
             limits: self.limit.clone(),
-            seeds: self.seeds,
+            seeds: self.seeds.unwrap_or(DEFAULT_SEEDS),
+            search: self.search,
+            precision: self.precision.unwrap_or(DEFAULT_PRECISION),
+            max_runs: self.max_runs.unwrap_or(DEFAULT_MAX_RUNS),
             pause: self.pause,
             max_pause: self.max_pause,
             resolution: self.resolution,
-            step: self.step,
+            step: self.step.unwrap_or(DEFAULT_STEP),
             threads,
             // The environment is read by the program (`storm sweep`), not
             // here: a merge rebuilds a shard's configuration from its flags.

@@ -26,8 +26,17 @@ pub struct SweepConfig {
     pub timeouts: Vec<Duration>,
     /// Server limits (concurrency where latency starts to grow) to sweep.
     pub limits: Vec<u64>,
-    /// Seeds per pause (base seed, base + 1, ...).
+    /// Seeds per pause (base seed, base + 1, ...) of the grid and of one
+    /// pause.
     pub seeds: u32,
+    /// How each setting's runs are placed along the pause.
+    pub search: Search,
+    /// The adaptive search stops a setting once T50's 95 % interval is no
+    /// wider than this.
+    pub precision: Duration,
+    /// The adaptive search stops a setting after this many runs, settled
+    /// or not.
+    pub max_runs: u32,
     /// One pause only: each setting is then a single point, and the map is
     /// over the settings instead of the pause (no edge, no bisection).
     pub pause: Option<Duration>,
@@ -41,6 +50,20 @@ pub struct SweepConfig {
     pub threads: usize,
     /// The share of the settings this process runs.
     pub shard: Shard,
+}
+
+/// How a sweep places each setting's runs along the pause.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Search {
+    /// Each next run, with a seed of its own, where it tells most about
+    /// T50 and the slope, until T50 is known to the precision asked
+    /// ([`crate::report::search`]); a map's next load starts from its
+    /// neighbour's T50.
+    #[default]
+    Adaptive,
+    /// Every pause of a grid with every seed, and a bisection of the
+    /// critical pause.
+    Grid,
 }
 
 /// One line of the map: a case under one setting. Its load is either a
@@ -168,6 +191,32 @@ impl SweepConfig {
         out
     }
 
+    /// The order `settings` (all of them) are run in, as units a thread
+    /// and a shard take whole: with the adaptive search, the loads of a
+    /// case under the same think time, timeout and limit, in the order
+    /// given, so that each starts from its neighbour's T50 as in one
+    /// process however the sweep is sharded; else each setting alone.
+    /// Places among `settings`.
+    pub(super) fn units(&self, settings: &[Setting]) -> Vec<Vec<usize>> {
+        if self.pause.is_some() || self.search == Search::Grid {
+            return (0..settings.len()).map(|i| vec![i]).collect();
+        }
+        let mut units: Vec<(Setting, Vec<usize>)> = Vec::new();
+        for (i, s) in settings.iter().enumerate() {
+            let same = |u: &Setting| {
+                u.case == s.case
+                    && u.think == s.think
+                    && u.timeout == s.timeout
+                    && u.limit == s.limit
+            };
+            match units.iter_mut().find(|(u, _)| same(u)) {
+                Some((_, unit)) => unit.push(i),
+                None => units.push((*s, vec![i])),
+            }
+        }
+        units.into_iter().map(|(_, unit)| unit).collect()
+    }
+
     /// The name of a setting's case.
     pub(super) fn name(&self, setting: &Setting) -> &str {
         &self.storm.scenario.cases[setting.case].name
@@ -205,6 +254,13 @@ impl SweepConfig {
                 .extend([LIMIT.to_string(), setting.limit.to_string()]);
         }
         case
+    }
+
+    /// The lattice of pauses the adaptive search may try: the finer of
+    /// the resolution and half the precision, so that a sharp edge can be
+    /// held to the precision between two of them.
+    pub(super) fn lattice(&self) -> Duration {
+        self.resolution.min(self.precision / 2)
     }
 
     /// The storm of one run: the sweep's, with this pause and seed.
@@ -255,6 +311,10 @@ impl SweepConfig {
         }
         let longest = match self.pause {
             Some(pause) => pause,
+            None if self.search == Search::Adaptive => {
+                self.validate_adaptive()?;
+                self.max_pause
+            }
             None => {
                 self.validate_grid()?;
                 self.max_pause
@@ -268,6 +328,23 @@ impl SweepConfig {
         for setting in self.settings() {
             self.storm_for(longest, self.storm.scenario.seed)
                 .sim_config(&self.case_for(&setting), 0, flags)?;
+        }
+        Ok(())
+    }
+
+    /// Checks the adaptive search of a sweep over the pause.
+    fn validate_adaptive(&self) -> Result<(), StormError> {
+        if self.precision.is_zero() || self.max_runs == 0 {
+            return Err(StormError::Flags(
+                "--precision and --max-runs: must be more than 0".into(),
+            ));
+        }
+        if self.lattice().is_zero()
+            || self.max_pause.as_nanos() / self.lattice().as_nanos() > 100_000
+        {
+            return Err(StormError::Flags(
+                "--precision: too fine for --max-pause (over 100,000 pauses to choose from)".into(),
+            ));
         }
         Ok(())
     }
@@ -330,6 +407,9 @@ mod tests {
             timeouts: vec![Duration::from_secs(2)],
             limits: vec![DEFAULT_LIMIT],
             seeds: 1,
+            search: Search::Grid,
+            precision: Duration::from_secs(1),
+            max_runs: 100,
             pause: None,
             max_pause: Duration::from_secs(60),
             resolution: Duration::from_secs(1),
@@ -357,6 +437,33 @@ mod tests {
 
     fn client(c: &SweepConfig, s: &Setting) -> String {
         c.case_for(s).client.join(" ")
+    }
+
+    #[test]
+    fn the_adaptive_search_runs_a_cases_loads_in_one_line() {
+        // Two cases, loads 500 and 1,000, timeouts 1 s and 2 s: settings in
+        // the order case, load, timeout. A line holds a case's loads under
+        // one timeout, in the order given.
+        let mut c = sweep(MIXED);
+        c.timeouts = vec![Duration::from_secs(1), Duration::from_secs(2)];
+        let all = c.settings();
+        assert_eq!(
+            c.units(&all),
+            (0..all.len()).map(|i| vec![i]).collect::<Vec<_>>()
+        );
+        c.search = Search::Adaptive;
+        // The closed case: 500/1 s, 500/2 s, 1000/1 s, 1000/2 s; the open
+        // case at its own rate: 1 s, 2 s.
+        assert_eq!(
+            c.units(&all),
+            vec![vec![0, 2], vec![1, 3], vec![4], vec![5]]
+        );
+        c.pause = Some(Duration::from_secs(10));
+        assert_eq!(
+            c.units(&all).len(),
+            all.len(),
+            "one pause: each setting alone"
+        );
     }
 
     #[test]

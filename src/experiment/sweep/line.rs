@@ -1,6 +1,8 @@
-//! One line of the map: a case under one setting, run at every pause of
-//! the grid and wherever the bisection looks, each pause with every seed;
-//! its edge estimated from all of them.
+//! One line of the map: a case under one setting. On the grid, run at
+//! every pause of it and wherever the bisection looks, each pause with
+//! every seed, its edge estimated from all of them; with the adaptive
+//! search, run where each next run tells most, a seed a run, its edge the
+//! search's posterior.
 
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
@@ -9,9 +11,10 @@ use std::time::Duration;
 use super::super::error::StormError;
 use super::super::scenario::Case;
 use super::super::storm::{Flags, Storm};
-use super::config::{Setting, SweepConfig, secs};
+use super::config::{Search, Setting, SweepConfig, secs};
 use super::findings::{Critical, Outside, Point};
 use crate::report::estimate::{Crossing, Edge, Proportion, Trials, quantile};
+use crate::report::search::EdgeSearch;
 use crate::report::verdict::figures;
 use crate::sim::{SimConfig, SimOutcome, WarmedUp};
 
@@ -25,6 +28,18 @@ pub(super) struct Done {
     pub runs: u64,
     /// Events they processed.
     pub events: u64,
+    /// Where the next load's search starts: this one's T50, within the
+    /// pauses tried (none on the grid and at one pause).
+    pub start_next: Option<f64>,
+}
+
+/// What the bisection (or, for the adaptive search, its T50 rounded down
+/// to the resolution) says of the critical pause.
+struct Bisected {
+    pause: Duration,
+    at_least: bool,
+    overloaded: bool,
+    recovery_s: Option<f64>,
 }
 
 /// Runs the points of one setting, remembering each pause's runs.
@@ -59,13 +74,22 @@ impl<'a> Line<'a> {
         }
     }
 
-    /// The bisection, the grid, and the edge from every pause tried; or,
-    /// when the sweep has one pause only, that pause.
-    pub fn run(mut self) -> Result<Done, StormError> {
+    /// The line's runs, placed as the sweep asks, and its edge; or, when
+    /// the sweep has one pause only, that pause. The adaptive search tries
+    /// `start` first, if given.
+    pub fn run(mut self, start: Option<f64>) -> Result<Done, StormError> {
         if let Some(pause) = self.config.pause {
             self.point(pause)?;
-            return Ok(self.done(None));
+            return Ok(self.done(None, None));
         }
+        match self.config.search {
+            Search::Grid => self.grid_line(),
+            Search::Adaptive => self.adaptive_line(start),
+        }
+    }
+
+    /// The bisection, the grid, and the edge from every pause tried.
+    fn grid_line(mut self) -> Result<Done, StormError> {
         let (critical_pause, at_least, overloaded) = self.bisect()?;
         self.grid()?;
         let trials: Vec<Trials> = self
@@ -77,21 +101,75 @@ impl<'a> Line<'a> {
                 recovered: p.recovered_runs,
             })
             .collect();
-        let edge = Edge::estimate(&trials);
+        let bisected = Bisected {
+            pause: critical_pause,
+            at_least,
+            overloaded,
+            recovery_s: self.points[&critical_pause].recovery_s,
+        };
+        let critical = self.critical(&Edge::estimate(&trials), &bisected, self.config.seeds);
+        Ok(self.done(Some(critical), None))
+    }
+
+    /// Runs, each with a seed of its own, where the search says each tells
+    /// most, until it has settled or made the most runs allowed; the edge
+    /// from its posterior.
+    fn adaptive_line(mut self, start: Option<f64>) -> Result<Done, StormError> {
+        let c = self.config;
+        let max = secs(c.max_pause);
+        let mut search = EdgeSearch::new(max, secs(c.lattice()));
+        let mut outcomes: BTreeMap<Duration, Vec<Option<f64>>> = BTreeMap::new();
+        while search.runs() < c.max_runs && !search.settled(secs(c.precision)) {
+            let pause_s = match start {
+                Some(t) if search.runs() == 0 => search.nearest(t),
+                _ => search.next(),
+            };
+            let pause = Duration::from_micros((pause_s * 1e6).round() as u64);
+            let seed = c.storm.scenario.seed.wrapping_add(u64::from(search.runs()));
+            let recovery = self.fresh(pause, seed)?;
+            search.observe(pause_s, recovery.is_some());
+            outcomes.entry(pause).or_default().push(recovery);
+        }
+        for (pause, recoveries) in outcomes {
+            let point = self.point_of(pause, &recoveries);
+            self.points.insert(pause, point);
+        }
+        let edge = search.edge();
+        let resolution = secs(c.resolution);
+        let critical_s = match edge.t50 {
+            Crossing::At(t) => ((t / resolution).floor() * resolution).min(max),
+            Crossing::Above => max,
+            Crossing::Below => 0.0,
+        };
+        let bisected = Bisected {
+            pause: Duration::from_secs_f64(critical_s),
+            at_least: edge.t50 == Crossing::Above,
+            overloaded: edge.t50 == Crossing::Below,
+            recovery_s: None,
+        };
+        let critical = self.critical(&edge, &bisected, search.runs());
+        let start_next = Some(search.found().t50.clamp(0.0, max));
+        Ok(self.done(Some(critical), start_next))
+    }
+
+    /// The setting's row of `critical.csv`: its edge, and what the
+    /// bisection found, from `seeds` runs a pause (the adaptive search: its
+    /// runs).
+    fn critical(&self, edge: &Edge, bisected: &Bisected, seeds: u32) -> Critical {
         let c = self.config;
         let s = self.setting;
-        let critical = Critical {
+        Critical {
             case: c.name(&s).to_string(),
             clients: s.clients,
             arrival_rate: s.arrival_rate,
             lambda_s: s.think.map(secs),
             timeout_s: secs(s.timeout),
             server_limit: s.limit,
-            seeds: c.seeds,
-            critical_pause_s: secs(critical_pause),
-            at_least,
-            overloaded,
-            recovery_s: self.points[&critical_pause].recovery_s,
+            seeds,
+            critical_pause_s: secs(bisected.pause),
+            at_least: bisected.at_least,
+            overloaded: bisected.overloaded,
+            recovery_s: bisected.recovery_s,
             t50_s: centis(edge.t50.pause()),
             t50_ci_low_s: centis(edge.t50_ci.0),
             t50_ci_high_s: centis(edge.t50_ci.1),
@@ -102,17 +180,17 @@ impl<'a> Line<'a> {
                 Crossing::Above => Some(Outside::Longer),
                 Crossing::Below => Some(Outside::Shorter),
             },
-        };
-        Ok(self.done(Some(critical)))
+        }
     }
 
     /// What the line found: its edge, if any, and every pause it tried.
-    fn done(self, critical: Option<Critical>) -> Done {
+    fn done(self, critical: Option<Critical>, start_next: Option<f64>) -> Done {
         Done {
             critical,
             points: self.points.into_values().collect(),
             runs: self.runs,
             events: self.events,
+            start_next,
         }
     }
 
@@ -131,21 +209,48 @@ impl<'a> Line<'a> {
     /// Runs `pause` with every seed.
     fn judge(&mut self, pause: Duration) -> Result<Point, StormError> {
         let c = self.config;
-        let s = self.setting;
         let mut recoveries = Vec::new();
         for i in 0..c.seeds {
             let seed = c.storm.scenario.seed.wrapping_add(u64::from(i));
             let storm = c.storm_for(pause, seed);
             let run = self.configured(&storm)?;
             let out = self.made(seed, &run)?;
-            self.runs += 1;
-            self.events += out.events;
-            let f = figures(&out.client.rows, &out.server_rows, &storm.timeline(0));
-            recoveries.push(f.recovery_s);
+            recoveries.push(self.recovery(&storm, &out));
         }
+        Ok(self.point_of(pause, &recoveries))
+    }
+
+    /// Runs `pause` once with `seed`, from a warm-up of its own that is
+    /// not kept: no other run has that seed. Its recovery time, if it
+    /// recovered.
+    fn fresh(&mut self, pause: Duration, seed: u64) -> Result<Option<f64>, StormError> {
+        if self.config.storm.stop.requested() {
+            return Err(StormError::Interrupted);
+        }
+        let storm = self.config.storm_for(pause, seed);
+        let run = self.parse(&storm)?;
+        let failed = |e: crate::sim::SimError| StormError::Child(e.to_string());
+        let mut warm = WarmedUp::new(&run).map_err(failed)?;
+        self.events += warm.events();
+        let out = warm.finish(&run).map_err(failed)?;
+        Ok(self.recovery(&storm, &out))
+    }
+
+    /// A run's recovery time, if it recovered, counting it and its events.
+    fn recovery(&mut self, storm: &Storm, out: &SimOutcome) -> Option<f64> {
+        self.runs += 1;
+        self.events += out.events;
+        figures(&out.client.rows, &out.server_rows, &storm.timeline(0)).recovery_s
+    }
+
+    /// The row of `pause`, from its runs' recovery times.
+    fn point_of(&self, pause: Duration, recoveries: &[Option<f64>]) -> Point {
+        let c = self.config;
+        let s = self.setting;
+        let runs = recoveries.len() as u32;
         let recovered = recoveries.iter().filter(|r| r.is_some()).count() as u32;
-        let p = Proportion::of(recovered, c.seeds);
-        Ok(Point {
+        let p = Proportion::of(recovered, runs);
+        Point {
             case: c.name(&s).to_string(),
             clients: s.clients,
             arrival_rate: s.arrival_rate,
@@ -153,14 +258,14 @@ impl<'a> Line<'a> {
             timeout_s: secs(s.timeout),
             server_limit: s.limit,
             pause_s: secs(pause),
-            runs: c.seeds,
+            runs,
             recovered_runs: recovered,
             p_recovered: p.p,
             p_low: p.low,
             p_high: p.high,
             // The median, a run that never recovers counting as slowest.
-            recovery_s: quantile(&recoveries, 0.5),
-        })
+            recovery_s: quantile(recoveries, 0.5),
+        }
     }
 
     /// The configuration of `storm`'s run: its seed's first, parsed from

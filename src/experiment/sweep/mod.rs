@@ -31,7 +31,7 @@ use super::error::StormError;
 use super::storm::Flags;
 use crate::view::Progress;
 
-pub use config::{Setting, SweepConfig};
+pub use config::{Search, Setting, SweepConfig};
 pub use findings::{Critical, LineRows, Outside, Point, SweepReport};
 pub use output::write;
 
@@ -48,12 +48,23 @@ pub fn run(
     config.validate(flags)?;
     super::folder::claim(&config.storm.out, &[], config.storm.existing, "--out")?;
     let wall = Instant::now();
-    // This shard's settings, each with its place among all of them.
-    let settings: Vec<(usize, Setting)> = config
-        .settings()
+    // This shard's units (each a setting, or an adaptive search's line of
+    // loads), and their settings, each with its place among all of them.
+    let all = config.settings();
+    let owned: Vec<Vec<usize>> = config
+        .units(&all)
         .into_iter()
         .enumerate()
-        .filter(|&(i, _)| config.shard.owns(i as u64))
+        .filter(|&(u, _)| config.shard.owns(u as u64))
+        .map(|(_, unit)| unit)
+        .collect();
+    let mut places: Vec<usize> = owned.iter().flatten().copied().collect();
+    places.sort_unstable();
+    let settings: Vec<(usize, Setting)> = places.iter().map(|&i| (i, all[i])).collect();
+    let position = |place: usize| places.binary_search(&place).expect("an owned setting");
+    let units: Vec<Vec<usize>> = owned
+        .iter()
+        .map(|unit| unit.iter().map(|&place| position(place)).collect())
         .collect();
     let next = AtomicUsize::new(0);
     let bar = Progress::new(
@@ -66,24 +77,30 @@ pub fn run(
     type Done = Result<line::Done, StormError>;
     let results: Mutex<Vec<Option<Done>>> = Mutex::new((0..settings.len()).map(|_| None).collect());
     std::thread::scope(|scope| {
-        for _ in 0..config.threads.clamp(1, settings.len().max(1)) {
+        for _ in 0..config.threads.clamp(1, units.len().max(1)) {
             scope.spawn(|| {
                 while !config.storm.stop.requested() {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(&(_, setting)) = settings.get(i) else {
+                    let Some(unit) = units.get(next.fetch_add(1, Ordering::Relaxed)) else {
                         break;
                     };
-                    let done = line::Line::new(config, flags, setting).run();
-                    if let Ok(done) = &done {
-                        bar.suspend(|| match &done.critical {
-                            Some(critical) => progress(critical),
-                            None => done.points.iter().for_each(|p| progress(p)),
-                        });
-                        let before = runs.fetch_add(done.runs, Ordering::Relaxed);
-                        bar.message(format!("{} runs", before + done.runs));
+                    let mut start = None;
+                    for &i in unit {
+                        if config.storm.stop.requested() {
+                            break;
+                        }
+                        let done = line::Line::new(config, flags, settings[i].1).run(start);
+                        if let Ok(done) = &done {
+                            start = done.start_next;
+                            bar.suspend(|| match &done.critical {
+                                Some(critical) => progress(critical),
+                                None => done.points.iter().for_each(|p| progress(p)),
+                            });
+                            let before = runs.fetch_add(done.runs, Ordering::Relaxed);
+                            bar.message(format!("{} runs", before + done.runs));
+                        }
+                        bar.inc(1);
+                        results.lock().expect("results lock poisoned")[i] = Some(done);
                     }
-                    bar.inc(1);
-                    results.lock().expect("results lock poisoned")[i] = Some(done);
                 }
             });
         }

@@ -97,7 +97,11 @@ pub(super) fn summary(
 ) -> String {
     let title = format!("Who recovers from a {pause_s} s pause");
     let pauses = format!("one pause of {pause_s} s");
-    let mut md = head(config, report, &title, command, (&pauses, "setting"));
+    let runs = format!(
+        "{} runs a setting, seeds {} on",
+        config.seeds, config.storm.scenario.seed
+    );
+    let mut md = head(config, report, &title, command, (&pauses, &runs));
     md.push_str(&format!(
         "{SETTING_HEAD} recovered | P(recovered) | 95 % interval | median recovery (s) |\n\
          |{}\n",

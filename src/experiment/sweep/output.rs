@@ -11,21 +11,56 @@ use serde::Serialize;
 
 use super::super::error::StormError;
 use super::axis::{except, swept, title, varying};
-use super::config::{SweepConfig, secs};
+use super::config::{Search, SweepConfig, secs};
 use super::findings::{Critical, Key, SweepReport};
 use super::one_pause;
 use super::summary::summary;
 use crate::plot::{self, Across, Axes, Panel, Row, panel_titled};
 
+/// How a map's cells are coloured: by the share of the runs made at each
+/// pause of the grid, or by the curve the adaptive search fitted.
+#[derive(Debug, Clone, Copy)]
+struct Cells {
+    step_s: f64,
+    max_pause_s: f64,
+    fitted: bool,
+}
+
+impl Cells {
+    fn of(config: &SweepConfig) -> Cells {
+        Cells {
+            step_s: secs(config.step),
+            max_pause_s: secs(config.max_pause),
+            fitted: config.search == Search::Adaptive,
+        }
+    }
+
+    /// What a map says each cell is, after "share of ... that recover".
+    fn what(self, config: &SweepConfig) -> String {
+        if self.fitted {
+            format!(
+                "runs that recover, as the adaptive search's fitted curve says (at most {} runs a setting)",
+                config.max_runs
+            )
+        } else {
+            format!("{} runs that recover", config.seeds)
+        }
+    }
+}
+
 /// A critical row's map row: its pauses and its edge.
-fn row(report: &SweepReport, c: &Critical, label: String, step_s: f64) -> Row {
+fn row(report: &SweepReport, c: &Critical, label: String, how: Cells) -> Row {
+    let step_s = how.step_s;
     let on_grid = |pause: f64| (pause / step_s - (pause / step_s).round()).abs() < 1e-9;
-    let cells = report
-        .points
-        .iter()
-        .filter(|p| Key::from(*p) == Key::from(c) && on_grid(p.pause_s))
-        .map(|p| (p.pause_s, p.p_recovered))
-        .collect();
+    let cells = match (how.fitted, c.t90_s, c.t50_s, c.t10_s) {
+        (true, Some(t90), Some(t50), Some(t10)) => fitted(t90, t50, t10, how),
+        _ => report
+            .points
+            .iter()
+            .filter(|p| Key::from(*p) == Key::from(c) && on_grid(p.pause_s))
+            .map(|p| (p.pause_s, p.p_recovered))
+            .collect(),
+    };
     Row {
         label,
         cells,
@@ -36,6 +71,26 @@ fn row(report: &SweepReport, c: &Critical, label: String, step_s: f64) -> Row {
     }
 }
 
+/// The logistic curve through T90, T50 and T10 at each step of the map
+/// (its scale `(T10 - T90) / 2 ln 9`; a step where T90 and T10 meet).
+fn fitted(t90: f64, t50: f64, t10: f64, how: Cells) -> Vec<(f64, f64)> {
+    let scale = (t10 - t90) / (2.0 * 9f64.ln());
+    let mut cells = Vec::new();
+    let mut pause = 0.0;
+    while pause <= how.max_pause_s + 1e-9 {
+        let p = if scale > 0.0 {
+            1.0 / (1.0 + ((pause - t50) / scale).exp())
+        } else if pause <= t50 {
+            1.0
+        } else {
+            0.0
+        };
+        cells.push((pause, p));
+        pause += how.step_s;
+    }
+    cells
+}
+
 /// The keys of every setting's edge.
 fn keys(report: &SweepReport) -> Vec<Key<'_>> {
     report.critical.iter().map(Key::from).collect()
@@ -43,12 +98,12 @@ fn keys(report: &SweepReport) -> Vec<Key<'_>> {
 
 /// The heat map: one panel, a row per setting, labelled with its case and
 /// what varies.
-fn heat_panel(report: &SweepReport, step_s: f64) -> Panel {
+fn heat_panel(report: &SweepReport, how: Cells) -> Panel {
     let vary = varying(&keys(report));
     let rows = report
         .critical
         .iter()
-        .map(|c| row(report, c, title(&c.into(), &vary), step_s))
+        .map(|c| row(report, c, title(&c.into(), &vary), how))
         .collect();
     Panel {
         title: String::new(),
@@ -60,10 +115,10 @@ fn heat_panel(report: &SweepReport, step_s: f64) -> Panel {
 /// The phase diagram: a panel per case (and per value of any other setting
 /// that varies), the first setting swept within a case up the side; with
 /// none swept, the heat map.
-fn phase_panels(report: &SweepReport, step_s: f64) -> (Vec<Panel>, String) {
+fn phase_panels(report: &SweepReport, how: Cells) -> (Vec<Panel>, String) {
     let keys = keys(report);
     let Some(&up) = swept(&keys).first() else {
-        return (vec![heat_panel(report, step_s)], "case".to_string());
+        return (vec![heat_panel(report, how)], "case".to_string());
     };
     let others = &except(&varying(&keys), &[up]);
     let mut panels: Vec<Panel> = Vec::new();
@@ -73,7 +128,7 @@ fn phase_panels(report: &SweepReport, step_s: f64) -> (Vec<Panel>, String) {
     critical.sort_by(|a, b| up.number(&(*a).into()).total_cmp(&up.number(&(*b).into())));
     for c in critical {
         let key = Key::from(c);
-        let r = row(report, c, up.value(&key), step_s);
+        let r = row(report, c, up.value(&key), how);
         panel_titled(&mut panels, title(&key, others), true)
             .rows
             .push(r);
@@ -113,26 +168,29 @@ pub fn write(config: &SweepConfig, report: &SweepReport, command: &str) -> Resul
         );
     }
     write_csv(out.join("critical.csv"), &report.critical)?;
-    let step_s = secs(config.step);
+    let how = Cells::of(config);
     let pauses = |rows: String| Axes {
         across: Across::Pause {
-            step_s,
-            max_pause_s: secs(config.max_pause),
+            step_s: how.step_s,
+            max_pause_s: how.max_pause_s,
         },
         rows,
     };
     draw(
         "heatmap",
-        &format!("share of {runs} runs that recover, by pause"),
-        &[heat_panel(report, step_s)],
+        &format!("share of {}, by pause", how.what(config)),
+        &[heat_panel(report, how)],
         &pauses(String::new()),
     )?;
-    let (panels, up) = phase_panels(report, step_s);
+    let (panels, up) = phase_panels(report, how);
+    let points = if how.fitted {
+        "fitted by the adaptive search".to_string()
+    } else {
+        format!("{runs} runs a point")
+    };
     draw(
         "phase",
-        &format!(
-            "P(recover) by pause and {up}, {runs} runs a point; T50 contour, T90 and T10 dashed"
-        ),
+        &format!("P(recover) by pause and {up}, {points}; T50 contour, T90 and T10 dashed"),
         &panels,
         &pauses(up),
     )?;

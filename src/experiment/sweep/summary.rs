@@ -3,7 +3,7 @@
 //! critical pause) and how to read it.
 
 use super::axis::Axis;
-use super::config::{SweepConfig, secs};
+use super::config::{Search, SweepConfig, secs};
 use super::findings::{Critical, Key, Outside, SweepReport};
 
 /// What a run must do to count as recovered, as every summary says it.
@@ -54,25 +54,23 @@ fn t50(c: &Critical, max_pause_s: f64) -> (String, String) {
 }
 
 /// The start of a sweep's summary: its title and command, the protocol,
-/// `pauses` (what was tried), the runs for each `point` and what the sweep
-/// took.
+/// `pauses` (what was tried), `runs` (how many, with which seeds) and what
+/// the sweep took.
 pub(super) fn head(
     config: &SweepConfig,
     report: &SweepReport,
     title: &str,
     command: &str,
-    (pauses, point): (&str, &str),
+    (pauses, runs): (&str, &str),
 ) -> String {
     let s = &config.storm.scenario.protocol;
     format!(
         "# {title}\n\n`{command}`\n\n\
          Virtual time. Warm-up {} s, observation {} s, report interval {} s; {pauses}; \
-         {} runs a {point}, seeds {} on. {} runs, {} events, {:.1} s.\n\n",
+         {runs}. {} runs, {} events, {:.1} s.\n\n",
         secs(s.warmup),
         secs(s.observe),
         secs(s.report_interval),
-        config.seeds,
-        config.storm.scenario.seed,
         report.runs,
         report.events,
         report.wall.as_secs_f64(),
@@ -82,17 +80,36 @@ pub(super) fn head(
 /// The sweep's Markdown summary.
 pub(super) fn summary(config: &SweepConfig, report: &SweepReport, command: &str) -> String {
     let max = secs(config.max_pause);
-    let pauses = format!(
-        "pauses from 0 to {max} s every {} s, and wherever the bisection looked (to {} s)",
-        secs(config.step),
-        secs(config.resolution),
-    );
+    let seed = config.storm.scenario.seed;
+    let adaptive = config.search == Search::Adaptive;
+    let (pauses, runs) = if adaptive {
+        (
+            format!(
+                "an adaptive search of each setting's edge, pauses from 0 to {max} s on a \
+                 lattice of {} s, until T50's 95 % interval was at most {} s wide or {} runs \
+                 were made",
+                secs(config.lattice()),
+                secs(config.precision),
+                config.max_runs
+            ),
+            format!("each run a seed of its own, {seed} on"),
+        )
+    } else {
+        (
+            format!(
+                "pauses from 0 to {max} s every {} s, and wherever the bisection looked (to {} s)",
+                secs(config.step),
+                secs(config.resolution),
+            ),
+            format!("{} runs a pause, seeds {seed} on", config.seeds),
+        )
+    };
     let mut md = head(
         config,
         report,
         "Where recovery stops",
         command,
-        (&pauses, "pause"),
+        (&pauses, &runs),
     );
     md.push_str(&format!(
         "{SETTING_HEAD} T50 (s) | T50 95 % interval (s) | T90 (s) | T10 (s) | critical pause (s) |\n\
@@ -116,8 +133,22 @@ pub(super) fn summary(config: &SweepConfig, report: &SweepReport, command: &str)
         ));
     }
     md.push_str(&format!("\n{RECOVERS} "));
-    md.push_str(
-        "T50: the pause at \
+    md.push_str(if adaptive { ADAPTIVE } else { GRID });
+    md
+}
+
+/// How to read an adaptive search's table.
+const ADAPTIVE: &str = "T50: the pause at which half the runs recover, the median of \
+     the adaptive search's posterior over logistic curves (T50 and slope, a 1 % lapse at \
+     either end, uniform priors) after every run it made, each run placed where its outcome \
+     told most about T50 and the slope; its interval the posterior's equal-tailed 95 %. T90 \
+     and T10: where 90 % and 10 % still recover on the fitted curve, how sharp the edge is. \
+     Critical pause: T50 rounded down to the resolution. seeds in critical.csv: the \
+     setting's runs. A dash: outside the pauses a run may have. phase.csv holds every pause \
+     tried with its runs; the maps colour each step by the fitted curve.\n";
+
+/// How to read a grid's table.
+const GRID: &str = "T50: the pause at \
          which half the runs recover, from an isotonic fit of the share that recovered \
          against the pause (it never rises with the pause), linear between the pauses \
          tried; its interval runs from the longest pause whose share is above one half at \
@@ -125,7 +156,4 @@ pub(super) fn summary(config: &SweepConfig, report: &SweepReport, command: &str)
          T10: where 90 % and 10 % still recover, how sharp the edge is. Critical pause: the \
          longest after which most runs recover, by bisection. A dash: outside the pauses \
          tried. phase.csv holds every pause tried; the maps colour each pause of the grid \
-         by the share that recovered.\n",
-    );
-    md
-}
+         by the share that recovered.\n";

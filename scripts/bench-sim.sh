@@ -96,13 +96,17 @@ storm() {
     rm -rf "$out"
 }
 
-# sweep BIN TAG ROUND: the default sweep; its wall time (ms) to
+# sweep BIN TAG ROUND: the default sweep on the grid; its wall time (ms) to
 # TMP/TAG.sweep, its CPU time (user + system, s) to TMP/TAG.cpu: when
 # other work shares the cores, the CPU time says more of the engine.
 sweep() {
     local bin=$1 tag=$2 round=$3 out="$TMP/sweep-$2-$3" t0 t1 cpu
     t0=$(now_ms)
-    cpu=$( { TIMEFORMAT='%U %S'; time timeout "$SWEEP_LIMIT" "$bin" sweep --quiet \
+    # The grid's sweep, the same work in every build: a build with the
+    # adaptive search is told so.
+    local grid=()
+    if "$bin" sweep --help | grep -q -- '--search'; then grid=(--search grid); fi
+    cpu=$( { TIMEFORMAT='%U %S'; time timeout "$SWEEP_LIMIT" "$bin" sweep --quiet "${grid[@]}" \
         --out "$out" >/dev/null 2>&1; } 2>&1 )
     t1=$(now_ms)
     echo $((t1 - t0)) >>"$TMP/$tag.sweep"

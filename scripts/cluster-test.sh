@@ -617,7 +617,7 @@ client_run || true
 # sweep_run: the checks of a sharded sweep.
 sweep_run() {
   # shellcheck disable=SC2054 # the commas are storm's lists
-  sweep_args=(--strategies fixed,exponential --clients 200,400,800 --seeds 4
+  sweep_args=(--strategies fixed,exponential --clients 200,400,800 --search grid --seeds 4
     --max-pause 30s --resolution 2s --step 10s --threads 1)
   sweep=$tmp/sweep
   submitted=$(OUT=$sweep TASKS=4 SBATCH_ARGS=--time=2 RETRY_STORM_BIN=$bin ctl deploy/slurm/submit-sweep.sh "${sweep_args[@]}")

@@ -86,7 +86,7 @@ out = "\n".join(re.sub(r'^server = ".*"$', 'server = "%s"' % sys.argv[2], l) for
 print("# The true server of twin-check's %s shape, in the twin's scenario." % sys.argv[1])
 print(out)
 EOF
-    "$bin/storm" sweep "$out/$shape.true.toml" --seeds 20 --out "$out/$shape.true-sweep" --quiet
+    "$bin/storm" sweep "$out/$shape.true.toml" --search grid --seeds 20 --out "$out/$shape.true-sweep" --quiet
     echo "${truth[$shape]}" > "$out/$shape.truth"
   done
   python3 scripts/twin/summarise.py --shapes "$out" > "$out/shapes.md"

@@ -4,7 +4,7 @@
 # (--dependency=afterok; if a task fails, the merge is cancelled). Prints
 # the two job ids.
 #
-#   OUT=/shared/sweep1 deploy/slurm/submit-sweep.sh scenarios/policies.toml --seeds 20
+#   OUT=/shared/sweep1 deploy/slurm/submit-sweep.sh scenarios/policies.toml --search grid --seeds 20
 #   TASKS=16 OUT=/shared/sweep2 deploy/slurm/submit-sweep.sh --strategies fixed,exponential
 #
 # The arguments are `storm sweep`'s. The merged results land in OUT/merged.

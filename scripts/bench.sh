@@ -645,7 +645,7 @@ search_run() {
   local how=$1 round=$2 flags=() t0 t1
   if [[ $how == grid ]]; then flags=(--search grid --seeds 20); fi
   t0=$(now)
-  "$BIN/storm" sweep "${SEARCH_MAP[@]}" "${flags[@]}" --out "$WORK/search-$how-$round"
+  "$BIN/storm" sweep "${SEARCH_MAP[@]}" "${flags[@]}" --out "$WORK/search-$how-$round" > /dev/null
   t1=$(now)
   local wall
   wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')

@@ -7,6 +7,7 @@ use clap::Parser;
 use retry_storm::cli::{ProgramFlags, StormCli, StormCommand};
 use retry_storm::experiment::StormError;
 use retry_storm::experiment::sweep::{Outside, Point, Search, SweepConfig, run, write};
+use retry_storm::report::search::EdgeSearch;
 
 /// A sweep of fixed retries and the 2014 client, seed 1, from the storm's
 /// own flags.
@@ -148,6 +149,14 @@ fn bad_sweep_flags_are_refused_before_running() {
     let mut c = sweep(vec![100]);
     c.resolution = Duration::from_secs(60);
     assert!(matches!(c.validate(&flags), Err(StormError::Flags(_))));
+    // The adaptive search holds T50 to a 400th of 40 s at best: 0.1 s.
+    c.resolution = Duration::from_secs(5);
+    c.search = Search::Adaptive;
+    c.precision = Duration::from_millis(100);
+    assert!(c.validate(&flags).is_ok());
+    c.precision = Duration::from_millis(99);
+    let refused = c.validate(&flags).unwrap_err().to_string();
+    assert!(refused.contains("--precision: at least 0.1 s"), "{refused}");
 }
 
 #[test]
@@ -232,6 +241,31 @@ fn the_adaptive_search_finds_within_the_grids_interval_in_fewer_runs() {
     let again = run(&c, &ProgramFlags, |_| {}).unwrap();
     assert_eq!(again.critical[0].t50_s, a.t50_s);
     assert_eq!(again.runs, adaptive.runs);
+}
+
+#[test]
+fn each_load_starts_its_search_from_its_neighbours_t50() {
+    // One run a load: the first load's at the middle of the pauses, the
+    // second's where the first's posterior puts T50 after that run.
+    let mut c = sweep(vec![300, 2000]);
+    c.storm.scenario.cases.truncate(1);
+    c.search = Search::Adaptive;
+    c.max_runs = 1;
+    c.max_pause = Duration::from_secs(40);
+    let report = run(&c, &ProgramFlags, |_| {}).unwrap();
+    let [first, second] = &report.points[..] else {
+        panic!("one point a load: {:?}", report.points);
+    };
+    assert_eq!(first.pause_s, 20.0, "the middle of 0-40 s");
+    let mut search = EdgeSearch::new(40.0, 0.5);
+    search.observe(20.0, first.recovered_runs == 1);
+    let t50 = search.found().t50.clamp(0.0, 40.0);
+    assert_eq!(
+        second.pause_s,
+        search.nearest(t50),
+        "{first:?} / {second:?}"
+    );
+    assert_ne!(second.pause_s, 20.0, "not the middle again");
 }
 
 #[test]

@@ -25,6 +25,15 @@ const DEFAULT_PRECISION: Duration = Duration::from_secs(1);
 /// The adaptive search's most runs a setting.
 const DEFAULT_MAX_RUNS: u32 = 100;
 
+/// How `storm sweep` places each setting's runs along the pause.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SearchArg {
+    /// Each next run where it tells most about T50 and the slope.
+    Adaptive,
+    /// Every pause of a grid with every seed, and a bisection.
+    Grid,
+}
+
 /// `storm sweep [FILE]`: where each policy breaks. For each case (the
 /// scenario file's, or one per strategy), under each number of clients
 /// (or arrival rate), think time, timeout and server limit given, how
@@ -79,8 +88,8 @@ pub struct SweepArgs {
     /// map's next load starting from its neighbour's T50; grid, every
     /// --step with --seeds runs each, and a bisection of the critical
     /// pause.
-    #[arg(long, value_enum, default_value_t = Search::Adaptive, value_name = "HOW")]
-    pub search: Search,
+    #[arg(long, value_enum, default_value_t = SearchArg::Adaptive, value_name = "HOW")]
+    pub search: SearchArg,
     /// Adaptive: a setting is done once T50's 95 % interval is this
     /// narrow [default: 1s].
     #[arg(long, value_parser = positive_duration, value_name = "DURATION")]
@@ -148,7 +157,7 @@ impl SweepArgs {
 
     /// Refuses the flags of one way of placing runs given with the other.
     fn check_search(&self) -> Result<(), ScenarioError> {
-        let adaptive = self.pause.is_none() && self.search == Search::Adaptive;
+        let adaptive = self.pause.is_none() && self.search == SearchArg::Adaptive;
         if adaptive && self.seeds.is_some() {
             return Err(ScenarioError(
                 "--seeds sets the grid's runs a pause: the adaptive search gives each run a \
@@ -226,7 +235,10 @@ impl SweepArgs {
             timeouts: self.timeout.clone(),
             limits: self.limit.clone(),
             seeds: self.seeds.unwrap_or(DEFAULT_SEEDS),
-            search: self.search,
+            search: match self.search {
+                SearchArg::Adaptive => Search::Adaptive,
+                SearchArg::Grid => Search::Grid,
+            },
             precision: self.precision.unwrap_or(DEFAULT_PRECISION),
             max_runs: self.max_runs.unwrap_or(DEFAULT_MAX_RUNS),
             pause: self.pause,

@@ -30,12 +30,13 @@ const SCALES: usize = 24;
 /// Most values of T50 in the grid; the grid's step grows to keep within it.
 const MOST_T50S: f64 = 1200.0;
 
-/// Posterior weights below this share of the largest are left out of the
-/// choice of the next pause (they cannot change it).
+/// Posterior weights below this share of the largest are left out (of
+/// the choice of the next pause and of what is reported): they cannot
+/// change either.
 const NEGLIGIBLE: f64 = 1e-12;
 
 /// `ln 9`: how far T90 and T10 lie from T50, in scales.
-const LN_9: f64 = 2.197_224_577_336_219_6;
+pub const LN_9: f64 = 2.197_224_577_336_219_6;
 
 /// The search of one edge: the posterior over (T50, s) from the runs so
 /// far, and the pauses a run may have.
@@ -101,15 +102,21 @@ fn binary_entropy(p: f64) -> f64 {
 
 impl EdgeSearch {
     /// A search with nothing run yet, of pauses from 0 to `max_pause_s`
-    /// on a lattice of `lattice_s` (and the longest pause itself).
+    /// on a lattice of `lattice_s` (and the last step of the grid at or
+    /// below the longest pause). A lattice finer than the grid's bound
+    /// allows is coarsened to the grid's step.
     pub fn new(max_pause_s: f64, lattice_s: f64) -> EdgeSearch {
         assert!(max_pause_s > 0.0 && lattice_s > 0.0, "pauses to search");
         let lattice_s = lattice_s.min(max_pause_s);
-        // At least four grid steps to a lattice step, fewer if the grid
-        // would grow past its bound; a lattice step a whole number of them.
+        // Four grid steps to a lattice step, fewer if the grid would grow
+        // past its bound, and the lattice a whole number of them.
         let finest = (lattice_s / 4.0).max(1.5 * max_pause_s / MOST_T50S);
-        let per_lattice = ((lattice_s / finest).floor() as i64).max(1);
-        let step = lattice_s / per_lattice as f64;
+        let (step, per_lattice) = if lattice_s >= finest {
+            let per_lattice = (lattice_s / finest + 1e-9).floor() as i64;
+            (lattice_s / per_lattice as f64, per_lattice)
+        } else {
+            (finest, 1)
+        };
         let top = (max_pause_s / step + 1e-9).floor() as i64;
         let zero = (top as f64 / 4.0).ceil() as usize;
         let t50s = top as usize + 2 * zero + 1;
@@ -183,6 +190,10 @@ impl EdgeSearch {
     /// [`Self::nearest`] gave it) that recovered or did not.
     pub fn observe(&mut self, pause_s: f64, recovered: bool) {
         let pause = (pause_s / self.step).round() as i64;
+        debug_assert!(
+            self.candidates.contains(&pause),
+            "{pause_s} s is not a pause of the search"
+        );
         let table = if recovered { &self.ln_p } else { &self.ln_q };
         for s in 0..self.scales.len() {
             for i in 0..self.t50s {
@@ -369,7 +380,7 @@ mod tests {
     }
 
     #[test]
-    fn the_grid_holds_the_lattice_and_the_longest_pause() {
+    fn the_grid_holds_the_lattice_up_to_the_longest_pause() {
         // 10 s on a 3 s lattice: 4 steps a lattice step (3/4 s), the
         // candidates 0, 3, 6, 9 and, at 13 steps (9.75 s), the last whole
         // step before 10 s; T50 from -3.25 s, a quarter of 13 steps
@@ -380,6 +391,12 @@ mod tests {
         assert_eq!(search.zero, 4);
         assert_eq!(search.nearest(4.4), 3.0);
         assert_eq!(search.nearest(100.0), 9.75);
+        // A lattice finer than the grid's bound: 600 s on 1 ms steps is
+        // searched on the grid's own, 1.5 * 600 / 1200 = 0.75 s.
+        let search = EdgeSearch::new(600.0, 0.001);
+        assert_eq!(search.step, 0.75);
+        assert_eq!(search.candidates.len(), 801);
+        assert!(search.t50s <= 1201, "{}", search.t50s);
     }
 
     #[test]

@@ -53,7 +53,7 @@ pub struct SweepConfig {
 }
 
 /// How a sweep places each setting's runs along the pause.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Search {
     /// Each next run, with a seed of its own, where it tells most about
     /// T50 and the slope, until T50 is known to the precision asked
@@ -334,17 +334,30 @@ impl SweepConfig {
 
     /// Checks the adaptive search of a sweep over the pause.
     fn validate_adaptive(&self) -> Result<(), StormError> {
+        if self.resolution.is_zero() || self.step.is_zero() {
+            return Err(StormError::Flags(
+                "--resolution and --step: must be longer than 0".into(),
+            ));
+        }
+        if self.resolution > self.max_pause || self.step > self.max_pause {
+            return Err(StormError::Flags(format!(
+                "--resolution and --step: must not exceed --max-pause ({} s)",
+                secs(self.max_pause)
+            )));
+        }
         if self.precision.is_zero() || self.max_runs == 0 {
             return Err(StormError::Flags(
                 "--precision and --max-runs: must be more than 0".into(),
             ));
         }
-        if self.lattice().is_zero()
-            || self.max_pause.as_nanos() / self.lattice().as_nanos() > 100_000
-        {
-            return Err(StormError::Flags(
-                "--precision: too fine for --max-pause (over 100,000 pauses to choose from)".into(),
-            ));
+        // The search's grid holds T50 to an 800th of the longest pause.
+        if self.precision * 400 < self.max_pause {
+            return Err(StormError::Flags(format!(
+                "--precision: at least {} s with --max-pause {} s (the search holds T50 to \
+                 an 800th of the longest pause)",
+                secs(self.max_pause / 400),
+                secs(self.max_pause)
+            )));
         }
         Ok(())
     }

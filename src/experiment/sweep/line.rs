@@ -119,7 +119,11 @@ impl<'a> Line<'a> {
         let max = secs(c.max_pause);
         let mut search = EdgeSearch::new(max, secs(c.lattice()));
         let mut outcomes: BTreeMap<Duration, Vec<Option<f64>>> = BTreeMap::new();
-        while search.runs() < c.max_runs && !search.settled(secs(c.precision)) {
+        // One run at least: a precision wider than the prior's interval
+        // would settle before any.
+        while search.runs() < c.max_runs
+            && (search.runs() == 0 || !search.settled(secs(c.precision)))
+        {
             let pause_s = match start {
                 Some(t) if search.runs() == 0 => search.nearest(t),
                 _ => search.next(),
@@ -137,7 +141,7 @@ impl<'a> Line<'a> {
         let edge = search.edge();
         let resolution = secs(c.resolution);
         let critical_s = match edge.t50 {
-            Crossing::At(t) => ((t / resolution).floor() * resolution).min(max),
+            Crossing::At(t) => ((t / resolution + 1e-9).floor() * resolution).min(max),
             Crossing::Above => max,
             Crossing::Below => 0.0,
         };

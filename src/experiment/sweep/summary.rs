@@ -140,12 +140,15 @@ pub(super) fn summary(config: &SweepConfig, report: &SweepReport, command: &str)
 /// How to read an adaptive search's table.
 const ADAPTIVE: &str = "T50: the pause at which half the runs recover, the median of \
      the adaptive search's posterior over logistic curves (T50 and slope, a 1 % lapse at \
-     either end, uniform priors) after every run it made, each run placed where its outcome \
-     told most about T50 and the slope; its interval the posterior's equal-tailed 95 %. T90 \
-     and T10: where 90 % and 10 % still recover on the fitted curve, how sharp the edge is. \
+     either end, priors uniform in T50 and in the slope's log) after every run it made, each \
+     run placed where its outcome told most about T50 and the slope; its interval the \
+     posterior's equal-tailed 95 %. T90 and T10: the posterior medians of T50 - s ln 9 and \
+     T50 + s ln 9, where 90 % and 10 % recover on the curve without its lapse, how sharp the \
+     edge is. \
      Critical pause: T50 rounded down to the resolution. seeds in critical.csv: the \
      setting's runs. A dash: outside the pauses a run may have. phase.csv holds every pause \
-     tried with its runs; the maps colour each step by the fitted curve.\n";
+     tried with its runs; the maps colour each step by the curve through T90, T50 and T10 \
+     where all three lie within the pauses, else by the runs nearest it.\n";
 
 /// How to read a grid's table.
 const GRID: &str = "T50: the pause at \

@@ -9,7 +9,7 @@ use clap::Parser;
 use super::exit::failure;
 use crate::cli::{MergeArgs, ProgramFlags, StormCli, StormCommand};
 use crate::experiment::shard::{self, Manifest, ShardKind};
-use crate::experiment::sweep::{self, SweepConfig, SweepReport};
+use crate::experiment::sweep::{self, Search, SweepConfig, SweepReport};
 use crate::experiment::{Storm, StormError, clients, folder};
 use crate::model::shard::Shard;
 use crate::report::output::say;
@@ -45,6 +45,13 @@ pub(super) fn write_sweep_manifest(
         runs: report.runs,
         events: report.events,
         wall_s: report.wall.as_secs_f64(),
+        search: Some(
+            match config.search {
+                Search::Adaptive => "adaptive",
+                Search::Grid => "grid",
+            }
+            .to_string(),
+        ),
     }
     .write(&config.storm.out)
 }
@@ -64,6 +71,7 @@ pub(super) fn write_storm_manifest(storm: &Storm, command: Vec<String>) -> Resul
         runs: 0,
         events: 0,
         wall_s: 0.0,
+        search: None,
     }
     .write(&storm.out)
 }

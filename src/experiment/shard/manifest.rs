@@ -46,6 +46,11 @@ pub struct Manifest {
     /// Seconds it took.
     #[serde(default)]
     pub wall_s: f64,
+    /// How a sweep shard placed its runs, `adaptive` or `grid`; absent
+    /// from a storm shard's, and from a sweep shard's written before the
+    /// adaptive search, when every sweep ran the grid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search: Option<String>,
 }
 
 impl Manifest {
@@ -80,6 +85,11 @@ impl Manifest {
             } else if !(word.starts_with("--shard=") || word.starts_with("--out=")) {
                 out.push(word.clone());
             }
+        }
+        // A sweep from before the adaptive search ran the grid, which is
+        // no longer the default.
+        if self.kind == ShardKind::Sweep && self.search.is_none() {
+            out.extend(["--search".to_string(), "grid".to_string()]);
         }
         out
     }
@@ -159,7 +169,31 @@ mod tests {
             runs: 0,
             events: 0,
             wall_s: 0.0,
+            search: Some("grid".into()),
         }
+    }
+
+    #[test]
+    fn a_sweep_shard_from_before_the_adaptive_search_is_merged_as_the_grid() {
+        let mut m = manifest(0, 2, &["--seeds", "3"]);
+        m.search = None;
+        assert_eq!(
+            m.common_command(),
+            [
+                "storm",
+                "sweep",
+                "--clients",
+                "500,1000",
+                "--seeds",
+                "3",
+                "--search",
+                "grid"
+            ]
+        );
+        let json = serde_json::to_string(&m).unwrap();
+        assert!(!json.contains("search"), "{json}");
+        let read: Manifest = serde_json::from_str(&json).unwrap();
+        assert_eq!(read.search, None);
     }
 
     #[test]

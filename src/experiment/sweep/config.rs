@@ -332,8 +332,8 @@ impl SweepConfig {
         Ok(())
     }
 
-    /// Checks the adaptive search of a sweep over the pause.
-    fn validate_adaptive(&self) -> Result<(), StormError> {
+    /// Checks the resolution and the step against the longest pause.
+    fn validate_pauses(&self) -> Result<(), StormError> {
         if self.resolution.is_zero() || self.step.is_zero() {
             return Err(StormError::Flags(
                 "--resolution and --step: must be longer than 0".into(),
@@ -345,6 +345,12 @@ impl SweepConfig {
                 secs(self.max_pause)
             )));
         }
+        Ok(())
+    }
+
+    /// Checks the adaptive search of a sweep over the pause.
+    fn validate_adaptive(&self) -> Result<(), StormError> {
+        self.validate_pauses()?;
         if self.precision.is_zero() || self.max_runs == 0 {
             return Err(StormError::Flags(
                 "--precision and --max-runs: must be more than 0".into(),
@@ -364,17 +370,7 @@ impl SweepConfig {
 
     /// Checks the grid and the bisection of a sweep over the pause.
     fn validate_grid(&self) -> Result<(), StormError> {
-        if self.resolution.is_zero() || self.step.is_zero() {
-            return Err(StormError::Flags(
-                "--resolution and --step: must be longer than 0".into(),
-            ));
-        }
-        if self.resolution > self.max_pause || self.step > self.max_pause {
-            return Err(StormError::Flags(format!(
-                "--resolution and --step: must not exceed --max-pause ({} s)",
-                secs(self.max_pause)
-            )));
-        }
+        self.validate_pauses()?;
         if self.max_pause.as_nanos() / self.resolution.as_nanos() > 100_000 {
             return Err(StormError::Flags(
                 "--resolution: too fine for --max-pause (over 100,000 pauses)".into(),

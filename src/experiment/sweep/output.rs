@@ -37,13 +37,10 @@ impl Cells {
         }
     }
 
-    /// What a map says each cell is, after "share of ... that recover".
+    /// What a map says each cell is, after "share of".
     fn what(self, config: &SweepConfig) -> String {
         if self.fitted {
-            format!(
-                "runs that recover, as the adaptive search's fitted curve says (at most {} runs a setting)",
-                config.max_runs
-            )
+            "runs that recover on the adaptive search's curve".to_string()
         } else {
             format!("{} runs that recover", config.seeds)
         }

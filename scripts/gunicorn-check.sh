@@ -62,6 +62,19 @@
 #                       requests held in the fixed case; delay: requests held);
 #                       the verdicts of stall, exec and freeze those of sigstop,
 #                       case by case and run by run (scripts/gunicorn/kinds.py)
+#   --quick             every time divided by ten: the application answers
+#                       after 10 ms, the storm runs with --quick (the
+#                       clients' times, the protocol and the calm window
+#                       divided by ten) and all's delay is 500ms (still 2.5
+#                       times the clients' compressed timeout). gunicorn's
+#                       capacity stays ten times its load's, so each case is
+#                       the same distance from its edge, but ten times
+#                       denser: 1,000 clients send 1,000 requests a second.
+#                       The kernel's SYN retransmissions (1 s, 3 s) do not
+#                       compress. About 35 s a kind a run with the witness
+#                       scenario (.ci/run's form)
+#   --bin DIR           the programs in DIR (default
+#                       ${CARGO_TARGET_DIR:-target}/release, built if missing)
 #   --keep              keep the temporary folder: per kind, gunicorn's log,
 #                       the application's request lines, the kernel counters'
 #                       samples
@@ -107,8 +120,9 @@ keep=0
 check=0
 scenario=scenarios/gunicorn.toml
 freezer=auto
-kinds=()
-all=(sigstop exec freeze stall blackhole reset status=503 delay=5s)
+quick=0
+bin=""
+asked=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --runs) [[ $# -ge 2 && $2 =~ ^[1-9][0-9]*$ ]] || { echo "--runs takes a number from 1" >&2; exit 2; }
@@ -116,17 +130,27 @@ while [[ $# -gt 0 ]]; do
     --out) [[ $# -ge 2 ]] || { echo "--out takes a folder" >&2; exit 2; }
            out=$2; shift 2 ;;
     --outage) [[ $# -ge 2 ]] || { echo "--outage takes a kind" >&2; exit 2; }
-              if [[ $2 == all ]]; then kinds+=("${all[@]}"); else kinds+=("$2"); fi
-              shift 2 ;;
+              asked+=("$2"); shift 2 ;;
     --scenario) [[ $# -ge 2 && -f $2 ]] || { echo "--scenario takes a scenario file" >&2; exit 2; }
                 scenario=$2; shift 2 ;;
     --freezer) [[ $# -ge 2 && $2 =~ ^(auto|v1|v2)$ ]] || { echo "--freezer takes auto, v1 or v2" >&2; exit 2; }
                freezer=$2; shift 2 ;;
+    --bin) [[ $# -ge 2 && -d $2 ]] || { echo "--bin takes a folder" >&2; exit 2; }
+           bin=$2; shift 2 ;;
+    --quick) quick=1; shift ;;
     --check) check=1; shift ;;
     --keep) keep=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "unknown argument: $1" >&2; usage >&2; exit 2 ;;
   esac
+done
+# all's delay is 2.5 times the clients' timeout, compressed with it.
+delay=5s
+[[ $quick == 0 ]] || delay=500ms
+all=(sigstop exec freeze stall blackhole reset status=503 "delay=$delay")
+kinds=()
+for kind in "${asked[@]}"; do
+  if [[ $kind == all ]]; then kinds+=("${all[@]}"); else kinds+=("$kind"); fi
 done
 [[ ${#kinds[@]} -gt 0 ]] || kinds=(sigstop)
 [[ -n $out ]] || out="results/$(date -u +%Y-%m-%dT%H-%M-%SZ)-gunicorn"
@@ -297,10 +321,21 @@ if ! installed; then
   installed || { rm -rf "$lib"; die "gunicorn $version did not install"; }
 fi
 
-# The release binaries, built if missing.
-bin="${CARGO_TARGET_DIR:-target}/release"
-if [[ ! -x $bin/storm ]]; then
-  cargo build --release --bins || die "the build failed"
+# The release binaries, built if missing, or those of --bin.
+if [[ -z $bin ]]; then
+  bin="${CARGO_TARGET_DIR:-target}/release"
+  if [[ ! -x $bin/storm ]]; then
+    cargo build --release --bins || die "the build failed"
+  fi
+fi
+[[ -x $bin/storm ]] || die "--bin $bin: no storm there"
+# With --quick, the application's service time and the storm's times are
+# divided by ten alike.
+service_ms=100
+quick_flag=()
+if [[ $quick == 1 ]]; then
+  service_ms=10
+  quick_flag=(--quick)
 fi
 
 free_port() {
@@ -359,7 +394,7 @@ start_gunicorn() {
       --chdir "$app_dir" --pid "$dir/gunicorn.pid" --log-file "$dir/gunicorn.log"
       --no-control-socket app:app)
     PYTHONPATH="$lib" PYTHONDONTWRITEBYTECODE=1 GUNICORN_CHECK_LOG_DIR="$dir/requests" \
-      setsid "${launcher[@]}" "${gunicorn_cmd[@]}" \
+      GUNICORN_CHECK_SERVICE_MS=$service_ms setsid "${launcher[@]}" "${gunicorn_cmd[@]}" \
       < /dev/null > /dev/null 2>&1 &
     starter=$!
     url="http://127.0.0.1:$port/"
@@ -443,7 +478,7 @@ for kind in "${kinds[@]}"; do
   sampler=$!
 
   storm_cmd=("$bin/storm" run "$scenario" --target "$url" "${outage[@]}"
-    --runs "$runs" --out "$dest")
+    --runs "$runs" "${quick_flag[@]}" --out "$dest")
   status=0
   "${storm_cmd[@]}" || status=$?
   stop_sampler
@@ -473,7 +508,7 @@ for kind in "${kinds[@]}"; do
     echo "# gunicorn-check.sh on $(date -u +%Y-%m-%dT%H:%M:%SZ), $(uname -sr), $(nproc) CPUs, somaxconn $(cat /proc/sys/net/core/somaxconn)"
     echo "# gunicorn $(PYTHONPATH="$lib" python3 -c 'import gunicorn; print(gunicorn.__version__)') (pip install --target $lib gunicorn==$version), $(python3 --version 2>&1), $("$bin/storm" --version)"
     echo "# outage $kind${where:+; gunicorn started$where}"
-    echo "PYTHONPATH=$lib PYTHONDONTWRITEBYTECODE=1 GUNICORN_CHECK_LOG_DIR=$work/requests $(quote "${gunicorn_cmd[@]}")"
+    echo "PYTHONPATH=$lib PYTHONDONTWRITEBYTECODE=1 GUNICORN_CHECK_LOG_DIR=$work/requests GUNICORN_CHECK_SERVICE_MS=$service_ms $(quote "${gunicorn_cmd[@]}")"
     quote "${storm_cmd[@]}"
     echo "# storm exited $status; $(( $(date +%s) - kind_started )) s for the kind, gunicorn's start and stop included"
   } > "$dest/gunicorn.commands.txt"

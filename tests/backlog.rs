@@ -159,6 +159,7 @@ fn figures(out: &Path) -> Vec<(String, u64, f64, f64)> {
 }
 
 #[test]
+#[ignore = "tier 2, real storms (about 30 s): cargo test -- --ignored"]
 fn both_engines_agree_on_a_backlog_pool_through_the_storm() {
     let dir = fresh_path("backlog-scenario");
     std::fs::create_dir_all(&dir).unwrap();

@@ -274,6 +274,7 @@ fn not_the_model(run: &serde_json::Value, out: &std::path::Path) -> Option<Strin
 }
 
 #[test]
+#[ignore = "tier 2, real storms (about 15 s): cargo test -- --ignored"]
 fn a_quick_storm_of_open_traffic_agrees_on_both_engines() {
     let _serial = one_at_a_time();
     let dir = temp_dir("open-storm");

@@ -67,6 +67,7 @@ fn scenario_storm(name: &str, server: &ServerChild, outage: &[String]) -> (Strin
 }
 
 #[test]
+#[ignore = "tier 2, real storms (about 25 s): cargo test -- --ignored"]
 fn exec_commands_that_stop_and_continue_the_target_reach_the_verdicts_of_sigstop() {
     let _serial = one_at_a_time();
     let server = ServerChild::start(&[], &QUICK_SERVER);
@@ -262,6 +263,7 @@ fn ctrl_c_during_an_exec_pause_runs_the_end_command() {
 }
 
 #[test]
+#[ignore = "tier 2, real storms (about 25 s): cargo test -- --ignored"]
 fn a_frozen_cgroup_reaches_the_verdicts_of_sigstop() {
     let (freezers, reasons) = writable_freezers();
     // One freezer is enough for a storm; the unit tests freeze each.

@@ -74,6 +74,7 @@ fn the_defences_scenario_in_virtual_time() {
 /// others, before and after the same commit. The verdicts are checked in
 /// virtual time above and at full scale by `scripts/storm-check.sh`.
 #[test]
+#[ignore = "tier 2, real storms (about 17 s): cargo test -- --ignored"]
 fn the_defences_scenario_on_the_real_engine_quick() {
     let _serial = one_at_a_time();
     let out = fresh_path("defences-real");

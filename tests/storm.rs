@@ -38,6 +38,7 @@ fn recovered(out: &Path) -> Vec<(String, u64, u64)> {
 }
 
 #[test]
+#[ignore = "tier 2, real storms (about 60 s): cargo test -- --ignored"]
 fn three_quick_runs_on_the_real_network_agree_with_virtual_time() {
     let _serial = one_at_a_time();
     let out = fresh_path("storm-runs");
@@ -134,57 +135,66 @@ fn three_quick_runs_on_the_real_network_agree_with_virtual_time() {
     std::fs::remove_dir_all(&sim).unwrap();
 }
 
-#[test]
-fn a_pool_stays_down_and_codel_with_lifo_saves_it_on_both_engines() {
-    let _serial = one_at_a_time();
+/// `scenarios/pool-check.toml` twice on `engine` (the storm's flags that
+/// choose it): a pool of 20 workers with a queue of 1,000 stays down under
+/// fixed retries, and CoDel with adaptive LIFO saves it every time.
+fn pool_stays_down_and_codel_with_lifo_saves_it(engine: &[&str], name: &str) {
     let scenario = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/pool-check.toml");
-    let real = fresh_path("storm-pool");
-    let sim = fresh_path("storm-pool-sim");
-    // On the real engine the cases run in turn: side by side they are four
-    // debug-built processes on the CI machine's two cores, and a storm
-    // compressed ten times then depends on how much else the machine runs
+    let dir = fresh_path(name);
+    let status = Command::new(STORM)
+        .arg("run")
+        .arg(&scenario)
+        .args(engine)
+        .args(["--runs", "2", "--quiet", "--out"])
+        .arg(&dir)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // The queue fills with requests whose clients have gone and every
+    // answer comes too late; the queue timeout drops them instead.
+    let cases = recovered(&dir);
+    assert_eq!(
+        cases,
+        [
+            ("pool".to_string(), 2, 0),
+            ("pool+codel+lifo".to_string(), 2, 2)
+        ],
+        "{}",
+        dir.display()
+    );
+    let full: Vec<ServerRow> = rows(&dir.join("pool.run1.server.csv"));
+    assert!(
+        full.iter().any(|r| r.max_queue == Some(1000)),
+        "{}",
+        dir.display()
+    );
+    assert!(full.iter().any(|r| r.refused_per_s.unwrap() > 0.0));
+    assert!(full.iter().all(|r| r.busy.unwrap() <= 20));
+    let saved: Vec<ServerRow> = rows(&dir.join("pool+codel+lifo.run1.server.csv"));
+    assert!(saved.iter().any(|r| r.dropped_per_s.unwrap() > 0.0));
+    let commands = std::fs::read_to_string(dir.join("commands.txt")).unwrap();
+    assert!(
+        commands.contains("--seed 2015"),
+        "the server's seed is the run's"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_pool_stays_down_and_codel_with_lifo_saves_it_in_virtual_time() {
+    let _serial = one_at_a_time();
+    pool_stays_down_and_codel_with_lifo_saves_it(&["--engine", "sim"], "storm-pool-sim");
+}
+
+#[test]
+#[ignore = "tier 2, real storms (about 70 s): cargo test -- --ignored"]
+fn a_pool_stays_down_and_codel_with_lifo_saves_it_on_the_real_network() {
+    let _serial = one_at_a_time();
+    // The cases run in turn: side by side they are four debug-built
+    // processes on the CI machine's two cores, and a storm compressed ten
+    // times then depends on how much else the machine runs
     // (results/bench.md, "A storm of the client's own").
-    let quick = ["--quick", "--in-turn"];
-    for (dir, engine) in [(&real, &quick[..]), (&sim, &["--engine", "sim"][..])] {
-        let status = Command::new(STORM)
-            .arg("run")
-            .arg(&scenario)
-            .args(engine)
-            .args(["--runs", "2", "--quiet", "--out"])
-            .arg(dir)
-            .status()
-            .unwrap();
-        assert!(status.success());
-        // The queue fills with requests whose clients have gone and every
-        // answer comes too late; the queue timeout drops them instead.
-        let cases = recovered(dir);
-        assert_eq!(
-            cases,
-            [
-                ("pool".to_string(), 2, 0),
-                ("pool+codel+lifo".to_string(), 2, 2)
-            ],
-            "{}",
-            dir.display()
-        );
-        let full: Vec<ServerRow> = rows(&dir.join("pool.run1.server.csv"));
-        assert!(
-            full.iter().any(|r| r.max_queue == Some(1000)),
-            "{}",
-            dir.display()
-        );
-        assert!(full.iter().any(|r| r.refused_per_s.unwrap() > 0.0));
-        assert!(full.iter().all(|r| r.busy.unwrap() <= 20));
-        let saved: Vec<ServerRow> = rows(&dir.join("pool+codel+lifo.run1.server.csv"));
-        assert!(saved.iter().any(|r| r.dropped_per_s.unwrap() > 0.0));
-        let commands = std::fs::read_to_string(dir.join("commands.txt")).unwrap();
-        assert!(
-            commands.contains("--seed 2015"),
-            "the server's seed is the run's"
-        );
-    }
-    std::fs::remove_dir_all(&real).unwrap();
-    std::fs::remove_dir_all(&sim).unwrap();
+    pool_stays_down_and_codel_with_lifo_saves_it(&["--quick", "--in-turn"], "storm-pool");
 }
 
 #[test]

@@ -16,6 +16,7 @@ use common::target::{
 use common::{Guard, ServerChild, fresh_path, one_at_a_time, summary_json, unowned_port, verdicts};
 
 #[test]
+#[ignore = "tier 2, real storms (about 45 s): cargo test -- --ignored"]
 fn a_target_gets_the_verdicts_of_the_storms_own_server_and_no_server_figures() {
     let _serial = one_at_a_time();
     let (dir, file) = scenario("target-verdicts");

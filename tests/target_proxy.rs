@@ -36,6 +36,7 @@ fn storm(file: &Path, target: &str, outage: &str, out: &Path) {
 }
 
 #[test]
+#[ignore = "tier 2, real storms (about 50 s): cargo test -- --ignored"]
 fn a_stalled_proxy_gets_the_verdicts_of_the_target_stopped_run_for_run() {
     let _serial = one_at_a_time();
     let dir = fresh_path("target-proxy");

@@ -2,11 +2,13 @@
 //! promises: `--version` on every program and subcommand, and every
 //! long-running program stopping in order on SIGINT, whatever disposition
 //! it inherited (a terminal's default, or the ignored one that `cargo test
-//! &` in a script or nohup hands down).
+//! &` in a script or nohup hands down). And one of the project's own: the
+//! design is cited from pages the repository holds.
 
 mod common;
 
 use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -173,4 +175,92 @@ fn ctrl_c_stops_a_long_sweep_whatever_it_inherited() {
         );
         assert!(!out.exists(), "{how:?}: a sweep writes only once done");
     }
+}
+
+/// Every file under `dir`, recursively.
+fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files_under(&path, out);
+        } else {
+            out.push(path);
+        }
+    }
+}
+
+/// Whether `line` holds `word` as a word of its own: neither preceded nor
+/// followed by a letter, a digit or `_`.
+fn holds_word(line: &str, word: &str) -> bool {
+    let in_word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+    line.match_indices(word).any(|(i, _)| {
+        !in_word(line[..i].chars().next_back()) && !in_word(line[i + word.len()..].chars().next())
+    })
+}
+
+/// The comment on a line of Rust, from its `//` (not a URL's `://`).
+fn comment_of(line: &str) -> Option<&str> {
+    let (i, _) = line
+        .match_indices("//")
+        .find(|&(i, _)| !line[..i].ends_with(':'))?;
+    Some(&line[i..])
+}
+
+/// The `docs/NAME.md` paths `text` names.
+fn doc_pages(text: &str) -> Vec<&str> {
+    text.match_indices("docs/")
+        .filter_map(|(i, _)| {
+            let rest = &text[i + "docs/".len()..];
+            let name = rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_'))
+                .unwrap_or(rest.len());
+            let end = i + "docs/".len() + name + ".md".len();
+            (name > 0 && rest[name..].starts_with(".md")).then(|| &text[i..end])
+        })
+        .collect()
+}
+
+/// The design is written in the project's own words, in pages a reader
+/// has: no source, test, script, scenario, deployment file, page of
+/// `docs/` or the README cites the design notes that stay outside the
+/// repository (their name is built from parts here, so that this file
+/// does not cite them), and every `docs/` page a source comment names
+/// exists.
+#[test]
+fn the_design_is_cited_from_pages_the_repository_holds() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let outside = ["DES", "IGN"].concat();
+    let mut files = vec![root.join("README.md")];
+    for dir in ["src", "tests", "scripts", "scenarios", "deploy", "docs"] {
+        files_under(&root.join(dir), &mut files);
+    }
+    files.sort();
+    let (mut citing, mut missing) = (Vec::new(), Vec::new());
+    for path in &files {
+        let text = String::from_utf8_lossy(&std::fs::read(path).unwrap()).into_owned();
+        let relative = path.strip_prefix(root).unwrap();
+        let source = relative.starts_with("src") && path.extension().is_some_and(|e| e == "rs");
+        for (n, line) in text.lines().enumerate() {
+            let at = || format!("{}:{}", relative.display(), n + 1);
+            if holds_word(line, &outside) {
+                citing.push(at());
+            }
+            if source && let Some(comment) = comment_of(line) {
+                for page in doc_pages(comment) {
+                    if !root.join(page).is_file() {
+                        missing.push(format!("{}: {page}", at()));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        citing.is_empty(),
+        "these cite {outside}, which the repository does not hold; \
+         point each at the docs/ page that states it: {citing:#?}"
+    );
+    assert!(
+        missing.is_empty(),
+        "these source comments name a docs/ page that does not exist: {missing:#?}"
+    );
 }

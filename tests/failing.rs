@@ -1,8 +1,8 @@
 //! A failing backend (`server --fail-rate P`) in both engines: a client
 //! allowed `a` attempts makes 1 + p + ... + p^(a-1) of them per request on
-//! average (the closed form of DESIGN section 13), exactly `a` when every
-//! request fails; and the failure's status reaches the client's policy the
-//! same way in both.
+//! average (the closed form in docs/chains.md, "Amplification, checked"),
+//! exactly `a` when every request fails; and the failure's status reaches
+//! the client's policy the same way in both.
 
 mod common;
 

@@ -1,4 +1,4 @@
-//! Service chains in virtual time (DESIGN.md section 13), on cases worked
+//! Service chains in virtual time (docs/chains.md), on cases worked
 //! out by hand: retries multiplying down the chain, a tier's 503 and 504,
 //! deadlines and cancellation propagated inward, a stopped tier; and a
 //! run without tiers as it was before chains.

@@ -78,10 +78,10 @@ def gunicorn(out):
             c["case"], t50((str(c["t50_s"] or ""), str(c["t50_ci_low_s"] or ""),
                             str(c["t50_ci_high_s"] or ""), c["t50_outside"])),
             c["t90_s"], c["t10_s"]))
-    print("\n`holds`: gunicorn's share lies within the twin's interval (DESIGN's")
-    print("rule, `verify.csv`); `overlap`: the two intervals overlap, which is")
-    print("what 3 storms can say (3 of 3 never lies within an interval whose top")
-    print("is below 1).\n")
+    print("\n`holds`: gunicorn's share lies within the twin's interval (the check's")
+    print("rule in docs/twin.md, as in `verify.csv`); `overlap`: the two intervals")
+    print("overlap, which is what 3 storms can say (3 of 3 never lies within an")
+    print("interval whose top is below 1).\n")
     print("| policy | pause s | twin P(recover) (95 %) | gunicorn (95 %) | holds | overlap |")
     print("| --- | --- | --- | --- | --- | --- |")
     for c in cal["checks"]:

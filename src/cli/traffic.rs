@@ -1,4 +1,4 @@
-//! Open and partly-open traffic's flags (DESIGN.md section 12): sessions
+//! Open and partly-open traffic's flags (docs/traffic.md): sessions
 //! that arrive whatever the service does, instead of a closed population.
 
 use clap::Args;

@@ -22,7 +22,7 @@ pub struct ClientConfig {
     /// a closed population. None under open traffic.
     pub clients: u32,
     /// Sessions arriving whatever the service does, instead of a closed
-    /// population (DESIGN.md section 12).
+    /// population (docs/traffic.md).
     pub open: Option<OpenTraffic>,
     /// Which of the population's users this process runs.
     pub shard: Shard,

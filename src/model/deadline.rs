@@ -1,4 +1,4 @@
-//! Deadline propagation along a chain of services (DESIGN.md section 13),
+//! Deadline propagation along a chain of services (docs/chains.md),
 //! as gRPC does it: the caller's remaining time travels with the request
 //! in a `grpc-timeout` header, a tier's call inward uses the smaller of its
 //! own timeout and that remaining time, and work whose deadline has passed

@@ -322,7 +322,8 @@ mod tests {
 
     #[test]
     fn concurrency_for_a_two_second_timeout_matches_the_design_note() {
-        // DESIGN.md: delay reaches 2 s at c = 30 + 15 ln(20)/ln(1.05), about 950.
+        // docs/model.md, "The delay": delay reaches 2 s at
+        // c = 30 + 15 ln(20)/ln(1.05), about 950.
         let m = LatencyModel::default();
         let c = m.concurrency_for(Duration::from_secs(2)).unwrap();
         assert!((940..=960).contains(&c), "{c}");

@@ -1,4 +1,4 @@
-//! Open and partly-open traffic (DESIGN.md section 12): sessions that
+//! Open and partly-open traffic (docs/traffic.md): sessions that
 //! arrive as one Poisson stream of rate R whatever the service does, each
 //! making a geometric number of requests with mean K, think times between,
 //! then leaving. K = 1 is open traffic: every arrival one logical request.

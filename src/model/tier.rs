@@ -1,4 +1,4 @@
-//! A tier of a service chain (DESIGN.md section 13): a server whose handler
+//! A tier of a service chain (docs/chains.md): a server whose handler
 //! does its own work (any shape, any defence) and then calls the next tier
 //! inward under its own client policy, answering OK when that call
 //! succeeds, 503 when it fails, 504 when its last attempt timed out. The

@@ -145,7 +145,7 @@ impl<R: Rng> User<R> {
         user
     }
 
-    /// A session of open or partly-open traffic (DESIGN.md section 12)
+    /// A session of open or partly-open traffic (docs/traffic.md)
     /// that arrives at `now`, drawing from `rng`: its first request is due
     /// at once, then `requests - 1` more with think times between, and it
     /// is gone when the last ends ([`User::is_gone`]). `exponential-2014`

@@ -4,13 +4,14 @@
 //! ([`lanes::for_demand`]), but a storm sends several times that demand:
 //! retries, and a new connection for every attempt that timed out. A lane
 //! that cannot keep up starts its attempts late, and since each attempt's
-//! timeout counts from its intended start (DESIGN section 3), late
-//! attempts time out sooner, are retried sooner and load the lane more: a
-//! client stuck in a storm of its own while the server idles. So a lane
-//! that is busy hands some of its users to the least busy lane
-//! ([`lanes::moves`]), each at a moment it has no attempt in flight. A user
-//! carries its whole state with it (its generator, its backoff, the
-//! attempt due), so where it runs changes nothing it draws.
+//! timeout counts from its intended start (docs/model.md, "Timing from
+//! the intended start"), late attempts time out sooner, are retried
+//! sooner and load the lane more: a client stuck in a storm of its own
+//! while the server idles. So a lane that is busy hands some of its users
+//! to the least busy lane ([`lanes::moves`]), each at a moment it has no
+//! attempt in flight. A user carries its whole state with it (its
+//! generator, its backoff, the attempt due), so where it runs changes
+//! nothing it draws.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 

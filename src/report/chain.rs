@@ -1,7 +1,7 @@
 //! A chain's figures per layer, from the rows each layer wrote: every
 //! tier's server rows and its calls' rows, and the backend's server rows
-//! (DESIGN.md section 13). Both engines write the same rows, so both give
-//! the same figures.
+//! (docs/chains.md, "Figures per layer"). Both engines write the same
+//! rows, so both give the same figures.
 
 use serde::Serialize;
 

@@ -1,4 +1,4 @@
-//! Service chains in virtual time (DESIGN.md section 13): what a tier
+//! Service chains in virtual time (docs/chains.md): what a tier
 //! does with a request once its own work for it is done.
 //!
 //! A tier is a server like the backend (a `Host`: any shape, any defence,

@@ -1,7 +1,7 @@
 //! A tier's report: its server's rows and its calls' client rows as a run
 //! goes, written where its configurations say, and its figures at the
-//! end (DESIGN.md section 13: attempts received and sent, OK and failed,
-//! work for callers that had gone, peak concurrency).
+//! end (docs/chains.md, "Figures per layer": attempts received and sent,
+//! OK and failed, work for callers that had gone, peak concurrency).
 
 use std::time::Duration;
 

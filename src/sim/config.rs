@@ -24,7 +24,7 @@ pub struct SimConfig {
     pub server: ServerConfig,
     /// The client; its URL is unused and `duration` is the run's length.
     pub client: ClientConfig,
-    /// The tiers of a service chain (DESIGN.md section 13), from the
+    /// The tiers of a service chain (docs/chains.md), from the
     /// client inward: the client calls the first, each calls the next
     /// under its `call`, the last calls the backend. Each must have a
     /// `call` (its URL is unused). Empty: the client calls the backend.

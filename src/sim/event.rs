@@ -1,7 +1,7 @@
 //! What the virtual engine's event queue holds, packed into one word
 //! each: which attempt an event is about, and what happens.
 //!
-//! The events of a tier's calls (DESIGN.md section 13) are kinds of their
+//! The events of a tier's calls (docs/chains.md) are kinds of their
 //! own beside the client's, with the tier's number in the top bits of the
 //! attempt number: the client's path never asks which layer an event
 //! belongs to, and a run without tiers takes its events in the order it

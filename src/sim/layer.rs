@@ -1,5 +1,5 @@
 //! The callers of one server: the client's users, or a tier's calls
-//! inward (DESIGN.md section 13). Each layer of a chain is one: the
+//! inward (docs/chains.md). Each layer of a chain is one: the
 //! client's users call the first tier (or the backend), tier `t`'s calls
 //! call the next tier (or the backend). A layer holds what a client
 //! process holds: its users' state machines and attempts in flight, its

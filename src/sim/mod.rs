@@ -31,7 +31,7 @@
 //!   fires at resume, as tokio's interval does in the real server.
 //!
 //! Between the client and the backend a run may have the tiers of a
-//! service chain (DESIGN.md section 13): servers of their own whose
+//! service chain (docs/chains.md): servers of their own whose
 //! handler calls the next inward under its own client policy, each a
 //! server like the backend with a layer of calls like the client's
 //! users (`chain.rs`, `layer.rs`). Without tiers the engine runs as it

@@ -1,5 +1,5 @@
-//! A tier of a service chain as the engine holds it (DESIGN.md section
-//! 13): its server, what it counts of its calls, and what it has not
+//! A tier of a service chain as the engine holds it (docs/chains.md):
+//! its server, what it counts of its calls, and what it has not
 //! acted upon while stopped. What a tier does is in `chain.rs`.
 
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! A virtual twin of a service of the user's (DESIGN section 15): probe
+//! A virtual twin of a service of the user's (docs/twin.md): probe
 //! it, fit the project's server shapes to what the probe measured, write
 //! the best as a scenario (`twin.toml`), predict each policy's edge with
 //! the sweep in virtual time, and, if asked, check the prediction with

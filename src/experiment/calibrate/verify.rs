@@ -1,8 +1,8 @@
 //! The twin checked against the service: storms against the real target
 //! at pauses around each policy's predicted T50, and P(recovered) measured
-//! there beside what the twin predicts at the same pause (DESIGN section
-//! 15: the twin holds where the measured share lies within the
-//! prediction's interval).
+//! there beside what the twin predicts at the same pause (docs/twin.md:
+//! the twin holds where the measured share lies within the prediction's
+//! interval).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! that both engines drive through the model's service: the controlled-delay
 //! queue timeout and adaptive LIFO (Facebook), adaptive concurrency limits
 //! (Netflix's concurrency-limits) and probabilistic admission control
-//! (Envoy). DESIGN.md section 8 gives each with its source's defaults.
+//! (Envoy). docs/servers.md gives each with its source's defaults.
 
 mod admission;
 mod limiter;

@@ -42,7 +42,7 @@ impl QueueWatch {
 /// class, used by some of Facebook's servers, works differently: it calls
 /// the queue overloaded when the least delay seen in an interval exceeded
 /// the target, and then drops requests that waited over twice the target.
-/// This follows the paper, as DESIGN.md does.)
+/// This follows the paper, as docs/servers.md says.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CoDel {
     /// M: the longest wait allowed while the queue is overloaded (5 ms).

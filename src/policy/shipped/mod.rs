@@ -1,5 +1,5 @@
 //! The retry policies that real clients ship, as their source code does
-//! them (DESIGN.md section 9): the AWS SDKs' backoff and retry quota, gRPC's
+//! them (docs/policies.md): the AWS SDKs' backoff and retry quota, gRPC's
 //! retry backoff, Envoy's router backoff and retry budget, tower's and
 //! Finagle's budgets, Finagle's and Polly's jittered backoffs. Pure: time
 //! and random draws are passed in, so golden tests can give fixed draws

@@ -282,25 +282,28 @@ struct Interval<'a> {
     rows: Vec<&'a ClientRow>,
 }
 
-/// Lines up the shards' intervals by their start since the earliest
-/// shard's, to the nearest report interval, and merges each.
+/// Lines up the shards' intervals by their place in the run, the k-th of
+/// each shard with the k-th of every other, and merges each. The shards
+/// started together and report alike (checked before), and a client
+/// writes an interval for every one of its schedule however late its
+/// timer fires, so the k-th interval of every shard is the same stretch
+/// of the run. Lining them up by their measured start instead took a
+/// tick half an interval late for the next interval's, and two intervals
+/// of one shard were merged into one row (seen on a loaded machine).
 fn line_up(parts: &[Part]) -> Result<(Duration, Vec<Interval<'_>>), StormError> {
     let base = parts.iter().map(|p| p.log.base).min().unwrap_or_default();
-    // The report interval: the length of the first interval of any shard.
-    let step = parts
-        .iter()
-        .filter_map(|p| p.log.intervals.first())
-        .map(|i| i.length)
-        .max()
-        .filter(|d| !d.is_zero())
-        .ok_or_else(|| StormError::Flags("the interval logs hold no interval".to_string()))?;
-    let mut merged: BTreeMap<u64, Interval> = BTreeMap::new();
+    let lengths = parts.iter().filter_map(|p| p.log.intervals.first());
+    if lengths.map(|i| i.length).all(|d| d.is_zero()) {
+        return Err(StormError::Flags(
+            "the interval logs hold no interval".to_string(),
+        ));
+    }
+    let mut merged: BTreeMap<usize, Interval> = BTreeMap::new();
     for part in parts {
         let mut rows = part.rows.iter().peekable();
-        for logged in &part.log.intervals {
+        for (place, logged) in part.log.intervals.iter().enumerate() {
             let start = part.log.base + logged.start - base;
-            let key = (start.as_secs_f64() / step.as_secs_f64()).round() as u64;
-            let interval = merged.entry(key).or_insert_with(|| Interval {
+            let interval = merged.entry(place).or_insert_with(|| Interval {
                 start,
                 length: logged.length,
                 attempts: latency_histogram(),
@@ -516,6 +519,30 @@ mod tests {
             part("b", 10_000, 5_000, 3, None),
         ];
         assert!(refusal(&cut).contains("a/run.csv has 4 rows and b/run.csv has 3"));
+    }
+
+    #[test]
+    fn a_late_interval_is_merged_with_its_own_not_the_next() {
+        // Shard b's second tick fired 0.6 of an interval late: its second
+        // interval ran from 1 to 2.6 steps, its third from 2.6 to 3.
+        let a = part("a", 10_000, 1_000, 4, None);
+        let mut b = part("b", 10_000, 1_000, 4, None);
+        let ms = Duration::from_millis;
+        for (k, (start, length)) in [(0, 1_000), (1_000, 1_600), (2_600, 400), (3_000, 1_000)]
+            .into_iter()
+            .enumerate()
+        {
+            b.log.intervals[k].start = ms(start);
+            b.log.intervals[k].length = ms(length);
+            b.rows[k].elapsed_s = (ms(start) + ms(length)).as_secs_f64();
+        }
+        let parts = [a, b];
+        let (base, intervals) = line_up(&parts).unwrap();
+        assert_eq!(base, ms(10_000));
+        let rows: Vec<usize> = intervals.iter().map(|i| i.rows.len()).collect();
+        assert_eq!(rows, [2, 2, 2, 2], "each interval a row of each shard");
+        let lengths: Vec<Duration> = intervals.iter().map(|i| i.length).collect();
+        assert_eq!(lengths, [ms(1_000), ms(1_600), ms(1_000), ms(1_000)]);
     }
 
     #[test]

@@ -156,6 +156,15 @@ async fn send_sessions(
     }
 }
 
+/// How a client's run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ended {
+    /// At the end of its duration.
+    Scheduled,
+    /// Asked to stop (or before its start).
+    Interrupted,
+}
+
 /// Runs the load until `config.duration` has passed or `shutdown` completes,
 /// reporting every interval, and returns the run's summary.
 pub async fn run(
@@ -258,24 +267,39 @@ pub async fn run_with(
         }
     });
 
+    // A run of fixed length ends `duration` after the start its users'
+    // schedules and the report ticks count from, not after this loop
+    // first waits (the lanes' start later): an end that late left a
+    // remainder past the last tick, a row more whenever it outgrew a
+    // sliver.
+    let end = config.duration.map(|d| start + d);
     let until = async {
-        match config.duration {
-            Some(d) if !open => tokio::time::sleep(d).await,
+        match end {
+            Some(end) if !open => tokio::time::sleep_until(end).await,
             _ => std::future::pending().await,
         }
     };
     let mut stop = pin!(async {
         if stopped_early {
-            return;
+            return Ended::Interrupted;
         }
         tokio::select! {
-            _ = shutdown => {}
-            _ = until => {}
+            _ = shutdown => Ended::Interrupted,
+            _ = until => Ended::Scheduled,
         }
     });
-    let mut ticker =
-        tokio::time::interval_at(start + config.report_interval, config.report_interval);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // A row for every tick of the schedule (`start` plus a whole number
+    // of intervals) before the end, and the last row, of the interval the
+    // end closes, written at the end. A tick comes late under load, never
+    // early: its row is written however late (its branch comes before
+    // the end's), and a tick missed altogether is made at once, so a run
+    // of fixed length has as many rows whatever the timer's lateness.
+    // (Ticks put off by a late one, as they were, could fall past the end
+    // and make a row less.)
+    let interval = config.report_interval;
+    let mut ticker = tokio::time::interval_at(start + interval, interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let mut next = start + interval;
     let mut handles = vec![tokio::runtime::Handle::current()];
     handles.extend_from_slice(lanes.handles());
     let mut load = Load::new(handles);
@@ -284,28 +308,65 @@ pub async fn run_with(
     let every = Balance::<Mover>::EVERY;
     let mut weigh = tokio::time::interval_at(Instant::now() + every, every);
     let mut last = start;
-    {
+    let ended = {
         let mut serving = pin!(home.serve(config.report_interval));
         loop {
             tokio::select! {
-                _ = ticker.tick() => {
+                biased;
+                due = ticker.tick(), if end.is_none_or(|end| next < end) => {
                     let now = Instant::now();
-                    reporter.report(&common.recorder, now - last, unix_ms(), now - start);
+                    reporter.report_scheduled(
+                        &common.recorder,
+                        interval,
+                        now - last,
+                        unix_ms(),
+                        now - start,
+                    );
                     last = now;
+                    next = due + interval;
                 }
+                ended = &mut stop => break ended,
+                () = &mut arriving => break Ended::Scheduled,
                 _ = weigh.tick(), if count > 1 => common.balance.plan(load.measure()),
                 () = &mut serving => {}
-                () = &mut arriving => break,
-                _ = &mut stop => break,
             }
         }
-    }
+    };
     // Attempts still in flight are cut short and not counted; once the
     // lanes have stopped, nothing more is recorded after the last report.
     home.users.abort_all();
     lanes.stop();
+    // The end of the schedule came: any interval of it still unreported
+    // (its tick not yet fired when the end's timer did) is a row, and
+    // the last, as long as the schedule makes it (from the last tick's
+    // instant to the end), is one unless that is a sliver. A run cut
+    // short by a stop has its last interval as long as it was.
+    let scheduled = match (ended, end) {
+        (Ended::Scheduled, Some(end)) => {
+            while next < end {
+                let now = Instant::now();
+                reporter.report_scheduled(
+                    &common.recorder,
+                    interval,
+                    now - last,
+                    unix_ms(),
+                    now - start,
+                );
+                last = now;
+                next += interval;
+            }
+            Some(end - (next - interval))
+        }
+        _ => None,
+    };
     let now = Instant::now();
-    reporter.report(&common.recorder, now - last, unix_ms(), now - start);
+    reporter.report_scheduled(
+        &common.recorder,
+        scheduled.unwrap_or(now - last),
+        now - last,
+        unix_ms(),
+        now - start,
+    );
     Ok(reporter.close(
         now - start,
         config.users().count() as u32,

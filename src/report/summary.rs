@@ -332,6 +332,22 @@ impl Reporter {
         unix_ms: u64,
         elapsed: Duration,
     ) {
+        self.report_scheduled(recorder, measured, measured, unix_ms, elapsed);
+    }
+
+    /// [`Reporter::report`] for an interval of the run's schedule, which is
+    /// `scheduled` long whenever it was measured: a sliver by the schedule
+    /// only adds to the totals, and any other interval is a row however
+    /// late its timer made it end, so a run's rows are as many as its
+    /// schedule has intervals.
+    pub fn report_scheduled(
+        &mut self,
+        recorder: &ClientRecorder,
+        scheduled: Duration,
+        measured: Duration,
+        unix_ms: u64,
+        elapsed: Duration,
+    ) {
         recorder.take_interval(&mut self.interval);
         self.totals.add(&self.interval);
         if let Some(log) = &mut self.hlog {
@@ -353,7 +369,7 @@ impl Reporter {
                 self.hlog = None;
             }
         }
-        if measured < self.sliver {
+        if scheduled < self.sliver {
             return;
         }
         let mut row = ClientRow::of_interval(

@@ -127,7 +127,41 @@ fn a_client_out_of_descriptors_counts_errors_and_carries_on() {
     let number = |label: &str| count_after(attempts, label);
     assert!(number("OK ") > 0, "{attempts}");
     assert!(number("errors ") > 0, "{attempts}");
+    // A second at 250 ms: rows at 250, 500 and 750 ms, and the last at the
+    // end, however late the timer under load (before, a slow start made a
+    // fifth of the sliver the end ran past, and a late tick a third).
     assert_eq!(stdout.lines().filter(|l| l.starts_with("OK: ")).count(), 4);
+}
+
+#[test]
+fn a_client_stalled_past_its_report_ticks_writes_a_row_for_every_interval() {
+    let server = ServerChild::start(&[], &["--listen", "127.0.0.1:0", "--base-delay", "5ms"]);
+    let mut client = Guard(
+        command(CLIENT)
+            .args(["--url", &server.url, "--clients", "20", "--lambda", "20ms"])
+            .args(["--duration", "1s", "--report-interval", "250ms"])
+            .args(["--seed", "3"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = client.0.id();
+    let mut out = std::io::BufReader::new(client.0.stdout.take().unwrap());
+    // After its first row the client stops for 600 ms, as a starved
+    // process would: its ticks of 500 and 750 ms come late, past the end
+    // if the first row came late too. The sleep is the stall itself.
+    let first = common::line_with(&mut out, "OK: ");
+    signal(pid, "STOP");
+    wait_until_stopped(pid);
+    std::thread::sleep(Duration::from_millis(600));
+    signal(pid, "CONT");
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    assert_eq!(client.0.wait().unwrap().code(), Some(0), "{rest}");
+    // Still a row for each interval of the second: none lost to a tick
+    // put off past the end, none made of the end's lateness.
+    let rows = 1 + rest.lines().filter(|l| l.starts_with("OK: ")).count();
+    assert_eq!(rows, 4, "{first}{rest}");
 }
 
 #[test]

@@ -508,17 +508,19 @@ fn refused<T>(case: &Case, role: &str, parsed: Result<T, String>) -> Result<T, S
 }
 
 /// Whether a server with these flags draws random numbers (a pool's
-/// service times, admission control, Vegas' probes) and takes no seed of
-/// its own: it then gets the run's seed, so that repetitions differ and
-/// each can be made again. Servers that draw nothing get no `--seed`, and
-/// their command lines stay as they were.
+/// service times, admission control, Vegas' probes, a failing backend's
+/// failures) and takes no seed of its own: it then gets the run's seed,
+/// so that repetitions differ and each can be made again. Servers that
+/// draw nothing get no `--seed`, and their command lines stay as they
+/// were.
 fn server_draws(flags: &[String]) -> bool {
     let value = |name: &str| flag_value(flags, name);
     let given = |name: &str| value(name).is_some() || flags.iter().any(|f| f == name);
     !given("--seed")
         && (value("--model") == Some("pool")
             || value("--limiter") == Some("vegas")
-            || given("--admission-control"))
+            || given("--admission-control")
+            || given("--fail-rate"))
 }
 
 /// The value of flag `name` among `flags` (`--name value` or
@@ -559,6 +561,12 @@ mod tests {
             ("--admission-control", true),
             ("--model pool --seed 3", false),
             ("--admission-control --seed=3", false),
+            // A failing backend's failures: unseeded, the server drew
+            // them from a seed of its own, new every run (the virtual
+            // engine's too).
+            ("--fail-rate 0.5 --fail-status 503", true),
+            ("--fail-rate=1", true),
+            ("--fail-rate 0.5 --seed 3", false),
         ] {
             assert_eq!(server_draws(&flags(argv)), draws, "{argv:?}");
         }

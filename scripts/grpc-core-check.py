@@ -44,8 +44,9 @@ the jitter.
 The comparison, per call: the same number of attempts and the same final
 status, exactly; the first attempt within 15 ms of the model's; each
 retry's gap after the attempt before it within 15 ms plus 20 % of the
-model's backoff before it (none when that backoff was a server pushback,
-which C-core waits exactly) of the model's gap; the end's gap after the
+model's backoff before it (2 % when that backoff was a server pushback,
+which C-core waits exactly but for its timer's lateness) of the model's
+gap; the end's gap after the
 last attempt within 15 ms plus 20 % of the model's wait after the last
 answer. Gaps, not times since the start, so that one retry's jitter is not
 counted again against every retry after it. C-core's token count cannot be
@@ -80,6 +81,12 @@ GRPCIO_VERSION = "1.85.3"
 # The comparison's tolerances (seconds, and a share of a jittered backoff).
 NOISE = 0.015
 JITTER = 0.2
+# C-core waits a pushback exactly, but its timer fires late by a share of
+# the wait on a 2-core machine: after a pushback of 1200 ms the retry came
+# 7.7 to 21 ms after the model's instant in six runs on 2026-11-29 (16 to
+# 21 ms in four of them, beyond NOISE alone), after 300 ms 5.6 ms. A
+# model that ignored the pushback or jittered it (20 %) is off by far more.
+PUSHBACK_SLACK = 0.02
 
 # Each call's deadline, after the sequence's last start (its longest call
 # takes 2 s): a call that C-core leaves hanging ends then, DEADLINE_EXCEEDED.
@@ -392,7 +399,7 @@ def first_difference(seq, lib, mod):
             wait = max(0.0, gb - prev["after"])
             pb = prev.get("pushback_ms")
             pushed = k < len(xa) and pb is not None and pb >= 0
-            tol = NOISE + (0.0 if pushed else JITTER * wait)
+            tol = NOISE + (PUSHBACK_SLACK * pb / 1000.0 if pushed else JITTER * wait)
             if abs(ga - gb) > tol:
                 return f"call {i} {what}: {fmt(ga)} s after attempt {k} in grpcio, " \
                        f"{fmt(gb)} s in the model, more than {tol * 1000:.1f} ms apart {shown}"
@@ -480,6 +487,16 @@ def selftest(seqs, lib):
         raise HarnessError("selftest: no retry-burst-drain to alter")
     burst[0]["calls"][-1]["end"] += 0.1
     cases.append(("a throttled call ending a 100 ms backoff after its failure", c, False))
+    c = copy()
+    # retry-pushback's call after a pushback of 1200 ms, retried 60 ms
+    # late: beyond its timer's slack (15 ms and 2 %, 39 ms).
+    pushed = [r for r in c if r["name"] == "retry-pushback"]
+    if not pushed:
+        raise HarnessError("selftest: no retry-pushback to alter")
+    call = pushed[0]["calls"][-1]
+    call["attempts"][1] += 0.060
+    call["end"] += 0.060
+    cases.append(("a retry 60 ms after a pushback of 1200 ms", c, False))
     c = copy()
     c[0]["calls"][0]["attempts"] = [t + 0.02 for t in c[0]["calls"][0]["attempts"]]
     c[0]["calls"][0]["end"] += 0.02

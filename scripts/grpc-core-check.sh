@@ -17,7 +17,8 @@
 # of the jitter). Per call the number of attempts and the final status must
 # be the same; the first attempt within 15 ms, each retry's gap after the
 # attempt before it within 15 ms plus 20 % of the model's backoff there (C-core
-# jitters it by 0.8-1.2; a pushback is waited exactly, so 15 ms alone), and
+# jitters it by 0.8-1.2; a pushback is waited exactly, so 15 ms plus 2 % of
+# it for C-core's timer, seen up to 21 ms late after 1.2 s), and
 # the end likewise. Two sequences show what C-core does unlike the model
 # (a pushback of 0 ms leaves the call hanging until its deadline; a
 # tokenRatio written without a decimal point is read as thousandths): their

@@ -4,8 +4,10 @@
 //! summary one process would have written, and with the server's rows and
 //! the protocol, its verdict and plot.
 //!
-//! Intervals line up by their start on the wall clock: the shards' logs
-//! carry their start (`BaseTime`) and each interval's offset from it. A
+//! Intervals line up by their place in the run: the shards started
+//! together (their logs carry their start, `BaseTime`, checked to be
+//! within half a report interval) and each wrote an interval for every
+//! one of its schedule, so the k-th of each is the same stretch. A
 //! merged row sums the shards' rates; its percentiles come from the
 //! shards' histograms of that interval merged, so they are those of every
 //! sample together, not an average of percentiles.

@@ -314,15 +314,7 @@ pub async fn run_with(
             tokio::select! {
                 biased;
                 due = ticker.tick(), if end.is_none_or(|end| next < end) => {
-                    let now = Instant::now();
-                    reporter.report_scheduled(
-                        &common.recorder,
-                        interval,
-                        now - last,
-                        unix_ms(),
-                        now - start,
-                    );
-                    last = now;
+                    scheduled_row(&mut reporter, &common.recorder, interval, start, &mut last);
                     next = due + interval;
                 }
                 ended = &mut stop => break ended,
@@ -344,15 +336,7 @@ pub async fn run_with(
     let scheduled = match (ended, end) {
         (Ended::Scheduled, Some(end)) => {
             while next < end {
-                let now = Instant::now();
-                reporter.report_scheduled(
-                    &common.recorder,
-                    interval,
-                    now - last,
-                    unix_ms(),
-                    now - start,
-                );
-                last = now;
+                scheduled_row(&mut reporter, &common.recorder, interval, start, &mut last);
                 next += interval;
             }
             Some(end - (next - interval))
@@ -373,6 +357,20 @@ pub async fn run_with(
         common.balance.moves(),
         &common.recorder,
     ))
+}
+
+/// Writes the row of one whole interval of the run's schedule, measured
+/// from `last` (the previous row's instant, moved to now) however late.
+fn scheduled_row(
+    reporter: &mut Reporter,
+    recorder: &ClientRecorder,
+    interval: Duration,
+    start: Instant,
+    last: &mut Instant,
+) {
+    let now = Instant::now();
+    reporter.report_scheduled(recorder, interval, now - *last, unix_ms(), now - start);
+    *last = now;
 }
 
 /// Starts lanes `1..`, one for each of `arrivals` (the first lane's

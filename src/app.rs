@@ -253,6 +253,13 @@ pub fn storm(cli: StormCli) -> ExitCode {
     match cli.command {
         Some(StormCommand::Server(args)) => server(*args),
         Some(StormCommand::Client(args)) => client(*args),
+        Some(StormCommand::Guard) => match experiment::outage::guard() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("storm guard: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Some(StormCommand::Sweep(args)) => match args.generate.generate {
             Some(kind) => page(kind, "sweep", "storm-sweep"),
             None => sweep(*args),

@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 
 use common::cgroup::{TestCgroup, skip, writable_freezers};
 use common::target::{
-    QUICK_SERVER, STORM, expected, interrupt_during_the_pause, scenario, state, storm,
+    Ending, HUP, INT, INT_TWICE, KILL, QUICK_SERVER, QUIT, STORM, TERM, end_during_the_pause,
+    expected, scenario, state, storm, storm_children,
 };
 use common::{Guard, ServerChild, command, fresh_path, one_at_a_time, summary_json, verdicts};
 
@@ -253,13 +254,118 @@ fn exit_within(child: &mut Guard, limit: Duration) -> ExitStatus {
     }
 }
 
+/// Ends a storm whose commands stop and continue the server, each of the
+/// `endings` ways, during the pause: the end command runs once each time.
+fn end_exec(endings: &[Ending]) -> Vec<common::target::Ended> {
+    let ended = end_during_the_pause(
+        "outage-exec-end",
+        endings,
+        |pid, marker| {
+            exec(
+                &format!("kill -STOP {pid}"),
+                &format!("kill -CONT {pid}; echo ended >> {}", marker.display()),
+            )
+        },
+        |pid, _| state(pid) == 'T',
+    );
+    for (ending, ended) in endings.iter().zip(&ended) {
+        assert_eq!(
+            ended.marker, "ended\n",
+            "{ending:?}: once: {}",
+            ended.stderr
+        );
+    }
+    ended
+}
+
 #[test]
-fn ctrl_c_during_an_exec_pause_runs_the_end_command() {
+fn ctrl_c_or_kill_9_during_an_exec_pause_runs_the_end_command_once() {
     let _serial = one_at_a_time();
-    let said = interrupt_during_the_pause("outage-exec-interrupt", |pid| {
-        exec(&format!("kill -STOP {pid}"), &format!("kill -CONT {pid}"))
-    });
-    assert!(said[0].contains("the target left running"), "{}", said[0]);
+    let ended = end_exec(&[INT, INT_TWICE, KILL]);
+    assert!(
+        ended[0].stderr.contains("the target left running"),
+        "{}",
+        ended[0].stderr
+    );
+    assert!(
+        ended[2]
+            .stderr
+            .contains("storm guard: the outage's end command 'kill -CONT"),
+        "{}",
+        ended[2].stderr
+    );
+}
+
+#[test]
+#[ignore = "tier 2, three storms (about 20 s): cargo test -- --ignored"]
+fn sigterm_sighup_or_sigquit_during_an_exec_pause_runs_the_end_command_once() {
+    let _serial = one_at_a_time();
+    end_exec(&[TERM, HUP, QUIT]);
+}
+
+/// Ends a storm that freezes the server's cgroup, each of the `endings`
+/// ways, during the pause: the cgroup is thawed each time. Skipped where
+/// no freezer can be written.
+fn end_freeze(test: &str, endings: &[Ending]) {
+    let (freezers, reasons) = writable_freezers();
+    let Some(hierarchy) = freezers.last() else {
+        return skip(test, &reasons);
+    };
+    let _serial = one_at_a_time();
+    // Kept to the test's end: each is removed once its server is gone.
+    let cgroups = std::cell::RefCell::new(Vec::<TestCgroup>::new());
+    end_during_the_pause(
+        "outage-freeze-end",
+        endings,
+        |pid, _| {
+            let cgroup = TestCgroup::new(hierarchy).unwrap();
+            cgroup.add(pid);
+            let outage = format!("freeze={}", cgroup.dir.display());
+            cgroups.borrow_mut().push(cgroup);
+            vec!["--outage".into(), outage]
+        },
+        |_, _| cgroups.borrow().last().is_some_and(TestCgroup::frozen),
+    );
+}
+
+/// Ends a storm whose outage is its fault proxy's stall, each of the
+/// `endings` ways, once its client and proxy run: no proxy stays behind.
+fn end_stall(endings: &[Ending]) {
+    let _serial = one_at_a_time();
+    end_during_the_pause(
+        "outage-stall-end",
+        endings,
+        |_, _| vec!["--outage".into(), "stall".into()],
+        |_, storm| {
+            !storm_children(storm, b"proxy").is_empty()
+                && !storm_children(storm, b"client").is_empty()
+        },
+    );
+}
+
+#[test]
+fn kill_9_of_a_storm_leaves_no_fault_proxy_behind() {
+    end_stall(&[KILL]);
+}
+
+#[test]
+#[ignore = "tier 2, three storms (about 20 s): cargo test -- --ignored"]
+fn no_end_of_a_storm_leaves_a_fault_proxy_behind() {
+    end_stall(&[INT_TWICE, HUP, QUIT]);
+}
+
+#[test]
+fn kill_9_during_a_freeze_thaws_the_cgroup() {
+    end_freeze("kill_9_during_a_freeze_thaws_the_cgroup", &[KILL]);
+}
+
+#[test]
+#[ignore = "tier 2, five storms (about 30 s): cargo test -- --ignored"]
+fn every_other_end_during_a_freeze_thaws_the_cgroup() {
+    end_freeze(
+        "every_other_end_during_a_freeze_thaws_the_cgroup",
+        &[INT, INT_TWICE, TERM, HUP, QUIT],
+    );
 }
 
 #[test]

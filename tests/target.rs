@@ -11,7 +11,8 @@ use std::path::Path;
 use std::process::Command;
 
 use common::target::{
-    QUICK_SERVER, expected, interrupt_during_the_pause, scenario, state, storm, wait_stopped,
+    Ending, HUP, INT, INT_TWICE, KILL, QUICK_SERVER, QUIT, TERM, end_during_the_pause, expected,
+    scenario, state, storm, wait_stopped,
 };
 use common::{Guard, ServerChild, fresh_path, one_at_a_time, summary_json, unowned_port, verdicts};
 
@@ -242,11 +243,42 @@ fn a_target_or_process_that_cannot_be_used_stops_the_storm_before_any_load() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Ends a storm that stops the server, each of the `endings` ways, during
+/// the pause: the server is left running each time.
+fn end_sigstop(endings: &[Ending]) -> Vec<common::target::Ended> {
+    end_during_the_pause(
+        "target-end",
+        endings,
+        |pid, _| vec!["--outage".into(), format!("sigstop={pid}")],
+        |pid, _| state(pid) == 'T',
+    )
+}
+
 #[test]
-fn ctrl_c_during_the_pause_leaves_the_target_running() {
+fn ctrl_c_or_kill_9_during_the_pause_leaves_the_target_running() {
     let _serial = one_at_a_time();
-    let said = interrupt_during_the_pause("target-interrupt", |pid| {
-        vec!["--outage".into(), format!("sigstop={pid}")]
-    });
-    assert!(said[0].contains("the target left running"), "{}", said[0]);
+    let ended = end_sigstop(&[INT, INT_TWICE, KILL]);
+    assert!(
+        ended[0].stderr.contains("the target left running"),
+        "{}",
+        ended[0].stderr
+    );
+    // Killed: the guardian continued it, and said so.
+    let killed = &ended[2].stderr;
+    assert!(
+        killed.contains("storm guard: the storm ended with its outage in force")
+            && killed.contains("(server) continued"),
+        "{killed}"
+    );
+}
+
+#[test]
+#[ignore = "tier 2, three storms (about 20 s): cargo test -- --ignored"]
+fn sigterm_sighup_or_sigquit_during_the_pause_leaves_the_target_running() {
+    let _serial = one_at_a_time();
+    let ended = end_sigstop(&[TERM, HUP, QUIT]);
+    assert!(ended[0].stderr.contains("the target left running"));
+    for killed in &ended[1..] {
+        assert!(killed.stderr.contains("(server) continued"), "{killed:?}");
+    }
 }

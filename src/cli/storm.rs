@@ -113,6 +113,10 @@ pub enum StormCommand {
     /// children).
     #[command(hide = true)]
     Client(Box<ClientCli>),
+    /// Keep a storm's outage: undo it when the storm's end of stdin
+    /// closes, however the storm ended (the storm's own child).
+    #[command(hide = true)]
+    Guard,
 }
 
 /// How a storm runs, shared by `storm` and `storm run`.

@@ -83,8 +83,10 @@ pub(super) fn spawn(
         .stderr(stderr)
         .process_group(0)
         .kill_on_drop(true);
+    let runner = nix::unistd::getpid();
     // SAFETY: between fork and exec this touches only descriptors (dup2,
-    // fcntl) and prctl, all async-signal-safe, and allocates nothing.
+    // fcntl), prctl and getppid, all async-signal-safe, and allocates
+    // nothing.
     unsafe {
         cmd.pre_exec(move || {
             if raw == STATUS_FD {
@@ -98,6 +100,11 @@ pub(super) fn spawn(
                 return Err(io::Error::last_os_error());
             }
             nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+            // A runner that died before the line above sent no signal:
+            // the child is an orphan already, and must not run.
+            if nix::unistd::getppid() != runner {
+                return Err(io::Error::other("the storm ended as its child started"));
+            }
             Ok(())
         });
     }

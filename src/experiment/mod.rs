@@ -57,6 +57,11 @@ pub async fn run(
         (storm.engine, &storm.scenario.target, &storm.scenario.outage)
     {
         target::check(url, outage).await?;
+        // Before the first outage: whatever ends this storm, its guardian
+        // undoes what the outage holds. A fault proxy's ends with it.
+        if outage.fault().is_none() {
+            outage::guard_with(&storm.program).map_err(StormError::Child)?;
+        }
     }
     folder::claim(&storm.out, &[], storm.existing, "--out")?;
     std::fs::create_dir_all(&storm.out)

@@ -73,23 +73,115 @@ impl Drop for Running {
     }
 }
 
-/// Interrupts a quick storm of fixed retries against a fresh server
-/// during the pause, once, then twice on its heels (the second ends the
-/// storm at once), `outage` giving the flags that cause the server's
-/// outage from its pid. Each time the storm exits 130, the server is left
-/// running (not `T` in `/proc/PID/stat`), and the storm's one child, its
-/// client, goes. Returns the storm's stderr, once and twice.
-pub fn interrupt_during_the_pause(name: &str, outage: impl Fn(u32) -> Vec<String>) -> Vec<String> {
-    let mut said = Vec::new();
-    for signals in [1, 2] {
+/// A way a test ends a storm during its pause: the signals it sends, one
+/// on the heels of the other, and how the storm must end: exit 130 (it
+/// undid the outage itself), or killed by the last signal (its guardian
+/// undid it).
+#[derive(Debug, Clone, Copy)]
+pub struct Ending {
+    pub signals: &'static [&'static str],
+    pub exit: Option<i32>,
+}
+
+/// Ctrl-C: the storm ends its outage and exits 130.
+pub const INT: Ending = Ending {
+    signals: &["INT"],
+    exit: Some(130),
+};
+/// Ctrl-C twice: the second ends the storm at once, 130.
+pub const INT_TWICE: Ending = Ending {
+    signals: &["INT", "INT"],
+    exit: Some(130),
+};
+/// SIGTERM, as Ctrl-C.
+pub const TERM: Ending = Ending {
+    signals: &["TERM"],
+    exit: Some(130),
+};
+/// The terminal closed: SIGHUP kills the storm.
+pub const HUP: Ending = Ending {
+    signals: &["HUP"],
+    exit: None,
+};
+/// SIGQUIT kills the storm.
+pub const QUIT: Ending = Ending {
+    signals: &["QUIT"],
+    exit: None,
+};
+/// `kill -9`, or the OOM killer.
+pub const KILL: Ending = Ending {
+    signals: &["KILL"],
+    exit: None,
+};
+
+/// Waits, at most 10 s, until `done` holds, saying `what` if it never does.
+fn within_10_s(what: &str, done: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Whether process `pid` is gone (or a zombie, dead and not yet reaped).
+fn gone(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| s.contains(") Z "))
+}
+
+/// The children of the storm `storm` that run as `storm ROLE` (`client`,
+/// `guard`, `proxy`); an exec outage's command is none of them.
+pub fn storm_children(storm: u32, role: &[u8]) -> Vec<u32> {
+    children(storm)
+        .into_iter()
+        .map(|(child, _)| child)
+        .filter(|child| {
+            let line = std::fs::read(format!("/proc/{child}/cmdline")).unwrap_or_default();
+            line.split(|b| *b == 0).nth(1) == Some(role)
+        })
+        .collect()
+}
+
+/// What became of one storm ended during its pause.
+#[derive(Debug)]
+pub struct Ended {
+    /// The storm's stderr (its guardian's lines among them).
+    pub stderr: String,
+    /// What its outage's commands wrote to the marker file (an `exec`
+    /// outage's end command appends to it), once its guardian is gone.
+    pub marker: String,
+}
+
+/// Ends, each of the `endings` ways, a quick storm of fixed retries
+/// against a fresh server during the pause. `outage` gives the storm's
+/// flags that cause the server's outage from its pid and a marker file
+/// its commands may write; `in_outage` says whether the server is in it
+/// (for the pause to be waited for, and its end). Each time the storm
+/// ends as the ending says; within 10 s the server is out of its outage,
+/// and the storm's children, its client and its guardian, are gone.
+pub fn end_during_the_pause(
+    name: &str,
+    endings: &[Ending],
+    outage: impl Fn(u32, &std::path::Path) -> Vec<String>,
+    in_outage: impl Fn(u32, u32) -> bool,
+) -> Vec<Ended> {
+    let mut ended = Vec::new();
+    for (n, ending) in endings.iter().enumerate() {
         let server = ServerChild::start(&[], &QUICK_SERVER);
         let pid = server.pid();
-        let out = fresh_path(&format!("{name}-{signals}"));
+        let out = fresh_path(&format!("{name}-{n}"));
+        let marker = fresh_path(&format!("{name}-{n}-marker"));
         let mut running = Running(Some(
             command(STORM)
-                .args(["--quick", "--quiet", "--strategies", "fixed"])
+                .args([
+                    "--quick",
+                    "--quiet",
+                    "--strategies",
+                    "fixed",
+                    "--calm",
+                    "1s",
+                ])
                 .args(["--target", &server.url])
-                .args(outage(pid))
+                .args(outage(pid, &marker))
                 .arg("--out")
                 .arg(&out)
                 .stdout(Stdio::null())
@@ -98,44 +190,45 @@ pub fn interrupt_during_the_pause(name: &str, outage: impl Fn(u32) -> Vec<String
                 .unwrap(),
         ));
         let storm_pid = running.0.as_ref().unwrap().id();
-        wait_stopped(pid);
-        // The storm's own children (`storm client`); an exec outage's start
-        // command may not have been reaped yet.
-        let clients: Vec<(u32, char)> = children(storm_pid)
-            .into_iter()
-            .filter(|(child, _)| {
-                std::fs::read_to_string(format!("/proc/{child}/comm"))
-                    .is_ok_and(|name| name.trim() == "storm")
-            })
-            .collect();
+        within_10_s(&format!("{ending:?}: {pid} never in its outage"), || {
+            in_outage(pid, storm_pid)
+        });
+        let [clients, guardians, proxies] =
+            [&b"client"[..], b"guard", b"proxy"].map(|role| storm_children(storm_pid, role));
         assert_eq!(clients.len(), 1, "one client, no server: {clients:?}");
-        for _ in 0..signals {
-            signal(storm_pid, "INT");
+        // A fault proxy ends with the storm, by its parent-death signal;
+        // the other kinds have a guardian.
+        let guardian = usize::from(proxies.is_empty());
+        assert_eq!(guardians.len(), guardian, "guardians: {guardians:?}");
+        for signal_name in ending.signals {
+            signal(storm_pid, signal_name);
         }
         let output = running.0.take().unwrap().wait_with_output().unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-        assert_eq!(output.status.code(), Some(130), "{signals}: {stderr}");
-        assert_ne!(
-            state(pid),
-            'T',
-            "{signals}: the target was left stopped: {stderr}"
-        );
-        // A storm that exits at once leaves its client to the kernel's
-        // parent-death signal, which takes it down a moment later.
-        for (client, _) in clients {
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while std::fs::read_to_string(format!("/proc/{client}/stat"))
-                .is_ok_and(|s| !s.contains(") Z "))
-            {
-                assert!(
-                    Instant::now() < deadline,
-                    "{signals}: client {client} stays"
-                );
-                std::thread::sleep(Duration::from_millis(5));
+        match ending.exit {
+            Some(code) => assert_eq!(output.status.code(), Some(code), "{ending:?}: {stderr}"),
+            None => {
+                use std::os::unix::process::ExitStatusExt;
+                assert!(output.status.signal().is_some(), "{ending:?}: {output:?}");
             }
         }
-        std::fs::remove_dir_all(&out).unwrap();
-        said.push(stderr);
+        within_10_s(
+            &format!("{ending:?}: the target was left in its outage: {stderr}"),
+            || !in_outage(pid, storm_pid),
+        );
+        // A storm that exits at once leaves its client and its proxy to
+        // the kernel's parent-death signal, which takes them down a moment
+        // later; its guardian ends once it has undone what it held.
+        for child in clients.into_iter().chain(guardians).chain(proxies) {
+            within_10_s(&format!("{ending:?}: child {child} stays"), || gone(child));
+        }
+        let _ = std::fs::remove_dir_all(&out);
+        let marked = std::fs::read_to_string(&marker).unwrap_or_default();
+        let _ = std::fs::remove_file(&marker);
+        ended.push(Ended {
+            stderr,
+            marker: marked,
+        });
     }
-    said
+    ended
 }

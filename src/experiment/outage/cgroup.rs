@@ -8,8 +8,9 @@
 //! escapes.
 //!
 //! The cgroup is thawed whatever ends the outage: at the resume, on an
-//! error or a stop (dropped), and at the exit (a second Ctrl-C ends the
-//! storm at once: [`super::at_exit`]). Only SIGKILL leaves it frozen.
+//! error or a stop (dropped), and however the storm ends, SIGKILL
+//! included: the outage's guardian holds the thaw from before the freeze
+//! ([`super::at_exit`]).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -18,6 +19,7 @@ use nix::unistd::{AccessFlags, access};
 
 use super::at_exit::{self, Registered};
 use super::freeze::{name, this_and_ancestors};
+use super::guardian::Undo;
 use super::log::Log;
 
 /// How long freezing may take: the kernel freezes each task when it can,
@@ -161,25 +163,29 @@ impl Cgroup {
             .is_ok_and(|text| text.lines().any(|l| l.trim() == done))
     }
 
-    /// Freezes or thaws it.
-    fn set(&self, frozen: bool) -> std::io::Result<()> {
-        let value = match (self.version, frozen) {
+    /// What its control file takes to freeze or thaw it.
+    fn value(&self, frozen: bool) -> &'static str {
+        match (self.version, frozen) {
             (Version::V1, true) => "FROZEN",
             (Version::V1, false) => "THAWED",
             (Version::V2, true) => "1",
             (Version::V2, false) => "0",
-        };
-        std::fs::write(self.control(), value)
+        }
+    }
+
+    /// Freezes or thaws it.
+    fn set(&self, frozen: bool) -> std::io::Result<()> {
+        std::fs::write(self.control(), self.value(frozen))
     }
 
     /// Freezes it and waits until every task is frozen, at most
     /// [`FREEZE_WITHIN`]; says in `log` what was frozen and how long that
     /// took. Thawed again if it does not freeze in time.
     pub(crate) fn freeze(self, log: &mut Log) -> Result<FrozenCgroup, String> {
-        let thawed = self.clone();
-        let at_exit = at_exit::register(format!("thaw {}", self.dir.display()), move || {
-            let _ = thawed.set(false);
-        });
+        let at_exit = at_exit::register(Undo::Write {
+            path: self.control(),
+            value: self.value(false).to_string(),
+        })?;
         let frozen = FrozenCgroup {
             cgroup: self,
             at_exit: Some(at_exit),

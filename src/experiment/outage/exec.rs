@@ -7,12 +7,14 @@
 //! own, so that a Ctrl-C at the terminal reaches the storm alone, which
 //! decides; for at most [`LIMIT`], past which the group is killed and that
 //! is an error. The pause is timed from the start command's exit, the
-//! resume is the end command's exit.
+//! resume is the end command's exit. The outage's guardian runs both
+//! ([`super::guardian`]), for the storm, which waits for each.
 //!
-//! The end command runs whatever ends the outage: at the resume; after a
-//! start command that failed (it may have half applied); on an error or a
-//! stop during the pause (the [`Started`] value dropped); and at the exit
-//! (a second Ctrl-C ends the storm at once: [`super::at_exit`]).
+//! The end command runs once whatever ends the outage: at the resume;
+//! after a start command that failed (it may have half applied); on an
+//! error or a stop during the pause (the [`Started`] value dropped); and
+//! however the storm ends (its guardian runs it when the storm is gone,
+//! once the start command has exited: [`super::at_exit`]).
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom};
@@ -24,8 +26,10 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
+use serde::{Deserialize, Serialize};
 
 use super::at_exit::{self, Registered};
+use super::guardian::Undo;
 use super::log::Log;
 
 /// The longest a start or end command may run.
@@ -99,17 +103,20 @@ pub(crate) fn check(which: Which, command: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// How a command ended.
-#[derive(Debug)]
+/// How a command ended: data, so that the guardian that ran it can say
+/// so to the storm.
+#[derive(Debug, Serialize, Deserialize)]
 enum Ending {
-    Exited(ExitStatus),
+    /// It exited, or a signal ended it: the raw wait status.
+    Exited { status: i32 },
     /// Killed with its process group at its time limit.
     TimedOut(Duration),
-    Unstarted(io::Error),
+    /// It could not be started, and why.
+    Unstarted(String),
 }
 
 /// A command run: how it ended, how long it took, its output's tails.
-#[derive(Debug)]
+#[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct Ran {
     command: String,
     ending: Ending,
@@ -170,7 +177,9 @@ fn wait_for(command: &str, limit: Duration) -> io::Result<(Ending, Instant, File
         sender.send(child.wait())
     });
     let ending = match exited.recv_timeout(limit) {
-        Ok(status) => Ending::Exited(status?),
+        Ok(status) => Ending::Exited {
+            status: status?.into_raw(),
+        },
         Err(_) => {
             let _ = killpg(group, Signal::SIGKILL);
             let _ = exited.recv_timeout(KILLED_WITHIN);
@@ -186,7 +195,7 @@ pub(crate) fn run(command: &str, limit: Duration) -> Ran {
     let (ending, ended, stdout, stderr) = match wait_for(command, limit) {
         Ok((ending, ended, out, err)) => (ending, ended, tail(&out), tail(&err)),
         Err(e) => (
-            Ending::Unstarted(e),
+            Ending::Unstarted(e.to_string()),
             Instant::now(),
             String::new(),
             String::new(),
@@ -202,19 +211,33 @@ pub(crate) fn run(command: &str, limit: Duration) -> Ran {
 }
 
 impl Ran {
+    /// A command not run, and why.
+    pub(crate) fn unrun(command: &str, why: String) -> Ran {
+        Ran {
+            command: command.to_string(),
+            ending: Ending::Unstarted(why),
+            took: Duration::ZERO,
+            stdout: String::new(),
+            stderr: String::new(),
+        }
+    }
+
     /// Whether it ran and exited 0.
     pub(crate) fn ok(&self) -> bool {
-        matches!(&self.ending, Ending::Exited(status) if status.success())
+        matches!(&self.ending, Ending::Exited { status } if ExitStatus::from_raw(*status).success())
     }
 
     /// The command, how it ended and how long it took, in a phrase.
     pub(crate) fn summary(&self) -> String {
         let how = match &self.ending {
-            Ending::Exited(status) => match (status.code(), status.signal()) {
-                (Some(code), _) => format!("exited with status {code}"),
-                (None, Some(signal)) => format!("was killed by signal {signal}"),
-                (None, None) => format!("ended ({status})"),
-            },
+            Ending::Exited { status } => {
+                let status = ExitStatus::from_raw(*status);
+                match (status.code(), status.signal()) {
+                    (Some(code), _) => format!("exited with status {code}"),
+                    (None, Some(signal)) => format!("was killed by signal {signal}"),
+                    (None, None) => format!("ended ({status})"),
+                }
+            }
             Ending::TimedOut(limit) => format!(
                 "was still running at its time limit of {} s, and was killed with its \
                  process group",
@@ -253,10 +276,10 @@ impl Ran {
 }
 
 /// An outage its start command caused: the end command runs when the
-/// value is ended, or dropped, or at the exit, once.
+/// value is ended, or dropped, or at the storm's end however it ends,
+/// once: the guardian runs both ([`super::guardian`]).
 #[derive(Debug)]
 pub(crate) struct Started {
-    end: String,
     log: Log,
     /// The end command at the exit, until it is run here.
     at_exit: Option<Registered>,
@@ -269,16 +292,15 @@ impl Started {
     /// Runs `start`, saying in `log` how it went; if it fails, runs `end`
     /// all the same (the start may have half applied) and says why.
     pub(crate) fn start(start: &str, end: &str, mut log: Log) -> Result<Started, String> {
-        let at_end = end.to_string();
-        let at_exit = at_exit::register(format!("the end command {end}"), move || {
-            let ran = run(&at_end, LIMIT);
-            eprintln!("the outage's end command {}", ran.summary());
-        });
+        // Held before the start: whatever ends the storm from here, the
+        // guardian runs the end command once the start command is done.
+        let at_exit = at_exit::register(Undo::Run {
+            command: end.to_string(),
+        })?;
         let since = Instant::now();
-        let ran = run(start, LIMIT);
+        let ran = at_exit::run(start);
         let said = log.say(&format!("the outage's start command {}", ran.report()));
         let mut started = Started {
-            end: end.to_string(),
             log,
             at_exit: Some(at_exit),
             since,
@@ -307,10 +329,7 @@ impl Started {
     /// Runs the end command unless it has run, saying in the log how it
     /// went: what it did, if it ran here.
     fn finish(&mut self) -> Option<Ran> {
-        if !self.at_exit.take()?.withdraw() {
-            return None;
-        }
-        let ran = run(&self.end, LIMIT);
+        let ran = self.at_exit.take()?.settle()?;
         // The end has run: a line that cannot be written is not an error
         // of the outage's.
         let _ = self.log.say(&format!(

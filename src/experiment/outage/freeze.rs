@@ -6,9 +6,9 @@
 //! its descendants, parents before children; then `/proc` is read once
 //! more for any a descendant forked before it stopped. Every process
 //! stopped is continued when the [`Frozen`] value goes, however it goes:
-//! at the resume, on an error or a stop (dropped), and at the process's
-//! exit (a second Ctrl-C ends the storm at once: [`super::at_exit`]).
-//! Only SIGKILL leaves them stopped.
+//! at the resume, on an error or a stop (dropped), and however the storm
+//! ends, SIGKILL included: the outage's guardian holds each SIGCONT from
+//! before its SIGSTOP ([`super::at_exit`]).
 
 use std::collections::BTreeMap;
 
@@ -17,6 +17,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::{Pid, getpid};
 
 use super::at_exit::{self, Registered};
+use super::guardian::Undo;
 
 /// A process's state letter and parent, from its `/proc/PID/stat` line:
 /// `pid (comm) state ppid ...`, where the name may hold spaces and
@@ -146,7 +147,7 @@ impl Frozen {
             at_exit: Vec::new(),
             refused: Vec::new(),
         };
-        match frozen.add(root) {
+        match frozen.add(root)? {
             Ok(()) => {}
             Err(Errno::ESRCH) => return Err(format!("process {root} is gone")),
             Err(e) => return Err(format!("process {root}: SIGSTOP: {e}")),
@@ -157,7 +158,7 @@ impl Frozen {
                 if frozen.pids.contains(&pid) || spared.contains(&pid) {
                     continue;
                 }
-                match frozen.add(pid) {
+                match frozen.add(pid)? {
                     Ok(()) | Err(Errno::ESRCH) => {}
                     Err(e) => frozen.refused.push(format!("{pid} ({e})")),
                 }
@@ -166,13 +167,12 @@ impl Frozen {
         Ok(frozen)
     }
 
-    /// Stops `pid` and records it.
-    fn add(&mut self, pid: i32) -> Result<(), Errno> {
-        // Registered first, so that the exit cannot miss it.
-        let at_exit = at_exit::register(format!("SIGCONT to {pid}"), move || {
-            let _ = kill(Pid::from_raw(pid), Signal::SIGCONT);
-        });
-        match kill(Pid::from_raw(pid), Signal::SIGSTOP) {
+    /// Stops `pid` and records it: how the SIGSTOP went, or why it was
+    /// not sent (the guardian could not hold its SIGCONT).
+    fn add(&mut self, pid: i32) -> Result<Result<(), Errno>, String> {
+        // Held by the guardian first, so that no end of the storm misses it.
+        let at_exit = at_exit::register(Undo::Continue { pid })?;
+        Ok(match kill(Pid::from_raw(pid), Signal::SIGSTOP) {
             Ok(()) => {
                 self.pids.push(pid);
                 self.at_exit.push(at_exit);
@@ -182,7 +182,7 @@ impl Frozen {
                 at_exit.withdraw();
                 Err(e)
             }
-        }
+        })
     }
 
     /// The processes stopped, in order.
@@ -290,8 +290,16 @@ mod tests {
         let root = shell.id() as i32;
         let mut tree = Tree(shell, Vec::new());
         let deadline = Instant::now() + Duration::from_secs(10);
-        while descendants(root, &children()).len() < 2 {
-            assert!(Instant::now() < deadline, "the shell never forked twice");
+        // Forked and named: a child reads as its parent until its exec.
+        let named_sleeps = || {
+            let found = descendants(root, &children());
+            found.len() >= 2 && found.iter().all(|&pid| name(pid) == "sleep")
+        };
+        while !named_sleeps() {
+            assert!(
+                Instant::now() < deadline,
+                "the shell never forked two sleeps"
+            );
             std::thread::sleep(Duration::from_millis(5));
         }
         tree.1 = descendants(root, &children());

@@ -9,13 +9,15 @@
 //! `--outage-end`: [`exec`]); and a fault of a fault proxy the storm
 //! starts in front of the target (`stall`, `blackhole`, `reset`,
 //! `status=CODE`, `delay=D`: [`Fault`]), switched on for the pause and off
-//! at the resume. Whatever ends the storm ends the outage, down to a
-//! second Ctrl-C ([`at_exit`]).
+//! at the resume. Whatever ends the storm ends the outage, down to its
+//! SIGKILL: a guardian process holds what undoes it ([`guardian`],
+//! [`at_exit`]).
 
 mod at_exit;
 mod cgroup;
 mod exec;
 mod freeze;
+mod guardian;
 mod log;
 
 use std::fmt;
@@ -26,6 +28,8 @@ use cgroup::{Cgroup, FrozenCgroup};
 use exec::{Started, Which};
 use freeze::{Frozen, check_process};
 
+pub(super) use at_exit::guard_with;
+pub use guardian::guard;
 pub(super) use log::Log;
 
 use super::error::StormError;

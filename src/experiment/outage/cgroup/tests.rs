@@ -103,7 +103,7 @@ fn a_v1_freezer_is_written_frozen_and_thawed_whatever_ends_it() {
     let (mut log, path) = log("v1");
     let frozen = Cgroup::open(&fake.0).unwrap().freeze(&mut log).unwrap();
     assert_eq!(state(), "FROZEN");
-    let thaw = format!("thaw {}", fake.0.display());
+    let thaw = format!("write THAWED to {}", fake.0.join("freezer.state").display());
     assert!(at_exit::registered().contains(&thaw));
     let err = Cgroup::open(&fake.0).unwrap_err();
     assert!(err.contains("echo THAWED > freezer.state"), "{err}");

@@ -22,10 +22,11 @@ use std::time::{Duration, Instant};
 pub const SERVER: &str = env!("CARGO_BIN_EXE_server");
 pub const CLIENT: &str = env!("CARGO_BIN_EXE_client");
 
-/// How a child finds SIGINT and SIGTERM when it starts. A test that
-/// signals a child sets this itself: a child inherits the test process's
-/// dispositions, and `cargo test &` in a script (or under nohup) starts
-/// everything with both ignored, where a terminal leaves them at default.
+/// How a child finds SIGINT, SIGTERM, SIGHUP and SIGQUIT when it starts.
+/// A test that signals a child sets this itself: a child inherits the
+/// test process's dispositions, and `cargo test &` in a script starts
+/// everything with SIGINT and SIGQUIT ignored (nohup, SIGHUP), where a
+/// terminal leaves them at default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Inherited {
     /// The default action, as a program started from a terminal has them.
@@ -38,8 +39,8 @@ impl Inherited {
     /// Both ways a program may be started.
     pub const BOTH: [Inherited; 2] = [Inherited::Default, Inherited::Ignored];
 
-    /// Makes `cmd`'s child start with SIGINT and SIGTERM this way,
-    /// whatever this test process has.
+    /// Makes `cmd`'s child start with the four signals this way, whatever
+    /// this test process has.
     pub fn apply(self, cmd: &mut Command) -> &mut Command {
         use nix::sys::signal::{SigHandler, Signal, signal};
         use std::os::unix::process::CommandExt;
@@ -51,7 +52,12 @@ impl Inherited {
         // async-signal-safe; no handler function is installed.
         unsafe {
             cmd.pre_exec(move || {
-                for sig in [Signal::SIGINT, Signal::SIGTERM] {
+                for sig in [
+                    Signal::SIGINT,
+                    Signal::SIGTERM,
+                    Signal::SIGHUP,
+                    Signal::SIGQUIT,
+                ] {
                     signal(sig, handler).map_err(std::io::Error::from)?;
                 }
                 Ok(())
@@ -61,8 +67,9 @@ impl Inherited {
     }
 }
 
-/// A command for `program` that starts it with SIGINT and SIGTERM at
-/// their default actions, as from a terminal, however the tests were run.
+/// A command for `program` that starts it with SIGINT, SIGTERM, SIGHUP
+/// and SIGQUIT at their default actions, as from a terminal, however the
+/// tests were run.
 pub fn command(program: &str) -> Command {
     let mut cmd = Command::new(program);
     Inherited::Default.apply(&mut cmd);

@@ -17,7 +17,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, Once};
 use std::thread::JoinHandle;
 
@@ -83,6 +83,9 @@ static NEXT: AtomicU64 = AtomicU64::new(0);
 /// Registers the exit handler once.
 static AT_EXIT: Once = Once::new();
 
+/// Set once the exit has closed the link: no guardian is started after.
+static CLOSED: AtomicBool = AtomicBool::new(false);
+
 fn lock<T>(mutex: &'static Mutex<T>) -> MutexGuard<'static, T> {
     mutex
         .lock()
@@ -92,6 +95,7 @@ fn lock<T>(mutex: &'static Mutex<T>) -> MutexGuard<'static, T> {
 /// Closes the link as the program exits: the guardian undoes what is
 /// still held, and the exit waits for it.
 extern "C" fn close_at_exit() {
+    CLOSED.store(true, Ordering::SeqCst);
     // The storm's copy first: an undo taken from it now is not done here.
     lock(&HELD).clear();
     let link = lock(&LINK).take();
@@ -111,7 +115,7 @@ fn connect(link: impl FnOnce() -> std::io::Result<Link>) -> std::io::Result<()> 
         }
     });
     let mut current = lock(&LINK);
-    if current.is_none() {
+    if current.is_none() && !CLOSED.load(Ordering::SeqCst) {
         *current = Some(link()?);
     }
     Ok(())

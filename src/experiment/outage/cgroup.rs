@@ -106,7 +106,7 @@ impl Cgroup {
                 Version::V2 => "echo 0 > cgroup.freeze",
             };
             return Err(format!(
-                "{shown} is frozen already (a storm killed with SIGKILL leaves it so, or a \
+                "{shown} is frozen already (by someone else, a storm whose guardian was killed, or a \
                  cgroup above it is frozen): thaw it first ({thaw})"
             ));
         }

@@ -106,8 +106,8 @@ impl Cgroup {
                 Version::V2 => "echo 0 > cgroup.freeze",
             };
             return Err(format!(
-                "{shown} is frozen already (by someone else, a storm whose guardian was killed, or a \
-                 cgroup above it is frozen): thaw it first ({thaw})"
+                "{shown} is frozen already (by someone else, by a storm whose guardian was \
+                 killed, or by a cgroup above it): thaw it first ({thaw})"
             ));
         }
         let processes = processes_in(dir);

@@ -263,12 +263,21 @@ fn ctrl_c_or_kill_9_during_the_pause_leaves_the_target_running() {
         "{}",
         ended[0].stderr
     );
-    // Killed: the guardian continued it, and said so.
-    let killed = &ended[2].stderr;
+    // Killed: the guardian continued it, and said so, on stderr and in
+    // commands.txt.
+    let killed = &ended[2];
     assert!(
-        killed.contains("storm guard: the storm ended with its outage in force")
-            && killed.contains("(server) continued"),
-        "{killed}"
+        killed
+            .stderr
+            .contains("storm guard: the storm ended with its outage in force"),
+        "{killed:?}"
+    );
+    assert!(
+        killed
+            .commands
+            .contains("# fixed: storm guard: the storm ended during the outage: process ")
+            && killed.commands.contains(" (server) continued"),
+        "{killed:?}"
     );
 }
 

@@ -146,6 +146,8 @@ pub fn storm_children(storm: u32, role: &[u8]) -> Vec<u32> {
 pub struct Ended {
     /// The storm's stderr (its guardian's lines among them).
     pub stderr: String,
+    /// Its `commands.txt` (the guardian's lines among them).
+    pub commands: String,
     /// What its outage's commands wrote to the marker file (an `exec`
     /// outage's end command appends to it), once its guardian is gone.
     pub marker: String,
@@ -222,11 +224,13 @@ pub fn end_during_the_pause(
         for child in clients.into_iter().chain(guardians).chain(proxies) {
             within_10_s(&format!("{ending:?}: child {child} stays"), || gone(child));
         }
+        let commands = std::fs::read_to_string(out.join("commands.txt")).unwrap_or_default();
         let _ = std::fs::remove_dir_all(&out);
         let marked = std::fs::read_to_string(&marker).unwrap_or_default();
         let _ = std::fs::remove_file(&marker);
         ended.push(Ended {
             stderr,
+            commands,
             marker: marked,
         });
     }

@@ -22,7 +22,7 @@ use std::sync::{Mutex, MutexGuard, Once};
 use std::thread::JoinHandle;
 
 use super::exec::Ran;
-use super::guardian::{self, Reply, Request, Undo};
+use super::guardian::{self, Note, Reply, Request, Undo};
 
 /// The guardian: a process of the storm's own, or a thread of this one.
 enum Keeper {
@@ -201,13 +201,13 @@ fn ask(request: &Request) -> std::io::Result<Option<Reply>> {
 pub(crate) struct Registered(u64);
 
 /// Holds `undo` with the guardian, to be undone when the storm ends unless
-/// released or settled before: an error if the guardian cannot take it,
+/// released or settled before, and then said in `note`'s file: an error if the guardian cannot take it,
 /// and the outage must then not be caused.
-pub(crate) fn register(undo: Undo) -> Result<Registered, String> {
+pub(crate) fn register(undo: Undo, note: Option<Note>) -> Result<Registered, String> {
     let id = NEXT.fetch_add(1, Ordering::Relaxed);
     lock(&HELD).push((id, undo.clone()));
     let what = undo.describe();
-    match send(&Request::Hold { id, undo }) {
+    match send(&Request::Hold { id, undo, note }) {
         Ok(()) => Ok(Registered(id)),
         Err(e) => {
             lock(&HELD).retain(|(held, _)| *held != id);
@@ -317,9 +317,12 @@ mod tests {
     #[test]
     fn the_exit_undoes_what_is_still_registered() {
         if let Some(marker) = exiting::passed() {
-            let _left = register(Undo::Run {
-                command: format!("echo undone > {marker}"),
-            })
+            let _left = register(
+                Undo::Run {
+                    command: format!("echo undone > {marker}"),
+                },
+                None,
+            )
             .unwrap();
             std::process::exit(0);
         }
@@ -337,9 +340,12 @@ mod tests {
     #[test]
     fn a_panic_undoes_what_is_still_registered() {
         if let Some(marker) = exiting::passed() {
-            let _left = register(Undo::Run {
-                command: format!("echo undone > {marker}"),
-            })
+            let _left = register(
+                Undo::Run {
+                    command: format!("echo undone > {marker}"),
+                },
+                None,
+            )
             .unwrap();
             panic!("a test's panic with an undo held");
         }
@@ -361,7 +367,7 @@ mod tests {
             command: format!("exit {}", std::process::id() % 100),
         };
         let what = undo.describe();
-        let registered = register(undo).unwrap();
+        let registered = register(undo, None).unwrap();
         assert!(super::registered().contains(&what));
         assert!(registered.withdraw());
         assert!(!super::registered().contains(&what));

@@ -182,10 +182,13 @@ impl Cgroup {
     /// [`FREEZE_WITHIN`]; says in `log` what was frozen and how long that
     /// took. Thawed again if it does not freeze in time.
     pub(crate) fn freeze(self, log: &mut Log) -> Result<FrozenCgroup, String> {
-        let at_exit = at_exit::register(Undo::Write {
-            path: self.control(),
-            value: self.value(false).to_string(),
-        })?;
+        let at_exit = at_exit::register(
+            Undo::Write {
+                path: self.control(),
+                value: self.value(false).to_string(),
+            },
+            log.note(),
+        )?;
         let frozen = FrozenCgroup {
             cgroup: self,
             at_exit: Some(at_exit),

@@ -294,9 +294,12 @@ impl Started {
     pub(crate) fn start(start: &str, end: &str, mut log: Log) -> Result<Started, String> {
         // Held before the start: whatever ends the storm from here, the
         // guardian runs the end command once the start command is done.
-        let at_exit = at_exit::register(Undo::Run {
-            command: end.to_string(),
-        })?;
+        let at_exit = at_exit::register(
+            Undo::Run {
+                command: end.to_string(),
+            },
+            log.note(),
+        )?;
         let since = Instant::now();
         let ran = at_exit::run(start);
         let said = log.say(&format!("the outage's start command {}", ran.report()));

@@ -17,7 +17,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::{Pid, getpid};
 
 use super::at_exit::{self, Registered};
-use super::guardian::Undo;
+use super::guardian::{Note, Undo};
 
 /// A process's state letter and parent, from its `/proc/PID/stat` line:
 /// `pid (comm) state ppid ...`, where the name may hold spaces and
@@ -135,17 +135,20 @@ pub(crate) struct Frozen {
     at_exit: Vec<Registered>,
     /// Descendants that could not be signalled, and why.
     refused: Vec<String>,
+    /// Where the guardian says what it continued.
+    note: Option<Note>,
 }
 
 impl Frozen {
     /// Stops `root`, then its descendants, then any they forked before
     /// they stopped. Fails only if `root` cannot be stopped.
-    pub(crate) fn stop(root: i32) -> Result<Frozen, String> {
+    pub(crate) fn stop(root: i32, note: Option<Note>) -> Result<Frozen, String> {
         let spared = this_and_ancestors();
         let mut frozen = Frozen {
             pids: Vec::new(),
             at_exit: Vec::new(),
             refused: Vec::new(),
+            note,
         };
         match frozen.add(root)? {
             Ok(()) => {}
@@ -171,7 +174,7 @@ impl Frozen {
     /// not sent (the guardian could not hold its SIGCONT).
     fn add(&mut self, pid: i32) -> Result<Result<(), Errno>, String> {
         // Held by the guardian first, so that no end of the storm misses it.
-        let at_exit = at_exit::register(Undo::Continue { pid })?;
+        let at_exit = at_exit::register(Undo::Continue { pid }, self.note.clone())?;
         Ok(match kill(Pid::from_raw(pid), Signal::SIGSTOP) {
             Ok(()) => {
                 self.pids.push(pid);
@@ -304,7 +307,7 @@ mod tests {
         }
         tree.1 = descendants(root, &children());
         check_process(root).unwrap();
-        let frozen = Frozen::stop(root).unwrap();
+        let frozen = Frozen::stop(root, None).unwrap();
         assert_eq!(frozen.pids()[0], root, "the root first");
         assert_eq!(frozen.pids().len(), 3, "{}", frozen.report());
         assert!(frozen.report().contains("(sleep)"), "{}", frozen.report());
@@ -333,7 +336,7 @@ mod tests {
             .unwrap();
         let err = check_process(max + 1).unwrap_err();
         assert!(err.contains("no such process"), "{err}");
-        let err = Frozen::stop(max + 1).unwrap_err();
+        let err = Frozen::stop(max + 1, None).unwrap_err();
         assert!(err.contains("is gone"), "{err}");
     }
 }

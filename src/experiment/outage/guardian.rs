@@ -91,6 +91,26 @@ impl Undo {
     }
 }
 
+/// Where the guardian says what it undid: a run's `commands.txt`, as a
+/// comment about its runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Note {
+    /// The file, appended to.
+    pub path: PathBuf,
+    /// The runs' names.
+    pub names: String,
+}
+
+impl Note {
+    /// Appends `line` as a comment about the runs; a file gone is passed
+    /// over (stderr has the line too).
+    fn say(&self, line: &str) {
+        if let Ok(mut file) = std::fs::OpenOptions::new().append(true).open(&self.path) {
+            let _ = writeln!(file, "# {}: {line}", self.names);
+        }
+    }
+}
+
 /// A request of the storm's to its guardian, one JSON line.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -101,6 +121,9 @@ pub(crate) enum Request {
         id: u64,
         /// What undoes it.
         undo: Undo,
+        /// Where to say it was undone, if the guardian undoes it.
+        #[serde(default)]
+        note: Option<Note>,
     },
     /// The storm undid it itself: forget it.
     Release {
@@ -133,7 +156,7 @@ pub(crate) struct Reply {
 /// until `input` ends; then undoes what is still held, last first, saying
 /// each on `say`.
 pub(crate) fn serve(input: impl BufRead, mut output: impl Write, mut say: impl FnMut(&str)) {
-    let mut held: Vec<(u64, Undo)> = Vec::new();
+    let mut held: Vec<(u64, Undo, Option<Note>)> = Vec::new();
     for line in input.lines() {
         let Ok(line) = line else { break };
         let request = match serde_json::from_str::<Request>(&line) {
@@ -146,17 +169,17 @@ pub(crate) fn serve(input: impl BufRead, mut output: impl Write, mut say: impl F
             }
         };
         let reply = match request {
-            Request::Hold { id, undo } => {
-                held.push((id, undo));
+            Request::Hold { id, undo, note } => {
+                held.push((id, undo, note));
                 None
             }
             Request::Release { id } => {
-                held.retain(|(held_id, _)| *held_id != id);
+                held.retain(|(held_id, ..)| *held_id != id);
                 None
             }
-            Request::Settle { id } => match held.iter().position(|(held_id, _)| *held_id == id) {
+            Request::Settle { id } => match held.iter().position(|(held_id, ..)| *held_id == id) {
                 Some(at) => {
-                    let (_, undo) = held.remove(at);
+                    let (_, undo, _) = held.remove(at);
                     Some(Reply {
                         held: true,
                         ran: undo.apply().1,
@@ -190,12 +213,16 @@ pub(crate) fn serve(input: impl BufRead, mut output: impl Write, mut say: impl F
         "storm guard: the storm ended with its outage in force; undoing {} thing(s)",
         held.len()
     ));
-    for (_, undo) in held.into_iter().rev() {
+    for (_, undo, note) in held.into_iter().rev() {
         let (done, ran) = undo.apply();
-        say(&format!(
-            "storm guard: {done}{}",
+        let line = format!(
+            "storm guard: the storm ended during the outage: {done}{}",
             ran.map(|r| r.stderr_tail()).unwrap_or_default()
-        ));
+        );
+        if let Some(note) = note {
+            note.say(&line);
+        }
+        say(&line);
     }
 }
 

@@ -3,21 +3,39 @@
 
 use std::fs::File;
 use std::io::{self, Write};
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+
+use super::guardian::Note;
 
 /// The runs' names and `commands.txt`, for an outage's lines.
 #[derive(Debug)]
 pub(crate) struct Log {
     file: File,
     names: String,
+    /// The file's path, for the guardian's lines (`None` if unknown).
+    path: Option<PathBuf>,
 }
 
 impl Log {
     /// Lines about the runs `names` into `file` (its own handle on the
     /// same open file: lines from both stay in order).
     pub(crate) fn new(file: &File, names: &str) -> io::Result<Log> {
+        // The path the descriptor is open on, as the kernel names it: the
+        // guardian, another process, appends to the file by its path.
+        let path = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok();
         Ok(Log {
             file: file.try_clone()?,
             names: names.to_string(),
+            path,
+        })
+    }
+
+    /// Where the guardian says, about these runs, what it undid.
+    pub(crate) fn note(&self) -> Option<Note> {
+        Some(Note {
+            path: self.path.clone()?,
+            names: self.names.clone(),
         })
     }
 

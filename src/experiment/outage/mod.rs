@@ -248,7 +248,7 @@ impl Outage {
     pub(super) fn begin(&self, mut log: Log) -> Result<Option<Ongoing>, String> {
         let ongoing = match self {
             Outage::Sigstop { pid } => {
-                let frozen = Frozen::stop(*pid)?;
+                let frozen = Frozen::stop(*pid, log.note())?;
                 log.say(&frozen.report())?;
                 Ongoing::Stopped(frozen)
             }

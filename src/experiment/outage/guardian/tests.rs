@@ -63,14 +63,17 @@ fn what_is_still_held_when_the_storm_ends_is_undone_last_first() {
         Request::Hold {
             id: 1,
             undo: file.append("first"),
+            note: None,
         },
         Request::Hold {
             id: 2,
             undo: file.append("released"),
+            note: None,
         },
         Request::Hold {
             id: 3,
             undo: file.append("last"),
+            note: None,
         },
         Request::Release { id: 2 },
     ]);
@@ -94,6 +97,7 @@ fn a_settled_undo_runs_once_and_a_storm_that_ends_clean_leaves_nothing() {
         Request::Hold {
             id: 7,
             undo: file.append("end"),
+            note: None,
         },
         Request::Settle { id: 7 },
         Request::Settle { id: 7 },
@@ -132,6 +136,7 @@ fn a_line_it_cannot_read_is_said_and_passed_over() {
         lines(&[Request::Hold {
             id: 1,
             undo: file.append("kept"),
+            note: None,
         }])
     );
     let (_, said) = served(&input);
@@ -155,10 +160,13 @@ fn a_continue_and_a_write_are_undone_for_real() {
     kill(Pid::from_raw(pid), Signal::SIGSTOP).unwrap();
     let file = Scratch::new("write");
     std::fs::write(&file.0, "1").unwrap();
+    let said = Scratch::new("commands");
+    std::fs::write(&said.0, "# before\n").unwrap();
     let input = lines(&[
         Request::Hold {
             id: 1,
             undo: Undo::Continue { pid },
+            note: None,
         },
         Request::Hold {
             id: 2,
@@ -166,6 +174,10 @@ fn a_continue_and_a_write_are_undone_for_real() {
                 path: file.0.clone(),
                 value: "0".into(),
             },
+            note: Some(Note {
+                path: said.0.clone(),
+                names: "fixed".into(),
+            }),
         },
     ]);
     let (_, said) = served(&input);

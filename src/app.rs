@@ -437,6 +437,10 @@ fn failed(e: StormError, storm: &Storm) -> ExitCode {
             );
             ExitCode::from(130)
         }
+        e @ StormError::InterruptedBeforeLoad => {
+            eprintln!("{e}");
+            ExitCode::from(130)
+        }
         e => {
             eprintln!("error: {e}; partial results in {}", storm.out.display());
             ExitCode::FAILURE

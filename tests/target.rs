@@ -3,18 +3,22 @@
 //! here as a child of the test, with the flags the storm gives its own:
 //! the same verdicts as the storm's own server, server figures not
 //! measured, nothing started when the target or its process cannot be
-//! used, and the target left running whatever stops the storm.
+//! used, a target that takes connections in without answering waited
+//! for, and the target left running whatever stops the storm.
 
 mod common;
 
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use common::target::{
-    Ending, HUP, INT, INT_TWICE, KILL, QUICK_SERVER, QUIT, TERM, end_during_the_pause, expected,
-    scenario, state, storm, wait_stopped,
+    Ending, HUP, INT, INT_TWICE, KILL, QUICK_SERVER, QUIT, STORM, TERM, end_during_the_pause,
+    expected, scenario, state, storm, wait_stopped,
 };
-use common::{Guard, ServerChild, fresh_path, one_at_a_time, summary_json, unowned_port, verdicts};
+use common::{
+    Guard, ServerChild, command, fresh_path, one_at_a_time, summary_json, unowned_port, verdicts,
+};
 
 #[test]
 #[ignore = "tier 2, real storms (about 45 s): cargo test -- --ignored"]
@@ -290,4 +294,56 @@ fn sigterm_sighup_or_sigquit_during_the_pause_leaves_the_target_running() {
     for killed in &ended[1..] {
         assert!(killed.stderr.contains("(server) continued"), "{killed:?}");
     }
+}
+
+#[test]
+fn a_target_that_takes_connections_in_without_answering_is_waited_for_until_ctrl_c() {
+    // The kernel takes the connections in; nothing accepts them: as far
+    // as a GET can tell, a target still working through a backlog.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/", listener.local_addr().unwrap());
+    let sleeping = sleeper();
+    let outage = format!("sigstop={}", sleeping.0.id());
+    let out = fresh_path("target-waits");
+    let mut running = Guard(
+        command(STORM)
+            .args([
+                "--target",
+                &url,
+                "--outage",
+                &outage,
+                "--strategies",
+                "fixed",
+            ])
+            .args(["--quick", "--quiet", "--out", out.to_str().unwrap()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    // Today's storm gave up here, exit 2, "no answer within 10 s".
+    let mut stderr = BufReader::new(running.0.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    assert_eq!(
+        line.trim_end(),
+        format!(
+            "--target {url}: it accepted the connection but has not answered within 10 s: \
+             still working through a backlog (a run before may have left it one), or \
+             stopped? Waiting for it, at most 5 min (the limit of the wait for a calm target)"
+        )
+    );
+    common::signal(running.0.id(), "INT");
+    let status = running.0.wait().unwrap();
+    let mut rest = String::new();
+    stderr.read_to_string(&mut rest).unwrap();
+    assert_eq!(status.code(), Some(130), "{rest}");
+    assert_eq!(
+        rest,
+        "interrupted while waiting for the target's first answer, before any load: nothing \
+         stopped, nothing written\n"
+    );
+    assert!(!out.exists(), "nothing written");
+    assert_ne!(state(sleeping.0.id()), 'T', "nothing stopped");
+    drop(listener);
 }

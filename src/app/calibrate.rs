@@ -62,7 +62,7 @@ pub(super) fn calibrate(args: CalibrateArgs, program: PathBuf) -> ExitCode {
             ));
             ExitCode::SUCCESS
         }
-        Err(StormError::Interrupted) => {
+        Err(StormError::Interrupted | StormError::InterruptedBeforeLoad) => {
             eprintln!(
                 "interrupted: what was measured is in {} (levels.csv, calibration.json)",
                 config.out.display()

@@ -13,7 +13,7 @@ pub(super) fn failure(e: StormError) -> ExitCode {
             eprintln!("error: {msg}");
             ExitCode::from(2)
         }
-        StormError::Interrupted => {
+        StormError::Interrupted | StormError::InterruptedBeforeLoad => {
             eprintln!("interrupted: nothing written");
             ExitCode::from(130)
         }

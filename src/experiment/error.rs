@@ -17,6 +17,10 @@ pub enum StormError {
     Target(String),
     /// Stopped by SIGINT or SIGTERM; partial results are on disk.
     Interrupted,
+    /// Stopped by SIGINT or SIGTERM before any load, while the storm
+    /// waited for its target's first answer: nothing was stopped, nothing
+    /// run and nothing written.
+    InterruptedBeforeLoad,
 }
 
 impl fmt::Display for StormError {
@@ -27,6 +31,11 @@ impl fmt::Display for StormError {
             }
             StormError::Io(what, e) => write!(f, "{what}: {e}"),
             StormError::Interrupted => write!(f, "interrupted"),
+            StormError::InterruptedBeforeLoad => write!(
+                f,
+                "interrupted while waiting for the target's first answer, before any load: \
+                 nothing stopped, nothing written"
+            ),
         }
     }
 }

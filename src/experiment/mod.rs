@@ -51,12 +51,14 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> Result<StormReport, StormError> {
     storm.validate(flags)?;
-    // Against a target, nothing is written before it has answered and
-    // its outage is known to be possible.
+    let mut shutdown = pin!(shutdown);
+    // Against a target, nothing is written before it has answered (a
+    // target still busy with a run before is waited for) and its outage
+    // is known to be possible.
     if let (Engine::Real, Some(url), Some(outage)) =
         (storm.engine, &storm.scenario.target, &storm.scenario.outage)
     {
-        target::check(url, outage).await?;
+        target::check(url, outage, target::FIRST_ANSWER, shutdown.as_mut()).await?;
         // Before the first outage: whatever ends this storm, its guardian
         // undoes what the outage holds. A fault proxy's ends with it.
         if outage.fault().is_none() {
@@ -83,7 +85,7 @@ pub async fn run(
     }
     let runs = match storm.engine {
         Engine::Sim => simulate::run(storm, flags, &mut commands)?,
-        Engine::Real => runner::run(storm, &mut commands, pin!(shutdown)).await?,
+        Engine::Real => runner::run(storm, &mut commands, shutdown).await?,
     };
     commands.flush().map_err(io_err("write commands.txt"))?;
     judge::write(storm, flags, runs)

@@ -5,8 +5,11 @@
 //! client goes to the URL, one case at a time, and what only the
 //! project's server measures is not measured.
 
+use std::fmt;
 use std::fs::File;
+use std::future::Future;
 use std::io::Write;
+use std::pin::Pin;
 use std::time::Duration;
 
 use hyper::Uri;
@@ -18,15 +21,22 @@ use super::error::{StormError, io_err};
 use super::outage::{Log, Ongoing, Outage};
 use crate::model::timescale::compress;
 
-/// How long the target may take to answer before the storm starts.
-const FIRST_ANSWER: Duration = Duration::from_secs(10);
-
 /// How long a probe may take to be answered by a calm target: not
 /// scaled, as a target's own times are not.
 const CALM_ANSWER: Duration = Duration::from_secs(1);
 
-/// The longest wait for a calm target before a run.
+/// The longest wait for a calm target before a run, and for its first
+/// answer before any load.
 const CALM_WITHIN: Duration = Duration::from_secs(300);
+
+/// How the storm waits for a target's first answer before any load: each
+/// GET may take 10 s; one taken in and not answered is tried again, for
+/// at most [`CALM_WITHIN`], with a line every 30 s.
+pub(super) const FIRST_ANSWER: Patience = Patience {
+    each: Duration::from_secs(10),
+    within: CALM_WITHIN,
+    say_every: Duration::from_secs(30),
+};
 
 /// The most bytes read looking for the status line.
 const MAX_HEAD: usize = 8192;
@@ -53,15 +63,73 @@ pub(super) fn check_url(url: &str) -> Result<(), String> {
     parts(url).map(drop)
 }
 
+/// How long the storm waits for a target's first answer.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Patience {
+    /// How long each GET may take.
+    pub(super) each: Duration,
+    /// How long the whole wait may take.
+    pub(super) within: Duration,
+    /// How often a line says that it still waits.
+    pub(super) say_every: Duration,
+}
+
+/// Why a GET had no answer.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum NoAnswer {
+    /// The connection was made and the request sent, then nothing came
+    /// within the limit: a target busy with work before it (a backlog),
+    /// or stopped.
+    Silent(Duration),
+    /// No connection within the limit: nothing answers at that address
+    /// (a firewall drops what is sent there), or its listen queue is full
+    /// (the kernel drops a connection's first packet then).
+    Unconnected(String, Duration),
+    /// Anything else, each the user's to fix: a URL that cannot be used,
+    /// a connection refused, closed without an answer, or an answer that
+    /// is not HTTP.
+    Failed(String),
+}
+
+impl fmt::Display for NoAnswer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NoAnswer::Silent(limit) => write!(f, "no answer within {}", span(*limit)),
+            NoAnswer::Unconnected(authority, limit) => {
+                write!(f, "no connection to {authority} within {}", span(*limit))
+            }
+            NoAnswer::Failed(why) => f.write_str(why),
+        }
+    }
+}
+
+/// A duration as the terminal says it: `5 min`, `10 s`, `0.2 s`.
+fn span(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s >= 60.0 && d.as_secs().is_multiple_of(60) && d.subsec_nanos() == 0 {
+        format!("{} min", d.as_secs() / 60)
+    } else {
+        format!("{s} s")
+    }
+}
+
 /// One GET to `url`: its status line (any status will do), or why none
 /// came within `limit`.
-pub(super) async fn probe(url: &str, limit: Duration) -> Result<String, String> {
-    let (host, port, authority, path) = parts(url)?;
+pub(super) async fn probe(url: &str, limit: Duration) -> Result<String, NoAnswer> {
+    let (host, port, authority, path) = parts(url).map_err(NoAnswer::Failed)?;
     let request = format!("GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n");
+    let deadline = Instant::now() + limit;
+    let connect = TcpStream::connect((host.as_str(), port));
+    let mut stream = match tokio::time::timeout_at(deadline, connect).await {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(e)) => {
+            return Err(NoAnswer::Failed(format!(
+                "cannot connect to {authority}: {e}"
+            )));
+        }
+        Err(_) => return Err(NoAnswer::Unconnected(authority, limit)),
+    };
     let exchange = async {
-        let mut stream = TcpStream::connect((host.as_str(), port))
-            .await
-            .map_err(|e| format!("cannot connect to {authority}: {e}"))?;
         stream
             .write_all(request.as_bytes())
             .await
@@ -88,21 +156,118 @@ pub(super) async fn probe(url: &str, limit: Duration) -> Result<String, String> 
             _ => Err(format!("{authority} answered '{line}', not HTTP")),
         }
     };
-    tokio::time::timeout(limit, exchange)
-        .await
-        .map_err(|_| format!("no answer within {} s", limit.as_secs()))?
+    match tokio::time::timeout_at(deadline, exchange).await {
+        Ok(answer) => answer.map_err(NoAnswer::Failed),
+        Err(_) => Err(NoAnswer::Silent(limit)),
+    }
+}
+
+/// What the wait for a first answer does after a GET that had none,
+/// `elapsed` into the wait: tries again, first saying the line given if
+/// it is time for one (`said`: when the last was said, none before the
+/// first silence), or gives up, saying why. Silence is waited for, up to
+/// `patience.within`, and so, once the target has been silent, is a
+/// connection not made in time (its listen queue full); anything else
+/// ends the wait at once.
+fn after(
+    no: NoAnswer,
+    elapsed: Duration,
+    said: &mut Option<Duration>,
+    patience: &Patience,
+) -> Result<Option<String>, String> {
+    let waited = |why: String| match said {
+        Some(_) => format!(
+            "{why}, after {:.0} s waiting for its first answer",
+            elapsed.as_secs_f64()
+        ),
+        None => why,
+    };
+    match no {
+        NoAnswer::Silent(_) => {}
+        NoAnswer::Unconnected(..) if said.is_some() => {}
+        no => return Err(waited(no.to_string())),
+    }
+    if elapsed >= patience.within {
+        return Err(format!(
+            "no answer within {} of waiting (each GET given {}): still working through a \
+             backlog, or stopped",
+            span(patience.within),
+            span(patience.each)
+        ));
+    }
+    match *said {
+        None => {
+            *said = Some(elapsed);
+            Ok(Some(format!(
+                "it accepted the connection but has not answered within {}: still working \
+                 through a backlog (a run before may have left it one), or stopped? Waiting \
+                 for it, at most {} (the limit of the wait for a calm target)",
+                span(patience.each),
+                span(patience.within)
+            )))
+        }
+        Some(at) if elapsed >= at + patience.say_every => {
+            *said = Some(elapsed);
+            Ok(Some(format!(
+                "still no answer after {:.0} s; waiting at most {}",
+                elapsed.as_secs_f64(),
+                span(patience.within)
+            )))
+        }
+        Some(_) => Ok(None),
+    }
+}
+
+/// Waits for the first answer to a GET to `url`: a GET taken in and not
+/// answered within `patience.each` is tried again, anew, for at most
+/// `patience.within` in all, saying so through `say` at once and every
+/// `patience.say_every`; any other failure ends the wait at once. The
+/// first answer's status line, or why none came.
+pub(super) async fn first_answer(
+    url: &str,
+    patience: Patience,
+    say: &mut dyn FnMut(&str),
+) -> Result<String, String> {
+    let start = Instant::now();
+    let mut said = None;
+    loop {
+        let limit = patience
+            .each
+            .min(patience.within.saturating_sub(start.elapsed()));
+        let no = if limit.is_zero() {
+            NoAnswer::Silent(limit)
+        } else {
+            match probe(url, limit).await {
+                Ok(line) => return Ok(line),
+                Err(no) => no,
+            }
+        };
+        if let Some(line) = after(no, start.elapsed(), &mut said, &patience)? {
+            say(&line);
+        }
+    }
 }
 
 /// Checks, before any load, that the outage can be caused and that the
-/// target answers a GET. Either failing is the user's to fix: exit 2.
-pub(super) async fn check(url: &str, outage: &Outage) -> Result<(), StormError> {
+/// target answers a GET, waiting for a first answer as `patience` says.
+/// Either failing is the user's to fix: exit 2. A signal while it waits
+/// (`shutdown`) ends the storm with nothing done.
+pub(super) async fn check(
+    url: &str,
+    outage: &Outage,
+    patience: Patience,
+    shutdown: Pin<&mut impl Future<Output = ()>>,
+) -> Result<(), StormError> {
     outage
         .check()
         .map_err(|e| StormError::Target(format!("--outage {outage}: {e}")))?;
-    probe(url, FIRST_ANSWER)
-        .await
-        .map(drop)
-        .map_err(|e| StormError::Target(format!("--target {url}: {e}")))
+    let mut say = |line: &str| eprintln!("--target {url}: {line}");
+    tokio::select! {
+        answer = first_answer(url, patience, &mut say) => answer
+            .map(drop)
+            .map_err(|e| StormError::Target(format!("--target {url}: {e}"))),
+        () = shutdown => Err(StormError::InterruptedBeforeLoad),
+    }
 }
 
 /// Waits, before the runs `names` begin, until the target is calm: it
@@ -181,98 +346,4 @@ pub(super) fn begin(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use tokio::net::TcpListener;
-
-    #[tokio::test]
-    async fn any_status_is_an_answer_and_a_refusal_is_not() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let server = tokio::spawn(async move {
-            let (mut socket, _) = listener.accept().await.unwrap();
-            let mut buf = [0u8; 1024];
-            let n = socket.read(&mut buf).await.unwrap();
-            let request = String::from_utf8_lossy(&buf[..n]).into_owned();
-            socket
-                .write_all(b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\r\n")
-                .await
-                .unwrap();
-            request
-        });
-        let url = format!("http://{addr}/health?x=1");
-        let line = probe(&url, Duration::from_secs(5)).await.unwrap();
-        assert_eq!(line, "HTTP/1.1 503 Service Unavailable");
-        let request = server.await.unwrap();
-        assert!(
-            request.starts_with("GET /health?x=1 HTTP/1.1\r\n"),
-            "{request}"
-        );
-        assert!(request.contains(&format!("Host: {addr}\r\n")), "{request}");
-        // Nothing listens there any more.
-        let err = probe(&url, Duration::from_secs(5)).await.unwrap_err();
-        assert!(err.contains("cannot connect"), "{err}");
-    }
-
-    #[tokio::test]
-    async fn silence_and_nonsense_are_no_answer() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        // Accepted by the kernel, never read: a stopped process.
-        let err = probe(&format!("http://{addr}/"), Duration::from_millis(200))
-            .await
-            .unwrap_err();
-        assert!(err.contains("no answer within"), "{err}");
-        let other = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let at = other.local_addr().unwrap();
-        let server = tokio::spawn(async move {
-            let (mut socket, _) = other.accept().await.unwrap();
-            socket.write_all(b"SSH-2.0-OpenSSH\r\n").await.unwrap();
-        });
-        let err = probe(&format!("http://{at}/"), Duration::from_secs(5))
-            .await
-            .unwrap_err();
-        assert!(err.contains("not HTTP"), "{err}");
-        server.await.unwrap();
-        for bad in ["https://example.com/", "not a url", "/path"] {
-            assert!(probe(bad, Duration::from_secs(1)).await.is_err(), "{bad}");
-        }
-    }
-
-    #[tokio::test]
-    async fn a_target_that_answers_every_probe_is_calm_after_the_window() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let server = tokio::spawn(async move {
-            loop {
-                let (mut socket, _) = listener.accept().await.unwrap();
-                let mut buf = [0u8; 1024];
-                let _ = socket.read(&mut buf).await;
-                let _ = socket.write_all(b"HTTP/1.1 200 OK\r\n\r\n").await;
-            }
-        });
-        let path = std::env::temp_dir().join(format!("retry-storm-calm-{}", std::process::id()));
-        let mut commands = File::create(&path).unwrap();
-        let names = ["fixed".to_string()];
-        // A hundredth of the time: a probe every 10 ms for 0.3 s.
-        let start = Instant::now();
-        calm(
-            &format!("http://{addr}/"),
-            Duration::from_secs(30),
-            100.0,
-            &names,
-            &mut commands,
-        )
-        .await
-        .unwrap();
-        assert!(start.elapsed() >= Duration::from_millis(300));
-        let said = std::fs::read_to_string(&path).unwrap();
-        assert!(
-            said.starts_with("# fixed: the target calm after 0."),
-            "{said}"
-        );
-        assert!(said.contains("every 0.01 s for 0.3 s"), "{said}");
-        server.abort();
-        std::fs::remove_file(&path).unwrap();
-    }
-}
+mod tests;

@@ -254,7 +254,7 @@ fn end_sigstop(endings: &[Ending]) -> Vec<common::target::Ended> {
         "target-end",
         endings,
         |pid, _| vec!["--outage".into(), format!("sigstop={pid}")],
-        |pid, _| state(pid) == 'T',
+        |pid, _, _| state(pid) == 'T',
     )
 }
 

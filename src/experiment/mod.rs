@@ -62,7 +62,7 @@ pub async fn run(
         // Before the first outage: whatever ends this storm, its guardian
         // undoes what the outage holds. A fault proxy's ends with it.
         if outage.fault().is_none() {
-            outage::guard_with(&storm.program).map_err(StormError::Child)?;
+            outage::guard_with(&storm.program).map_err(StormError::Target)?;
         }
     }
     folder::claim(&storm.out, &[], storm.existing, "--out")?;

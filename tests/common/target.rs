@@ -79,7 +79,9 @@ impl Drop for Running {
 /// undid it).
 #[derive(Debug, Clone, Copy)]
 pub struct Ending {
+    /// The signals, by name (`kill -s NAME`).
     pub signals: &'static [&'static str],
+    /// The storm's exit code, or `None` for a death by the last signal.
     pub exit: Option<i32>,
 }
 
@@ -156,15 +158,16 @@ pub struct Ended {
 /// Ends, each of the `endings` ways, a quick storm of fixed retries
 /// against a fresh server during the pause. `outage` gives the storm's
 /// flags that cause the server's outage from its pid and a marker file
-/// its commands may write; `in_outage` says whether the server is in it
-/// (for the pause to be waited for, and its end). Each time the storm
+/// its commands may write; `in_outage` says, from the server's pid, the
+/// storm's and its results folder, whether the server is in it (for the
+/// pause to be waited for, and its end). Each time the storm
 /// ends as the ending says; within 10 s the server is out of its outage,
 /// and the storm's children, its client and its guardian, are gone.
 pub fn end_during_the_pause(
     name: &str,
     endings: &[Ending],
     outage: impl Fn(u32, &std::path::Path) -> Vec<String>,
-    in_outage: impl Fn(u32, u32) -> bool,
+    in_outage: impl Fn(u32, u32, &std::path::Path) -> bool,
 ) -> Vec<Ended> {
     let mut ended = Vec::new();
     for (n, ending) in endings.iter().enumerate() {
@@ -193,7 +196,7 @@ pub fn end_during_the_pause(
         ));
         let storm_pid = running.0.as_ref().unwrap().id();
         within_10_s(&format!("{ending:?}: {pid} never in its outage"), || {
-            in_outage(pid, storm_pid)
+            in_outage(pid, storm_pid, &out)
         });
         let [clients, guardians, proxies] =
             [&b"client"[..], b"guard", b"proxy"].map(|role| storm_children(storm_pid, role));
@@ -216,7 +219,7 @@ pub fn end_during_the_pause(
         }
         within_10_s(
             &format!("{ending:?}: the target was left in its outage: {stderr}"),
-            || !in_outage(pid, storm_pid),
+            || !in_outage(pid, storm_pid, &out),
         );
         // A storm that exits at once leaves its client and its proxy to
         // the kernel's parent-death signal, which takes them down a moment

@@ -10,17 +10,17 @@
 //! The cgroup is thawed whatever ends the outage: at the resume, on an
 //! error or a stop (dropped), and however the storm ends, SIGKILL
 //! included: the outage's guardian holds the thaw from before the freeze
-//! ([`super::at_exit`]).
+//! ([`super::link`]).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use nix::unistd::{AccessFlags, access};
 
-use super::at_exit::{self, Registered};
-use super::freeze::{name, this_and_ancestors};
 use super::guardian::Undo;
+use super::link::{self, Held};
 use super::log::Log;
+use super::process::{name, this_and_ancestors};
 
 /// How long freezing may take: the kernel freezes each task when it can,
 /// which one in an uninterruptible sleep (state D) may delay.
@@ -182,7 +182,9 @@ impl Cgroup {
     /// [`FREEZE_WITHIN`]; says in `log` what was frozen and how long that
     /// took. Thawed again if it does not freeze in time.
     pub(crate) fn freeze(self, log: &mut Log) -> Result<FrozenCgroup, String> {
-        let at_exit = at_exit::register(
+        // From the thaw's hold to the freeze: an exit waits (link::causing).
+        let causing = link::causing();
+        let held = link::hold(
             Undo::Write {
                 path: self.control(),
                 value: self.value(false).to_string(),
@@ -191,13 +193,14 @@ impl Cgroup {
         )?;
         let frozen = FrozenCgroup {
             cgroup: self,
-            at_exit: Some(at_exit),
+            held: Some(held),
         };
         let cgroup = &frozen.cgroup;
         let shown = cgroup.dir.display();
         let start = Instant::now();
-        cgroup
-            .set(true)
+        let caused = cgroup.set(true);
+        drop(causing);
+        caused
             .map_err(|e| format!("cannot freeze {shown}: {}: {e}", cgroup.control().display()))?;
         let mut pause = Duration::from_micros(100);
         while !cgroup.frozen_whole() {
@@ -232,8 +235,8 @@ impl Cgroup {
 #[derive(Debug)]
 pub(crate) struct FrozenCgroup {
     cgroup: Cgroup,
-    /// The thaw at the exit, until it is thawed here.
-    at_exit: Option<Registered>,
+    /// The thaw, held by the guardian until it is thawed here.
+    held: Option<Held>,
 }
 
 impl FrozenCgroup {
@@ -247,8 +250,8 @@ impl Drop for FrozenCgroup {
     fn drop(&mut self) {
         // Gone if its cgroup went: then nothing in it is frozen.
         let _ = self.cgroup.set(false);
-        if let Some(registered) = self.at_exit.take() {
-            registered.withdraw();
+        if let Some(held) = self.held.take() {
+            held.withdraw();
         }
     }
 }

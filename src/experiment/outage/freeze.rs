@@ -8,88 +8,16 @@
 //! stopped is continued when the [`Frozen`] value goes, however it goes:
 //! at the resume, on an error or a stop (dropped), and however the storm
 //! ends, SIGKILL included: the outage's guardian holds each SIGCONT from
-//! before its SIGSTOP ([`super::at_exit`]).
-
-use std::collections::BTreeMap;
+//! before its SIGSTOP ([`super::link`]).
 
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, kill};
-use nix::unistd::{Pid, getpid};
+use nix::unistd::Pid;
 
-use super::at_exit::{self, Registered};
-use super::guardian::{Note, Undo};
-
-/// A process's state letter and parent, from its `/proc/PID/stat` line:
-/// `pid (comm) state ppid ...`, where the name may hold spaces and
-/// parentheses (hence the last `)`).
-fn parse_stat(line: &str) -> Option<(char, i32)> {
-    let after = &line[line.rfind(')')? + 1..];
-    let mut fields = after.split_whitespace();
-    let state = fields.next()?.chars().next()?;
-    let ppid = fields.next()?.parse().ok()?;
-    Some((state, ppid))
-}
-
-/// A process's state letter (`R`, `S`, `T` for stopped, `Z`...), if it
-/// exists.
-fn state(pid: i32) -> Option<char> {
-    let line = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_stat(&line).map(|(state, _)| state)
-}
-
-/// Every process's children, from `/proc` as it is now.
-fn children() -> BTreeMap<i32, Vec<i32>> {
-    let mut tree: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return tree;
-    };
-    for entry in entries.flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        // A process may end between the listing and the read.
-        let Ok(line) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        if let Some((_, ppid)) = parse_stat(&line) {
-            tree.entry(ppid).or_default().push(pid);
-        }
-    }
-    tree
-}
-
-/// The descendants of `root` in `tree`, parents before their children.
-fn descendants(root: i32, tree: &BTreeMap<i32, Vec<i32>>) -> Vec<i32> {
-    let mut found = Vec::new();
-    let mut next = vec![root];
-    // A table read while processes come and go may hold a reused id
-    // twice: each process is taken once, so the walk ends.
-    while let Some(pid) = next.pop() {
-        for &child in tree.get(&pid).into_iter().flatten() {
-            if child != root && !found.contains(&child) {
-                found.push(child);
-                next.push(child);
-            }
-        }
-    }
-    found
-}
-
-/// This process and its ancestors: never to be stopped.
-pub(crate) fn this_and_ancestors() -> Vec<i32> {
-    let mut line = vec![getpid().as_raw()];
-    while let Some(&pid) = line.last() {
-        let parent = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .and_then(|l| parse_stat(&l))
-            .map(|(_, ppid)| ppid);
-        match parent {
-            Some(ppid) if ppid > 0 && !line.contains(&ppid) => line.push(ppid),
-            _ => break,
-        }
-    }
-    line
-}
+use super::guardian::Undo;
+use super::link::{self, Held};
+use super::log::Note;
+use super::process::{children, descendants, name, state, this_and_ancestors};
 
 /// Checks that process `pid` can be stopped by this one: it exists, may
 /// be signalled (kill with signal 0), is neither this process nor one of
@@ -119,20 +47,14 @@ pub(crate) fn check_process(pid: i32) -> Result<(), String> {
     Ok(())
 }
 
-/// A process's name (its `comm`), or `?` if it is gone.
-pub(crate) fn name(pid: i32) -> String {
-    std::fs::read_to_string(format!("/proc/{pid}/comm"))
-        .map(|c| c.trim().to_string())
-        .unwrap_or_else(|_| "?".into())
-}
-
 /// Processes this storm stopped, in the order it stopped them; each is
 /// continued when the value goes.
 #[derive(Debug)]
 pub(crate) struct Frozen {
     pids: Vec<i32>,
-    /// Each process's SIGCONT at the exit, until it is continued here.
-    at_exit: Vec<Registered>,
+    /// Each process's SIGCONT, held by the guardian until it is continued
+    /// here.
+    held: Vec<Held>,
     /// Descendants that could not be signalled, and why.
     refused: Vec<String>,
     /// Where the guardian says what it continued.
@@ -146,7 +68,7 @@ impl Frozen {
         let spared = this_and_ancestors();
         let mut frozen = Frozen {
             pids: Vec::new(),
-            at_exit: Vec::new(),
+            held: Vec::new(),
             refused: Vec::new(),
             note,
         };
@@ -174,15 +96,16 @@ impl Frozen {
     /// not sent (the guardian could not hold its SIGCONT).
     fn add(&mut self, pid: i32) -> Result<Result<(), Errno>, String> {
         // Held by the guardian first, so that no end of the storm misses it.
-        let at_exit = at_exit::register(Undo::Continue { pid }, self.note.clone())?;
+        let _causing = link::causing();
+        let held = link::hold(Undo::Continue { pid }, self.note.clone())?;
         Ok(match kill(Pid::from_raw(pid), Signal::SIGSTOP) {
             Ok(()) => {
                 self.pids.push(pid);
-                self.at_exit.push(at_exit);
+                self.held.push(held);
                 Ok(())
             }
             Err(e) => {
-                at_exit.withdraw();
+                held.withdraw();
                 Err(e)
             }
         })
@@ -224,8 +147,8 @@ impl Drop for Frozen {
         for &pid in self.pids.iter().rev() {
             let _ = kill(Pid::from_raw(pid), Signal::SIGCONT);
         }
-        for registered in self.at_exit.drain(..) {
-            registered.withdraw();
+        for held in self.held.drain(..) {
+            held.withdraw();
         }
     }
 }
@@ -236,27 +159,6 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::*;
-
-    #[test]
-    fn a_stat_line_reads_past_a_name_with_spaces_and_parentheses() {
-        let line = "4242 (a (b) c) T 17 4242 4242 0 -1 4194560";
-        assert_eq!(parse_stat(line), Some(('T', 17)));
-        assert_eq!(parse_stat("garbage"), None);
-    }
-
-    #[test]
-    fn descendants_come_parents_first_and_nothing_else() {
-        let mut tree = BTreeMap::new();
-        tree.insert(1, vec![10, 20]);
-        tree.insert(10, vec![11, 12]);
-        tree.insert(12, vec![13]);
-        tree.insert(20, vec![21]);
-        let found = descendants(10, &tree);
-        assert_eq!(found.len(), 3);
-        let at = |p| found.iter().position(|&x| x == p).unwrap();
-        assert!(at(12) < at(13), "{found:?}");
-        assert!(!found.contains(&20) && !found.contains(&1));
-    }
 
     /// Waits (bounded) until `ok` holds of the states of `pids`.
     fn wait_states(pids: &[i32], what: &str, ok: impl Fn(char) -> bool) {
@@ -316,10 +218,10 @@ mod tests {
         let err = check_process(root).unwrap_err();
         assert!(err.contains("stopped already"), "{err}");
         let continued = format!("SIGCONT to {root}");
-        assert!(at_exit::registered().contains(&continued));
+        assert!(link::held().contains(&continued));
         frozen.thaw();
         wait_states(&all, "continued", |s| s != 'T');
-        assert!(!at_exit::registered().contains(&continued));
+        assert!(!link::held().contains(&continued));
     }
 
     #[test]

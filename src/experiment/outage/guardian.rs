@@ -26,8 +26,9 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 
-use super::exec::{LIMIT, Ran, run};
-use super::freeze::name;
+use super::command::{LIMIT, Ran, run};
+use super::log::Note;
+use super::process::name;
 
 /// What undoes one part of an outage, as data: the guardian holds it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -87,26 +88,6 @@ impl Undo {
                     Some(ran),
                 )
             }
-        }
-    }
-}
-
-/// Where the guardian says what it undid: a run's `commands.txt`, as a
-/// comment about its runs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct Note {
-    /// The file, appended to.
-    pub path: PathBuf,
-    /// The runs' names.
-    pub names: String,
-}
-
-impl Note {
-    /// Appends `line` as a comment about the runs; a file gone is passed
-    /// over (stderr has the line too).
-    fn say(&self, line: &str) {
-        if let Ok(mut file) = std::fs::OpenOptions::new().append(true).open(&self.path) {
-            let _ = writeln!(file, "# {}: {line}", self.names);
         }
     }
 }
@@ -214,7 +195,10 @@ pub(crate) fn serve(input: impl BufRead, mut output: impl Write, mut say: impl F
         held.len()
     ));
     for (_, undo, note) in held.into_iter().rev() {
-        let (done, ran) = undo.apply();
+        // One undo that panics (no thread to be had, under the memory
+        // pressure that may have killed the storm) leaves the others to do.
+        let applied = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| undo.apply()));
+        let (done, ran) = applied.unwrap_or_else(|_| (format!("{} failed", undo.describe()), None));
         let line = format!(
             "storm guard: the storm ended during the outage: {done}{}",
             ran.map(|r| r.stderr_tail()).unwrap_or_default()

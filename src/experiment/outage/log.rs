@@ -6,7 +6,7 @@ use std::io::{self, Write};
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 
-use super::guardian::Note;
+use serde::{Deserialize, Serialize};
 
 /// The runs' names and `commands.txt`, for an outage's lines.
 #[derive(Debug)]
@@ -55,6 +55,26 @@ impl Log {
         self.file
             .write_all(out.as_bytes())
             .map_err(|e| format!("cannot write commands.txt: {e}"))
+    }
+}
+
+/// Where the guardian says what it undid: a run's `commands.txt`, as a
+/// comment about its runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Note {
+    /// The file, appended to.
+    pub path: PathBuf,
+    /// The runs' names.
+    pub names: String,
+}
+
+impl Note {
+    /// Appends `line` as a comment about the runs; a file gone is passed
+    /// over (stderr has the line too).
+    pub(crate) fn say(&self, line: &str) {
+        if let Ok(mut file) = std::fs::OpenOptions::new().append(true).open(&self.path) {
+            let _ = writeln!(file, "# {}: {line}", self.names);
+        }
     }
 }
 

@@ -11,14 +11,16 @@
 //! `status=CODE`, `delay=D`: [`Fault`]), switched on for the pause and off
 //! at the resume. Whatever ends the storm ends the outage, down to its
 //! SIGKILL: a guardian process holds what undoes it ([`guardian`],
-//! [`at_exit`]).
+//! [`link`]).
 
-mod at_exit;
 mod cgroup;
+mod command;
 mod exec;
 mod freeze;
 mod guardian;
+mod link;
 mod log;
+mod process;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -28,8 +30,8 @@ use cgroup::{Cgroup, FrozenCgroup};
 use exec::{Started, Which};
 use freeze::{Frozen, check_process};
 
-pub(super) use at_exit::guard_with;
 pub use guardian::guard;
+pub(super) use link::guard_with;
 pub(super) use log::Log;
 
 use super::error::StormError;
@@ -37,7 +39,7 @@ use crate::model::fault::{FAULT_FORMS, FAULT_KINDS, Fault};
 
 /// The longest an `exec` outage's start or end command may run: past it,
 /// it is killed with its process group, and the storm stops.
-pub use exec::LIMIT as COMMAND_LIMIT;
+pub use command::LIMIT as COMMAND_LIMIT;
 
 /// How the outage is caused.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -104,12 +104,12 @@ fn a_v1_freezer_is_written_frozen_and_thawed_whatever_ends_it() {
     let frozen = Cgroup::open(&fake.0).unwrap().freeze(&mut log).unwrap();
     assert_eq!(state(), "FROZEN");
     let thaw = format!("write THAWED to {}", fake.0.join("freezer.state").display());
-    assert!(at_exit::registered().contains(&thaw));
+    assert!(link::held().contains(&thaw));
     let err = Cgroup::open(&fake.0).unwrap_err();
     assert!(err.contains("echo THAWED > freezer.state"), "{err}");
     frozen.thaw();
     assert_eq!(state(), "THAWED");
-    assert!(!at_exit::registered().contains(&thaw));
+    assert!(!link::held().contains(&thaw));
     // Dropped on the way out of a pause cut short.
     drop(Cgroup::open(&fake.0).unwrap().freeze(&mut log).unwrap());
     assert_eq!(state(), "THAWED");
@@ -173,7 +173,7 @@ fn a_real_cgroup_holding_a_sleep_is_frozen_and_thawed() {
 
 #[test]
 fn an_exit_while_frozen_thaws_the_cgroup() {
-    if let Some(dir) = at_exit::exiting::passed() {
+    if let Some(dir) = link::exiting::passed() {
         let mut log = Log::new(&File::create("/dev/null").unwrap(), "fixed").unwrap();
         let _frozen = Cgroup::open(Path::new(&dir))
             .unwrap()
@@ -188,7 +188,7 @@ fn an_exit_while_frozen_thaws_the_cgroup() {
     for hierarchy in freezers {
         let mut cgroup = TestCgroup::new(&hierarchy).unwrap();
         cgroup.sleeper();
-        at_exit::exiting::run_child(
+        link::exiting::run_child(
             concat!(module_path!(), "::an_exit_while_frozen_thaws_the_cgroup"),
             cgroup.dir.to_str().unwrap(),
         );

@@ -74,67 +74,6 @@ fn commands_are_checked_for_a_first_word_the_shell_finds() {
 }
 
 #[test]
-fn a_command_is_run_timed_and_its_output_kept() {
-    let ran = run("echo out; echo err >&2; exit 3", LIMIT);
-    assert!(!ran.ok());
-    let summary = ran.summary();
-    assert!(
-        summary.starts_with("'echo out; echo err >&2; exit 3' exited with status 3 after 0."),
-        "{summary}"
-    );
-    assert_eq!(
-        ran.report(),
-        format!("{summary}\nstdout:\nout\nstderr:\nerr")
-    );
-    assert_eq!(ran.stderr_tail(), "; its stderr ends:\nerr");
-    let ran = run("true", LIMIT);
-    assert!(ran.ok() && ran.stderr_tail().is_empty(), "{}", ran.report());
-    assert_eq!(ran.report(), ran.summary());
-    // A long output keeps its last lines.
-    let ran = run("seq 1 1000 >&2", LIMIT);
-    let tail: Vec<String> = (981..=1000).map(|n| n.to_string()).collect();
-    assert_eq!(ran.stderr, format!("...\n{}", tail.join("\n")));
-    let ran = run("kill -9 $$", LIMIT);
-    assert!(
-        ran.summary().contains("was killed by signal 9"),
-        "{}",
-        ran.summary()
-    );
-}
-
-#[test]
-fn a_command_past_its_limit_is_killed_with_its_group() {
-    let scratch = Scratch::new("limit");
-    let pids = scratch.at("pids");
-    // A child in the background, and the shell waiting past the limit.
-    let command = format!("sleep 30 & echo $! > {pids}; wait");
-    let started = Instant::now();
-    let ran = run(&command, Duration::from_millis(300));
-    assert!(started.elapsed() < Duration::from_secs(10));
-    assert!(!ran.ok());
-    assert!(
-        ran.summary()
-            .contains("at its time limit of 0.3 s, and was killed"),
-        "{}",
-        ran.summary()
-    );
-    let child: i32 = scratch.read("pids").trim().parse().unwrap();
-    // Gone, or a zombie until whoever adopted it reaps it. SIGKILL is
-    // delivered at once but a process dies in its own time: seen still
-    // running (state R, adopted by init) right after the run returned
-    // on a loaded machine, so its death is waited for, within 5 s; a
-    // child left out of the kill would sleep on for 30 s.
-    let dead = |stat: &str| stat.is_empty() || stat.contains(") Z ");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let mut stat = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
-    while !dead(&stat) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-        stat = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
-    }
-    assert!(dead(&stat), "{stat}");
-}
-
-#[test]
 fn a_start_that_fails_still_runs_the_end_and_says_both() {
     let scratch = Scratch::new("start-fails");
     let end = format!("touch {}", scratch.at("ended"));
@@ -158,7 +97,7 @@ fn a_start_that_fails_still_runs_the_end_and_says_both() {
             "{said}"
         );
         assert!(said.contains("# fixed: the outage's end command"), "{said}");
-        assert!(!at_exit::registered().contains(&format!("the end command {end}")));
+        assert!(!link::held().contains(&format!("the end command {end}")));
     }
     let err = Started::start("echo half >&2; exit 3", &end, scratch.log()).unwrap_err();
     assert!(err.contains("its stderr ends:\nhalf"), "{err}");
@@ -171,11 +110,11 @@ fn the_end_runs_once_at_the_end_or_when_dropped() {
     let registered = format!("the end command {end}");
     let started = Started::start("true", &end, scratch.log()).unwrap();
     assert_eq!(started.names(), "fixed");
-    assert!(at_exit::registered().contains(&registered));
+    assert!(link::held().contains(&registered));
     assert_eq!(scratch.read("ends"), "", "not before the end");
     started.end().unwrap();
     assert_eq!(scratch.read("ends"), "x\n");
-    assert!(!at_exit::registered().contains(&registered));
+    assert!(!link::held().contains(&registered));
     drop(Started::start("true", &end, scratch.log()).unwrap());
     assert_eq!(scratch.read("ends"), "x\nx\n", "dropped: ended once");
     let said = scratch.read("commands.txt");
@@ -197,14 +136,14 @@ fn the_end_runs_once_at_the_end_or_when_dropped() {
 
 #[test]
 fn an_exit_during_the_outage_runs_the_end_command() {
-    if let Some(dir) = at_exit::exiting::passed() {
+    if let Some(dir) = link::exiting::passed() {
         let end = format!("touch {dir}/ended");
         let file = File::create(format!("{dir}/commands.txt")).unwrap();
         let _started = Started::start("true", &end, Log::new(&file, "fixed").unwrap()).unwrap();
         std::process::exit(0);
     }
     let scratch = Scratch::new("exit");
-    at_exit::exiting::run_child(
+    link::exiting::run_child(
         concat!(
             module_path!(),
             "::an_exit_during_the_outage_runs_the_end_command"

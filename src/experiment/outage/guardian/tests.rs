@@ -180,11 +180,20 @@ fn a_continue_and_a_write_are_undone_for_real() {
             }),
         },
     ]);
-    let (_, said) = served(&input);
+    let (_, lines) = served(&input);
     assert_eq!(file.read(), "0");
     assert!(
-        said[2].contains(&format!("process {pid} (sleep) continued")),
-        "{said:?}"
+        lines[2].contains(&format!("process {pid} (sleep) continued")),
+        "{lines:?}"
+    );
+    assert_eq!(
+        said.read(),
+        format!(
+            "# before\n# fixed: storm guard: the storm ended during the outage: 0 to {}: \
+             written\n",
+            file.0.display()
+        ),
+        "the note in its file, for the undo that had one"
     );
     // Continued: a stopped process's state is T.
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();

@@ -1,33 +1,46 @@
-//! The storm's side of the outage's guardian ([`super::guardian`]): what
+//! The storm's link to its outage's guardian ([`super::guardian`]): what
 //! undoes the outage in force is held by the guardian from before the
-//! outage begins until the storm undoes it itself, so that the outage is
-//! undone however the storm ends. The storm starts a guardian process
-//! before its first outage ([`guard_with`]); without one (the library's
-//! tests), the first undo held starts a guardian on a thread of this
-//! process, which the same requests reach, and which undoes at this
-//! process's exit.
+//! outage is caused until the storm undoes it itself, so that the outage
+//! is undone however the storm ends. The storm starts the guardian, a
+//! process, before its first outage ([`guard_with`]); the library's own
+//! tests get one on a thread instead, which the same requests reach and
+//! which undoes at the test process's exit.
 //!
-//! At an exit (a second Ctrl-C ends the storm at once with
-//! `std::process::exit`), a handler registered with `atexit` closes the
-//! pipe and waits for the guardian, which undoes what is still held: the
-//! storm exits with its outage undone. When the storm dies without an exit
-//! (a signal that kills it, SIGKILL, the OOM killer), the kernel closes
-//! the pipe, and the guardian undoes it all the same.
+//! At an exit (a second Ctrl-C ends the storm with `std::process::exit`),
+//! a handler registered with `atexit` closes the pipe and waits for the
+//! guardian, which undoes what is still held: the storm exits with its
+//! outage undone. When the storm dies without an exit (a signal that
+//! kills it, SIGKILL, the OOM killer), the kernel closes the pipe, and
+//! the guardian undoes it all the same.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, Once};
+#[cfg(test)]
 use std::thread::JoinHandle;
 
-use super::exec::Ran;
-use super::guardian::{self, Note, Reply, Request, Undo};
+use super::command::Ran;
+use super::guardian::{Reply, Request, Undo};
+use super::log::Note;
 
-/// The guardian: a process of the storm's own, or a thread of this one.
+/// The guardian: a process of the storm's own, or, in the library's
+/// tests, a thread of the test process.
 enum Keeper {
     Process(Child),
+    #[cfg(test)]
     Thread(JoinHandle<()>),
+}
+
+/// How a request to the guardian failed.
+#[derive(Debug)]
+enum Failed {
+    /// It never reached the guardian, which is gone: nothing was done.
+    Unsent(std::io::Error),
+    /// It reached the guardian, whose answer never came: it may have
+    /// been carried out.
+    Unanswered(std::io::Error),
 }
 
 /// The pipes to and from the guardian, and the guardian.
@@ -46,13 +59,17 @@ impl Link {
     }
 
     /// Sends `request` and reads the guardian's answer.
-    fn ask(&mut self, request: &Request) -> std::io::Result<Reply> {
-        self.send(request)?;
+    fn ask(&mut self, request: &Request) -> Result<Reply, Failed> {
+        self.send(request).map_err(Failed::Unsent)?;
         let mut line = String::new();
-        if self.from.read_line(&mut line)? == 0 {
-            return Err(std::io::Error::other("the guardian is gone"));
+        match self.from.read_line(&mut line) {
+            Ok(0) => Err(Failed::Unanswered(std::io::Error::other(
+                "the guardian ended before it answered",
+            ))),
+            Ok(_) => serde_json::from_str(&line)
+                .map_err(|e| Failed::Unanswered(std::io::Error::other(e))),
+            Err(e) => Err(Failed::Unanswered(e)),
         }
-        serde_json::from_str(&line).map_err(std::io::Error::other)
     }
 
     /// Closes the pipe to the guardian and waits for it, which undoes
@@ -63,6 +80,7 @@ impl Link {
             Keeper::Process(mut child) => {
                 let _ = child.wait();
             }
+            #[cfg(test)]
             Keeper::Thread(thread) => {
                 let _ = thread.join();
             }
@@ -73,9 +91,14 @@ impl Link {
 /// The link to the guardian, once there is one.
 static LINK: Mutex<Option<Link>> = Mutex::new(None);
 
-/// Every undo held and not yet released, by its number: the storm's own
-/// copy, which it undoes itself if its guardian is gone.
+/// Every undo held and not yet released or settled, by its number: the
+/// storm's own copy, which it settles itself if the guardian is gone.
 static HELD: Mutex<Vec<(u64, Undo)>> = Mutex::new(Vec::new());
+
+/// Held from an undo's hold to the outage's cause ([`causing`]), and by
+/// the exit before it closes the link: so an outage is caused either
+/// before the guardian can see the end, or not at all.
+static CAUSING: Mutex<()> = Mutex::new(());
 
 /// The next undo's number.
 static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -95,6 +118,9 @@ fn lock<T>(mutex: &'static Mutex<T>) -> MutexGuard<'static, T> {
 /// Closes the link as the program exits: the guardian undoes what is
 /// still held, and the exit waits for it.
 extern "C" fn close_at_exit() {
+    // An outage being caused on another thread (`storm calibrate`'s
+    // second Ctrl-C exits from its signal thread) is caused first.
+    let _causing = lock(&CAUSING);
     CLOSED.store(true, Ordering::SeqCst);
     // The storm's copy first: an undo taken from it now is not done here.
     lock(&HELD).clear();
@@ -108,7 +134,7 @@ extern "C" fn close_at_exit() {
 fn connect(link: impl FnOnce() -> std::io::Result<Link>) -> std::io::Result<()> {
     AT_EXIT.call_once(|| {
         // SAFETY: registers a plain function, which takes the link out
-        // under a lock that every other user releases, and waits for the
+        // under locks that every other user releases, and waits for the
         // guardian.
         unsafe {
             nix::libc::atexit(close_at_exit);
@@ -121,8 +147,10 @@ fn connect(link: impl FnOnce() -> std::io::Result<Link>) -> std::io::Result<()> 
     Ok(())
 }
 
-/// Starts the guardian as a process, `program guard`, in a session of its
-/// own, unless there is a guardian already: before the first outage.
+/// Starts the guardian as a process, `program guard`, in a process group
+/// of its own (a Ctrl-C at the terminal, or the shell's SIGHUP to its
+/// jobs, does not reach it; the commands it runs keep the terminal),
+/// unless there is a guardian already: before the first outage.
 pub(crate) fn guard_with(program: &Path) -> Result<(), String> {
     connect(|| {
         let mut command = Command::new(program);
@@ -131,13 +159,7 @@ pub(crate) fn guard_with(program: &Path) -> Result<(), String> {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
-        // SAFETY: setsid is async-signal-safe and allocates nothing.
-        unsafe {
-            std::os::unix::process::CommandExt::pre_exec(&mut command, || {
-                nix::unistd::setsid()?;
-                Ok(())
-            });
-        }
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
         let mut child = command.spawn()?;
         let to = child.stdin.take().expect("piped");
         let from = child.stdout.take().expect("piped");
@@ -155,60 +177,79 @@ pub(crate) fn guard_with(program: &Path) -> Result<(), String> {
     })
 }
 
-/// A guardian on a thread of this process: the same requests, undone at
-/// this process's exit (not at its SIGKILL).
-fn in_thread() -> std::io::Result<Link> {
-    let (from_storm, to) = std::io::pipe()?;
-    let (from, to_storm) = std::io::pipe()?;
-    let thread = std::thread::Builder::new()
-        .name("outage guardian".into())
-        .spawn(move || {
-            guardian::serve(BufReader::new(from_storm), to_storm, |line| {
-                eprintln!("{line}")
-            })
-        })?;
-    Ok(Link {
-        to: Box::new(to),
-        from: BufReader::new(Box::new(from)),
-        keeper: Keeper::Thread(thread),
+/// In the library's tests, a guardian on a thread: the same requests,
+/// undone at the test process's exit.
+#[cfg(test)]
+fn first_guardian() -> std::io::Result<()> {
+    connect(|| {
+        let (from_storm, to) = std::io::pipe()?;
+        let (from, to_storm) = std::io::pipe()?;
+        let thread = std::thread::Builder::new()
+            .name("outage guardian".into())
+            .spawn(move || {
+                super::guardian::serve(BufReader::new(from_storm), to_storm, |line| {
+                    eprintln!("{line}")
+                })
+            })?;
+        Ok(Link {
+            to: Box::new(to),
+            from: BufReader::new(Box::new(from)),
+            keeper: Keeper::Thread(thread),
+        })
     })
 }
 
-/// Sends `request` to the guardian, starting one on a thread if there is
-/// none.
+/// Outside tests, no outage is caused without the guardian the storm
+/// starts first.
+#[cfg(not(test))]
+fn first_guardian() -> std::io::Result<()> {
+    match lock(&LINK).is_some() || CLOSED.load(Ordering::SeqCst) {
+        true => Ok(()),
+        false => Err(std::io::Error::other(
+            "no guardian: the storm starts one before its first outage",
+        )),
+    }
+}
+
+/// Sends `request` to the guardian.
 fn send(request: &Request) -> std::io::Result<()> {
-    connect(in_thread)?;
+    first_guardian()?;
     match lock(&LINK).as_mut() {
         Some(link) => link.send(request),
         None => Err(std::io::Error::other("the storm is exiting")),
     }
 }
 
-/// Asks the guardian, starting one on a thread if there is none. No
-/// answer once the exit has closed the link: the guardian then does what
-/// is left.
-fn ask(request: &Request) -> std::io::Result<Option<Reply>> {
-    connect(in_thread)?;
+/// Asks the guardian. No answer once the exit has closed the link: the
+/// guardian then does what is left.
+fn ask(request: &Request) -> Result<Option<Reply>, Failed> {
+    first_guardian().map_err(Failed::Unsent)?;
     match lock(&LINK).as_mut() {
         Some(link) => link.ask(request).map(Some),
         None => Ok(None),
     }
 }
 
+/// Held across an outage's cause, from the hold of its undo: the exit
+/// waits for it before it closes the link.
+pub(crate) fn causing() -> MutexGuard<'static, ()> {
+    lock(&CAUSING)
+}
+
 /// An undo held by the guardian; released, or settled, once.
 #[derive(Debug)]
 #[must_use = "an undo left held is undone when the storm ends"]
-pub(crate) struct Registered(u64);
+pub(crate) struct Held(u64);
 
 /// Holds `undo` with the guardian, to be undone when the storm ends unless
-/// released or settled before, and then said in `note`'s file: an error if the guardian cannot take it,
-/// and the outage must then not be caused.
-pub(crate) fn register(undo: Undo, note: Option<Note>) -> Result<Registered, String> {
+/// released or settled before, and then said in `note`'s file: an error if
+/// the guardian cannot take it, and the outage must then not be caused.
+pub(crate) fn hold(undo: Undo, note: Option<Note>) -> Result<Held, String> {
     let id = NEXT.fetch_add(1, Ordering::Relaxed);
     lock(&HELD).push((id, undo.clone()));
     let what = undo.describe();
     match send(&Request::Hold { id, undo, note }) {
-        Ok(()) => Ok(Registered(id)),
+        Ok(()) => Ok(Held(id)),
         Err(e) => {
             lock(&HELD).retain(|(held, _)| *held != id);
             Err(format!(
@@ -219,7 +260,7 @@ pub(crate) fn register(undo: Undo, note: Option<Note>) -> Result<Registered, Str
 }
 
 /// Runs `command` through the guardian, for at most the commands' limit.
-/// Never twice: a guardian gone is said as the command's failure.
+/// Never twice, nor at all once the storm is exiting.
 pub(crate) fn run(command: &str) -> Ran {
     let request = Request::Run {
         command: command.to_string(),
@@ -227,11 +268,17 @@ pub(crate) fn run(command: &str) -> Ran {
     match ask(&request) {
         Ok(Some(Reply { ran: Some(ran), .. })) => ran,
         Ok(_) => Ran::unrun(command, "the storm is exiting".into()),
-        Err(e) => Ran::unrun(command, format!("the outage's guardian is gone ({e})")),
+        Err(Failed::Unsent(e)) => {
+            Ran::unrun(command, format!("the outage's guardian is gone ({e})"))
+        }
+        Err(Failed::Unanswered(e)) => Ran::unrun(
+            command,
+            format!("the outage's guardian died while it ran it ({e}): how it went is unknown"),
+        ),
     }
 }
 
-impl Registered {
+impl Held {
     /// Takes its undo out of the storm's copy: `None` if the exit has taken
     /// it already (it is done there, not to be done twice).
     fn take(&self) -> Option<Undo> {
@@ -251,9 +298,10 @@ impl Registered {
         true
     }
 
-    /// Carries the undo out now, through the guardian (here, if the
-    /// guardian is gone): the command's run, if it ran one; `None` if the
-    /// exit has taken it already.
+    /// Carries the undo out now, through the guardian: the command's run,
+    /// if it ran one; `None` if the exit has taken it already, or if the
+    /// guardian died after it had the request (it may have run it: not
+    /// run twice). A guardian gone before has it done here.
     pub(crate) fn settle(self) -> Option<Ran> {
         let undo = self.take()?;
         match ask(&Request::Settle { id: self.0 }) {
@@ -261,15 +309,22 @@ impl Registered {
             // Not held, or the exit closing the link: done at the
             // guardian's end, not to be done twice.
             Ok(_) => None,
-            // A guardian killed: done here rather than not at all.
-            Err(_) => undo.apply().1,
+            Err(Failed::Unsent(_)) => undo.apply().1,
+            Err(Failed::Unanswered(e)) => {
+                eprintln!(
+                    "warning: the outage's guardian died while it undid {} ({e}): it is not \
+                     done again",
+                    undo.describe()
+                );
+                None
+            }
         }
     }
 }
 
-/// What the undos still registered do, for tests.
+/// What the undos still held do, for tests.
 #[cfg(test)]
-pub(crate) fn registered() -> Vec<String> {
+pub(crate) fn held() -> Vec<String> {
     lock(&HELD)
         .iter()
         .map(|(_, undo)| undo.describe())
@@ -315,9 +370,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_exit_undoes_what_is_still_registered() {
+    fn the_exit_undoes_what_is_still_held() {
         if let Some(marker) = exiting::passed() {
-            let _left = register(
+            let _left = hold(
                 Undo::Run {
                     command: format!("echo undone > {marker}"),
                 },
@@ -330,7 +385,7 @@ mod tests {
             std::env::temp_dir().join(format!("retry-storm-at-exit-{}", std::process::id()));
         let _ = std::fs::remove_file(&marker);
         exiting::run_child(
-            concat!(module_path!(), "::the_exit_undoes_what_is_still_registered"),
+            concat!(module_path!(), "::the_exit_undoes_what_is_still_held"),
             marker.to_str().unwrap(),
         );
         assert_eq!(std::fs::read_to_string(&marker).unwrap(), "undone\n");
@@ -338,9 +393,9 @@ mod tests {
     }
 
     #[test]
-    fn a_panic_undoes_what_is_still_registered() {
+    fn a_panic_undoes_what_is_still_held() {
         if let Some(marker) = exiting::passed() {
-            let _left = register(
+            let _left = hold(
                 Undo::Run {
                     command: format!("echo undone > {marker}"),
                 },
@@ -353,7 +408,7 @@ mod tests {
             std::env::temp_dir().join(format!("retry-storm-at-panic-{}", std::process::id()));
         let _ = std::fs::remove_file(&marker);
         let output = exiting::child_output(
-            concat!(module_path!(), "::a_panic_undoes_what_is_still_registered"),
+            concat!(module_path!(), "::a_panic_undoes_what_is_still_held"),
             marker.to_str().unwrap(),
         );
         assert!(!output.status.success(), "the child panicked: {output:?}");
@@ -362,15 +417,29 @@ mod tests {
     }
 
     #[test]
-    fn an_undo_is_registered_until_withdrawn_once() {
-        let undo = Undo::Run {
-            command: format!("exit {}", std::process::id() % 100),
-        };
-        let what = undo.describe();
-        let registered = register(undo, None).unwrap();
-        assert!(super::registered().contains(&what));
-        assert!(registered.withdraw());
-        assert!(!super::registered().contains(&what));
-        assert!(!Registered(u64::MAX).withdraw(), "gone: not to be done");
+    fn an_undo_is_held_until_withdrawn_once_and_then_not_done() {
+        if let Some(marker) = exiting::passed() {
+            let undo = Undo::Run {
+                command: format!("echo undone > {marker}"),
+            };
+            let what = undo.describe();
+            let held = hold(undo, None).unwrap();
+            assert!(super::held().contains(&what));
+            assert!(held.withdraw());
+            assert!(!super::held().contains(&what));
+            assert!(!Held(u64::MAX).withdraw(), "gone: not to be done");
+            std::process::exit(0);
+        }
+        let marker =
+            std::env::temp_dir().join(format!("retry-storm-withdrawn-{}", std::process::id()));
+        let _ = std::fs::remove_file(&marker);
+        exiting::run_child(
+            concat!(
+                module_path!(),
+                "::an_undo_is_held_until_withdrawn_once_and_then_not_done"
+            ),
+            marker.to_str().unwrap(),
+        );
+        assert!(!marker.exists(), "released: the exit did not run it");
     }
 }

@@ -347,3 +347,81 @@ fn a_target_that_takes_connections_in_without_answering_is_waited_for_until_ctrl
     assert_ne!(state(sleeping.0.id()), 'T', "nothing stopped");
     drop(listener);
 }
+
+#[test]
+fn closing_the_storms_terminal_during_the_pause_leaves_the_target_running() {
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
+    let _serial = one_at_a_time();
+    let server = ServerChild::start(&[], &QUICK_SERVER);
+    let pid = server.pid();
+    let out = fresh_path("target-hangup");
+    let terminal = nix::pty::openpty(None, None).unwrap();
+    // openpty's descriptors are inherited: the storm must not hold its
+    // own terminal's near end open, or closing it here hangs nothing up.
+    nix::fcntl::fcntl(
+        &terminal.master,
+        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+    )
+    .unwrap();
+    let slave = terminal.slave;
+    // SIGHUP at its default, as from a terminal, however the tests run.
+    let mut command = common::command(STORM);
+    command
+        .args([
+            "--quick",
+            "--quiet",
+            "--strategies",
+            "fixed",
+            "--calm",
+            "1s",
+        ])
+        .args([
+            "--target",
+            &server.url,
+            "--outage",
+            &format!("sigstop={pid}"),
+        ])
+        .arg("--out")
+        .arg(&out)
+        .stdin(slave.try_clone().unwrap())
+        .stdout(slave.try_clone().unwrap())
+        .stderr(slave);
+    // SAFETY: between fork and exec, only setsid and ioctl, both
+    // async-signal-safe: the terminal its controlling one, the storm the
+    // session's leader, as in a terminal window or an SSH session.
+    unsafe {
+        command.pre_exec(|| {
+            nix::unistd::setsid()?;
+            if nix::libc::ioctl(0, nix::libc::TIOCSCTTY as _, 0) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let storm = Guard(command.spawn().unwrap());
+    // The parent's copies of the terminal's far end went with the command.
+    drop(command);
+    wait_stopped(pid);
+    // The window closed: the kernel hangs the terminal up, and sends the
+    // storm, its session's leader, SIGHUP.
+    drop(terminal.master);
+    let mut storm = storm;
+    let status = storm.0.wait().unwrap();
+    assert_eq!(status.signal(), Some(1), "killed by SIGHUP: {status:?}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while state(pid) == 'T' {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the target was left stopped"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let commands = std::fs::read_to_string(out.join("commands.txt")).unwrap();
+    assert!(
+        commands.contains(&format!(
+            "storm guard: the storm ended during the outage: process {pid} (server) continued"
+        )),
+        "{commands}"
+    );
+    std::fs::remove_dir_all(&out).unwrap();
+}

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use common::pty::Pty;
 use common::{temp_dir, unowned_port};
-use proxied::{Conn, Proxy, SILENCE, STORM, Silence, Upstream, addr_of, control};
+use proxied::{Conn, Proxy, SILENCE, STORM, Seen, Silence, Silent, Upstream, addr_of, control};
 use retry_storm::report::output::read_rows;
 use retry_storm::report::proxy::ProxyRow;
 
@@ -234,6 +234,36 @@ fn a_blackhole_queues_one_connection_and_leaves_the_next_unanswered() {
     proxy.switch("USR2");
     assert_eq!(first.answer().unwrap().status, 200);
     assert_eq!(Conn::to(proxy.addr).request("GET", "/api").status, 200);
+}
+
+/// Whether `read` is one whole request for `target` with no body, and
+/// nothing after it.
+fn one_request(read: &str, target: &str) -> bool {
+    read.starts_with(&format!("GET {target} HTTP/1.1\r\n"))
+        && read.find("\r\n\r\n") == Some(read.len() - 4)
+}
+
+#[test]
+fn a_client_that_goes_while_its_request_is_at_the_target_closes_that_connection_at_once() {
+    let target = Silent::start();
+    let proxy = Proxy::start(&target.url("/api"), &[]);
+    let mut conn = Conn::to(proxy.addr);
+    conn.send("GET", "/api?waiting", &[], b"");
+    let Seen::Bytes(first) = target.next() else {
+        panic!("the request arrives first");
+    };
+    assert!(first.starts_with("GET /api?waiting "), "{first:?}");
+    drop(conn);
+    // A pooled connection waiting for its answer would stay open for as
+    // long as the target takes; an idle one, 90 s.
+    let ended = target.ended(1);
+    let (read, fin) = &ended[0];
+    assert!(one_request(read, "/api?waiting") && *fin, "{read:?}");
+    let (_, stdout, _) = proxy.terminate();
+    assert!(
+        stdout.contains("gone 1; at stop 0 connections, 0 in flight"),
+        "{stdout}"
+    );
 }
 
 #[test]

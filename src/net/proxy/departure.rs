@@ -18,6 +18,15 @@
 //! [`Departing`], the socket, sends the FIN at the first flush after
 //! that, since hyper flushes the socket only once its buffer is empty,
 //! every byte of the request handed to the kernel.
+//!
+//! The socket is corked (`TCP_CORK`), so that the FIN leaves in the
+//! request's last segment and the target reads the two at once, as it
+//! would from a stopped process's socket. Sent apart, the FIN came a
+//! moment after the request; a target busy with the burst at a stall's
+//! end read many requests before their FINs and held them as work
+//! meanwhile, and its clients' retries rose (a cancelling target, fixed
+//! retries, `--quick`: 1.86 to 2.00 attempts a request in 4 runs, 1.85
+//! to 1.88 corked, against 1.77 to 1.80 through SIGSTOP).
 
 use std::io;
 use std::pin::{Pin, pin};
@@ -69,7 +78,7 @@ where
         .clone();
     let port = parts.uri.port_u16().unwrap_or(80);
     let stream = TcpStream::connect((authority.host(), port)).await?;
-    stream.set_nodelay(true)?;
+    cork(&stream)?;
     let progress = Arc::new(Progress::default());
     let io = Departing {
         stream,
@@ -101,6 +110,31 @@ where
         Ok(())
     } else {
         Err("the target closed the connection before the request was written".into())
+    }
+}
+
+/// Corks `stream` (`TCP_CORK`): what is written waits in the kernel,
+/// in full segments only, until the FIN, which goes out with the last of
+/// it.
+fn cork(stream: &TcpStream) -> io::Result<()> {
+    use nix::libc;
+    use std::os::fd::AsRawFd;
+    let on: libc::c_int = 1;
+    // SAFETY: setsockopt on a descriptor `stream` keeps open, with a
+    // pointer to an int and its size.
+    let status = unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CORK,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if status == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
     }
 }
 

@@ -22,11 +22,11 @@
 //! The socket is corked (`TCP_CORK`), so that the FIN leaves in the
 //! request's last segment and the target reads the two at once, as it
 //! would from a stopped process's socket. Sent apart, the FIN came a
-//! moment after the request; a target busy with the burst at a stall's
-//! end read many requests before their FINs and held them as work
-//! meanwhile, and its clients' retries rose (a cancelling target, fixed
-//! retries, `--quick`: 1.86 to 2.00 attempts a request in 4 runs, 1.85
-//! to 1.88 corked, against 1.77 to 1.80 through SIGSTOP).
+//! moment after the request, and a target busy with the burst at a
+//! stall's end could take requests in as work before their FINs came (a
+//! cancelling target, fixed retries, `--quick`, single runs: 1.86 to
+//! 2.00 attempts a request, median 1.89; corked 1.84 to 2.03, median
+//! 1.86; through SIGSTOP 1.75 to 1.83).
 
 use std::io;
 use std::pin::{Pin, pin};

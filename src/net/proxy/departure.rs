@@ -37,6 +37,7 @@ use std::task::{Context, Poll, ready};
 use hyper::body::{Body, Frame, SizeHint};
 use hyper::client::conn::http1;
 use hyper::header::{self, HeaderValue};
+use hyper::http::uri::Authority;
 use hyper::{Request, Uri};
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -77,7 +78,7 @@ where
         .ok_or("a forwarded request names its target")?
         .clone();
     let port = parts.uri.port_u16().unwrap_or(80);
-    let stream = TcpStream::connect((authority.host(), port)).await?;
+    let stream = TcpStream::connect((host_of(&authority), port)).await?;
     cork(&stream)?;
     let progress = Arc::new(Progress::default());
     let io = Departing {
@@ -111,6 +112,15 @@ where
     } else {
         Err("the target closed the connection before the request was written".into())
     }
+}
+
+/// The host to connect to, of `authority`: an IPv6 literal without its
+/// brackets (`[::1]` is `::1`), as the pooled client connects.
+fn host_of(authority: &Authority) -> &str {
+    let host = authority.host();
+    host.strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host)
 }
 
 /// Corks `stream` (`TCP_CORK`): what is written waits in the kernel,
@@ -315,6 +325,14 @@ mod tests {
         );
         let body = "5\r\nfirst\r\n6\r\nsecond\r\n0\r\n\r\n";
         assert_eq!(read, format!("{head}{body}"));
+    }
+
+    #[test]
+    fn an_ipv6_literal_is_connected_to_without_its_brackets() {
+        let host = |a: &str| host_of(&a.parse().unwrap()).to_string();
+        assert_eq!(host("[::1]:8000"), "::1");
+        assert_eq!(host("127.0.0.1:8000"), "127.0.0.1");
+        assert_eq!(host("example.test"), "example.test");
     }
 
     #[tokio::test(flavor = "current_thread")]

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use common::pty::Pty;
 use common::{temp_dir, unowned_port};
-use proxied::{Conn, Proxy, SILENCE, STORM, Silence, Upstream, addr_of, control};
+use proxied::{Conn, Proxy, SILENCE, STORM, Seen, Silence, Silent, Upstream, addr_of, control};
 use retry_storm::report::output::read_rows;
 use retry_storm::report::proxy::ProxyRow;
 
@@ -234,6 +234,109 @@ fn a_blackhole_queues_one_connection_and_leaves_the_next_unanswered() {
     proxy.switch("USR2");
     assert_eq!(first.answer().unwrap().status, 200);
     assert_eq!(Conn::to(proxy.addr).request("GET", "/api").status, 200);
+}
+
+/// Whether `read` is one whole request for `target` with no body, and
+/// nothing after it.
+fn one_request(read: &str, target: &str) -> bool {
+    read.starts_with(&format!("GET {target} HTTP/1.1\r\n"))
+        && read.find("\r\n\r\n") == Some(read.len() - 4)
+}
+
+#[test]
+fn a_request_whose_client_went_during_a_stall_reaches_the_target_followed_by_its_end() {
+    // As a stopped process reads at its resume what a client that gave up
+    // left in its socket: the request, then the FIN. Through a whole
+    // stall on a connection open before it and on one queued meanwhile;
+    // through a blackhole, whose queue holds one connection, as well.
+    for fault in ["stall", "blackhole"] {
+        let target = Silent::start();
+        let mut proxy = Proxy::start(&target.url("/api"), &["--fault", fault]);
+        let mut open = Conn::to(proxy.addr);
+        proxy.row_where("the connection accepted", |r| r.connections == 1);
+        proxy.switch("USR1");
+        open.send("GET", "/api?open", &[], b"");
+        drop(open);
+        let mut queued = Conn::to(proxy.addr);
+        queued.send("GET", "/api?queued", &[], b"");
+        drop(queued);
+        proxy.row_where("the queued connection", |r| r.queued == 1);
+        proxy.switch("USR2");
+        let ended = target.ended(2);
+        for ((read, fin), path) in ended.iter().zip(["/api?open", "/api?queued"]) {
+            assert!(one_request(read, path), "{fault}: {read:?}");
+            assert!(fin, "{fault}: the request, then its client's FIN: {read:?}");
+        }
+        proxy.row_where("none in flight", |r| {
+            r.in_flight == 0 && r.gone_per_s == 0.0
+        });
+        let (_, stdout, _) = proxy.terminate();
+        assert!(
+            stdout
+                .contains("upstream errors 0, gone 2; at stop 0 connections, 0 in flight, 0 held"),
+            "{fault}: {stdout}"
+        );
+    }
+}
+
+#[test]
+fn a_held_or_delayed_request_whose_client_went_reaches_the_target_followed_by_its_end() {
+    // Seed 1 draws the first request into the fraction of 0.99.
+    for fault in ["stall,fraction=0.99", "delay=1s"] {
+        let target = Silent::start();
+        let mut proxy = Proxy::start(
+            &target.url("/api"),
+            &["--fault", fault, "--fault-on", "--seed", "1"],
+        );
+        let mut conn = Conn::to(proxy.addr);
+        conn.send("GET", "/api?held", &[], b"");
+        proxy.row_where("the request held", |r| r.held == 1);
+        drop(conn);
+        // Its client gone while it is still held: the delay has not run
+        // out (else it went to the target on a pooled connection, the
+        // case of the next test).
+        let row = proxy.row_where("its client gone", |r| r.gone_per_s > 0.0);
+        assert_eq!(
+            row.held, 1,
+            "{fault}: held still when its client went: {row:?}"
+        );
+        if fault.starts_with("stall") {
+            proxy.switch("USR2");
+        }
+        let ended = target.ended(1);
+        let (read, fin) = &ended[0];
+        assert!(one_request(read, "/api?held"), "{fault}: {read:?}");
+        assert!(fin, "{fault}: the request, then its client's FIN: {read:?}");
+        let (_, stdout, _) = proxy.terminate();
+        assert!(
+            stdout
+                .contains("upstream errors 0, gone 1; at stop 0 connections, 0 in flight, 0 held"),
+            "{fault}: {stdout}"
+        );
+    }
+}
+
+#[test]
+fn a_client_that_goes_while_its_request_is_at_the_target_closes_that_connection_at_once() {
+    let target = Silent::start();
+    let proxy = Proxy::start(&target.url("/api"), &[]);
+    let mut conn = Conn::to(proxy.addr);
+    conn.send("GET", "/api?waiting", &[], b"");
+    let Seen::Bytes(first) = target.next() else {
+        panic!("the request arrives first");
+    };
+    assert!(first.starts_with("GET /api?waiting "), "{first:?}");
+    drop(conn);
+    // A pooled connection waiting for its answer would stay open for as
+    // long as the target takes; an idle one, 90 s.
+    let ended = target.ended(1);
+    let (read, fin) = &ended[0];
+    assert!(one_request(read, "/api?waiting") && *fin, "{read:?}");
+    let (_, stdout, _) = proxy.terminate();
+    assert!(
+        stdout.contains("gone 1; at stop 0 connections, 0 in flight"),
+        "{stdout}"
+    );
 }
 
 #[test]

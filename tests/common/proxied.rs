@@ -116,6 +116,87 @@ impl Upstream {
     }
 }
 
+/// What a [`Silent`] target saw on one connection.
+#[derive(Debug)]
+pub enum Seen {
+    /// The first bytes arrived.
+    Bytes(String),
+    /// The connection ended: everything read on it, and whether a FIN
+    /// ended it (not a reset, nor [`PATIENCE`] without a byte).
+    Ended { read: String, fin: bool },
+}
+
+/// A target of the test's own that never answers, on an ephemeral
+/// loopback port: it reads each connection to its end, on a thread of
+/// its own, and tells what it sees as it comes.
+pub struct Silent {
+    pub addr: SocketAddr,
+    seen: Receiver<Seen>,
+}
+
+impl Silent {
+    pub fn start() -> Silent {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tell, seen) = mpsc::channel();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let (mut stream, tell) = (stream.unwrap(), tell.clone());
+                std::thread::spawn(move || {
+                    stream.set_read_timeout(Some(PATIENCE)).unwrap();
+                    let mut read = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    let fin = loop {
+                        match stream.read(&mut buf) {
+                            Ok(0) => break true,
+                            Ok(n) => {
+                                if read.is_empty() {
+                                    let first = String::from_utf8_lossy(&buf[..n]);
+                                    let _ = tell.send(Seen::Bytes(first.into_owned()));
+                                }
+                                read.extend_from_slice(&buf[..n]);
+                            }
+                            Err(_) => break false,
+                        }
+                    };
+                    let read = String::from_utf8_lossy(&read).into_owned();
+                    let _ = tell.send(Seen::Ended { read, fin });
+                });
+            }
+        });
+        Silent { addr, seen }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// The next thing it sees, within [`PATIENCE`] (and a little, for a
+    /// connection read for that long).
+    pub fn next(&self) -> Seen {
+        self.seen
+            .recv_timeout(PATIENCE + Duration::from_secs(5))
+            .expect("the target saw nothing more")
+    }
+
+    /// The next `n` connections to end with something read on them: what
+    /// was read on each, and whether a FIN ended it, in the order of what
+    /// was read. (The proxy may have opened a pooled connection for a
+    /// request whose client went before it was written there: it closes
+    /// it unused, and sends the request on one of its own.)
+    pub fn ended(&self, n: usize) -> Vec<(String, bool)> {
+        let mut ended = Vec::new();
+        while ended.len() < n {
+            match self.next() {
+                Seen::Ended { read, fin } if !read.is_empty() => ended.push((read, fin)),
+                _ => {}
+            }
+        }
+        ended.sort();
+        ended
+    }
+}
+
 async fn echo(
     req: Request<Incoming>,
     peer: SocketAddr,

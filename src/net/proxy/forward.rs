@@ -4,7 +4,9 @@
 //! keep-alive connection, its body streamed both ways, and the target's
 //! answer passed back as it came (its status, reason, headers and body),
 //! hop-by-hop headers dropped each way (RFC 9110, section 7.6.1). A target
-//! that does not answer gets its client a 502.
+//! that does not answer gets its client a 502. A request whose client had
+//! gone before it was forwarded goes with its client's departure instead
+//! ([`departure`](super::departure)).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -22,7 +24,9 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::connection::Connection;
+use super::departure;
 use super::switch::Switch;
+use super::unsent::{self, Lent};
 use crate::model::fault::{Action, Draws};
 use crate::model::outcome::AMZ_RETRY_AFTER_HEADER;
 use crate::net::endpoint::text;
@@ -63,7 +67,7 @@ pub(super) fn drop_hop_by_hop(headers: &mut HeaderMap) {
 
 /// Forwards requests to the target, the fault between.
 pub(super) struct Forward {
-    client: Client<HttpConnector, Incoming>,
+    client: Client<HttpConnector, Lent<Incoming>>,
     /// The target's scheme and authority (`http://host:port`).
     upstream: Uri,
     switch: Arc<Switch>,
@@ -208,13 +212,15 @@ impl Forward {
 
     /// Holds `req` as `action` says (until the fault is off, or for its
     /// delay), forwards it, and tells its answer on `tell`. If its client
-    /// goes once the request is on its way to the target, the request is
-    /// dropped, which closes that connection: the target sees its client
-    /// go, as it would without the proxy. If its client had gone before
-    /// (hyper found it gone as it read the request, or it gave up while
-    /// the request was held), the request is forwarded all the same and
-    /// its answer dropped: its bytes reached the proxy as they would have
-    /// reached the target.
+    /// goes once hyper has begun to write the request to the target, the
+    /// request is dropped, which closes that connection: the target sees
+    /// its client go, as it would without the proxy. If its client had
+    /// gone before (hyper found it gone as it read the request, it gave
+    /// up while the request was held, or while the pooled client waited
+    /// for a connection), the request is forwarded all the same, on a
+    /// connection of its own closed right after it (its client's
+    /// departure, [`departure::carry`]): its bytes and its client's FIN
+    /// reached the proxy as they would have reached a stopped target.
     async fn forward_detached(
         self: Arc<Self>,
         req: Request<Incoming>,
@@ -232,22 +238,40 @@ impl Forward {
                 _ => {}
             }
         }
-        let forward = self.forward(req);
+        let req = self.outbound(req);
         if tell.is_closed() {
-            let _ = forward.await;
+            self.depart(req).await;
             return;
         }
+        let (req, unsent) = unsent::lend(req);
         tokio::select! {
-            answer = forward => {
+            answer = self.forward(req) => {
                 let _ = tell.send(answer);
             }
-            () = tell.closed() => {}
+            () = tell.closed() => {
+                // The pooled request is dropped by now (select! drops the
+                // other branches before this one runs). If hyper had not
+                // begun to write it, it was never sent: it goes with its
+                // client's departure. If it had, the drop closed that
+                // connection right behind it.
+                if let Some(req) = unsent.take_back() {
+                    self.depart(req).await;
+                }
+            }
         }
     }
 
-    /// Sends `req` to the target, and gives its answer without its
+    /// Sends `req`, whose client has gone (already counted), with its
+    /// client's departure: in flight until the FIN has followed it.
+    async fn depart(&self, req: Request<Incoming>) {
+        let _in_flight = self.recorder.enter(Occupancy::InFlight);
+        let _ = departure::carry(req).await;
+    }
+
+    /// `req` as it goes to the target: its URI the target's scheme and
+    /// authority with the client's path and query, HTTP/1.1, without its
     /// hop-by-hop headers.
-    async fn forward(&self, req: Request<Incoming>) -> ForwardResult {
+    fn outbound(&self, req: Request<Incoming>) -> Request<Incoming> {
         let (mut parts, body) = req.into_parts();
         let path = parts
             .uri
@@ -260,11 +284,14 @@ impl Forward {
         // Its own version on the next hop, as an intermediary sends.
         parts.version = Version::HTTP_11;
         drop_hop_by_hop(&mut parts.headers);
+        Request::from_parts(parts, body)
+    }
+
+    /// Sends `req`, made [`Forward::outbound`], to the target on a pooled
+    /// connection, and gives its answer without its hop-by-hop headers.
+    async fn forward(&self, req: Request<Lent<Incoming>>) -> ForwardResult {
         let _in_flight = self.recorder.enter(Occupancy::InFlight);
-        let mut response = self
-            .client
-            .request(Request::from_parts(parts, body))
-            .await?;
+        let mut response = self.client.request(req).await?;
         drop_hop_by_hop(response.headers_mut());
         *response.version_mut() = Version::HTTP_11;
         Ok(response)

@@ -12,14 +12,20 @@
 //!   client connection served by hyper;
 //! - `connection`: what is known of one client connection;
 //! - `forward`: each request's action, and forwarding to the target;
+//! - `departure`: a request whose client had gone, forwarded with its
+//!   client's departure (the request, then a FIN);
+//! - `unsent`: a request handed to the pooled client, taken back if its
+//!   client goes before any of it is written;
 //! - `control`: the control endpoint.
 
 mod connection;
 mod control;
+mod departure;
 mod forward;
 pub mod gate;
 mod listener;
 mod switch;
+mod unsent;
 
 use std::fmt;
 use std::future::Future;

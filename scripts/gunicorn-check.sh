@@ -387,7 +387,7 @@ case $server in
     pip_args=("gunicorn==$version") ;;
   aiohttp)
     version=$(sed -n 's/^aiohttp==//p' scripts/aiohttp/requirements.txt)
-    mapfile -t pins < <(grep -v '^#' scripts/aiohttp/requirements.txt)
+    mapfile -t pins < <(grep -E '^[^#[:space:]]' scripts/aiohttp/requirements.txt)
     pip_args=(--no-deps -r scripts/aiohttp/requirements.txt) ;;
 esac
 lib="${XDG_CACHE_HOME:-$HOME/.cache}/retry-storm/$server-$version"

@@ -58,10 +58,10 @@
 #                       0.45 ms one answered, on the project's machine):
 #                       after a SIGSTOP it kept its accept queue full and
 #                       read every request after its client had gone,
-#                       answering none. A fifth of everything keeps the
-#                       ratios at a fifth of the rate: --slots 4 (a backlog
-#                       of 200) with scenarios/cancel-witness.toml's 200
-#                       clients, .ci/run's form
+#                       answering none. Two fifths of everything keep the
+#                       ratios at two fifths of the rate: --slots 8 (a
+#                       backlog of 400) with scenarios/cancel-witness.toml's
+#                       400 clients, .ci/run's form
 #   --outage KIND       the kind of outage, repeatable, in the order given
 #                       (default: sigstop alone); a kind given twice is refused:
 #     sigstop           --outage sigstop=PID: the storm stops the server's

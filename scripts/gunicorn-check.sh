@@ -1,38 +1,91 @@
 #!/usr/bin/env bash
-# A real thread-pool server the project did not write, stormed beside the
-# model through each kind of outage: gunicorn 27.0.1 from PyPI (20 sync
-# workers, a backlog of 1,000, scripts/gunicorn/app.py answering after
-# 100 ms), stormed by `storm run SCENARIO --target http://127.0.0.1:PORT/
-# --outage ...`, by default with the cases of scenarios/gunicorn.toml
-# (fixed retries, the 2014 client and clients that never retry, 1,000
-# each), at full time (the kernel's SYN retransmissions do not compress).
-# Each kind of outage gets a gunicorn of its own, started fresh before
-# its storm and stopped after it: its own master, request lines and runs.
+# A real server the project did not write, stormed beside the model
+# through each kind of outage, one of two (--server):
 #
-#   scripts/gunicorn-check.sh               sigstop, 3 runs of each case
-#                                           (about 30 minutes)
+#   gunicorn  gunicorn 27.0.1 from PyPI (the default): 20 sync workers, a
+#             backlog of 1,000, scripts/gunicorn/app.py answering after
+#             100 ms. A worker finishes the request in hand whatever its
+#             client does: gone clients' work is done however the outage
+#             came, so it cannot tell a stop that lets the server see its
+#             clients go from one that hides it.
+#   aiohttp   aiohttp 3.14.5 from PyPI, with every package it imports
+#             pinned (scripts/aiohttp/requirements.txt, installed with
+#             --no-deps): its web server with handler_cancellation=True,
+#             one process, scripts/aiohttp/app.py answering after 100 ms
+#             in one of 20 slots (--slots; an asyncio.Semaphore, first
+#             come first served: a pool as gunicorn's 20 workers, its
+#             queue the slots' waiters), a backlog of 50 a slot (1,000,
+#             gunicorn's). A server that stops a request's work when its
+#             client goes: dead work costs a slot only if the server does
+#             not learn that its client went.
+#
+# Why aiohttp for the cancelling one: its cancelling is the server's own
+# code, switched on by a documented parameter, in a version pinned from
+# PyPI with all it imports; Node's http server would be the machine's Node
+# (no registry pin) and its cancelling our handler's code on 'close'. What
+# 3.14.5's code does (web_protocol.py), followed over its docs, which say
+# only that "when a client disconnects, the web handler task will be
+# cancelled": RequestHandler.eof_received returns None, so asyncio closes
+# the transport at the client's FIN and calls connection_lost, which
+# cancels the connection's task (start()), and through its await the
+# handler's task. A FIN is enough: a client that only half-closes
+# (shutdown(SHUT_WR)) and waits for its answer is cancelled too and gets
+# none, which the docs do not say. After a SIGSTOP a gone client's request
+# and its FIN wait together in the socket: at the resume asyncio accepts
+# the connection, its first read gives the request (data_received queues
+# it and the handler starts) and its next read the end of the stream, so
+# the handler is cancelled within a turn of the loop and its slot freed
+# (tried on 3.14.5: three requests sent to the stopped server and closed,
+# all three cancelled 0.1 ms into their service after the resume). Through
+# the fault proxy the server sees the proxy's connection: it learns that a
+# client went only if the proxy closes that connection.
+#
+# Stormed by `storm run SCENARIO --target http://127.0.0.1:PORT/ --outage
+# ...`, by default with the cases of scenarios/gunicorn.toml (fixed
+# retries, the 2014 client and clients that never retry, 1,000 each), at
+# full time (the kernel's SYN retransmissions do not compress). Each kind
+# of outage gets a server of its own, started fresh before its storm and
+# stopped after it: its own processes, request lines and runs.
+#
+#   scripts/gunicorn-check.sh               gunicorn, sigstop, 3 runs of
+#                                           each case (about 30 minutes)
 #   scripts/gunicorn-check.sh --runs 1      one run of each (about 10 minutes)
+#   --server gunicorn|aiohttp   the server (gunicorn)
+#   --slots N           aiohttp's slots (20), its backlog 50 times as many.
+#                       With --quick, 1,000 clients' retries are 5,000 new
+#                       connections a second, more than its one Python
+#                       process takes (about 0.1 ms a connection cancelled,
+#                       0.45 ms one answered, on the project's machine):
+#                       after a SIGSTOP it kept its accept queue full and
+#                       read every request after its client had gone,
+#                       answering none. Two fifths of everything keep the
+#                       ratios at two fifths of the rate: --slots 8 (a
+#                       backlog of 400) with scenarios/cancel-witness.toml's
+#                       400 clients, .ci/run's form
 #   --outage KIND       the kind of outage, repeatable, in the order given
 #                       (default: sigstop alone); a kind given twice is refused:
-#     sigstop           --outage sigstop=MASTER_PID: the storm stops the master,
-#                       then every descendant, and continues them children first
+#     sigstop           --outage sigstop=PID: the storm stops the server's
+#                       process, then every descendant (gunicorn's workers),
+#                       and continues them children first
 #     exec              the same stop by commands of one's own, run by the storm
 #                       through sh -c: --outage exec --outage-start 'kill -STOP
 #                       MASTER && (wait, at most 0.1 s, until /proc shows it
 #                       stopped) && pkill -STOP -P MASTER' --outage-end 'pkill
-#                       -CONT -P MASTER; kill -CONT MASTER'. The master first, so
-#                       that it cannot fork a worker unseen; continued last, so
-#                       that it finds its workers running
-#     freeze            gunicorn started inside a cgroup of its own (a child of
-#                       a cgroup v2 mount, with cgroup.freeze, or of cgroup v1's
-#                       freezer, with freezer.state: see --freezer), master and
-#                       workers born in it; --outage freeze=CGROUP_DIR. Needs
+#                       -CONT -P MASTER; kill -CONT MASTER' for gunicorn (the
+#                       master first, so that it cannot fork a worker unseen;
+#                       continued last, so that it finds its workers running);
+#                       'kill -STOP PID', 'kill -CONT PID' for aiohttp
+#     freeze            the server started inside a cgroup of its own (a child
+#                       of a cgroup v2 mount, with cgroup.freeze, or of cgroup
+#                       v1's freezer, with freezer.state: see --freezer), its
+#                       processes born in it; --outage freeze=CGROUP_DIR. Needs
 #                       root; where no freezer is writable the kind is skipped,
 #                       and said so, not failed. The cgroup is thawed, emptied
 #                       and removed when the kind ends, whatever happened
 #     stall, blackhole, reset, status=CODE[,retry-after=D], delay=D, each
 #                       optionally followed by ,fraction=F: a fault of the
-#                       storm's fault proxy in front of gunicorn, passed as given
+#                       storm's fault proxy in front of the server, passed as
+#                       given
 #     all               sigstop exec freeze stall blackhole reset status=503
 #                       delay=5s. The delay is 2.5 times the client's default
 #                       timeout (2 s): every delayed attempt times out, by a wide
@@ -46,74 +99,83 @@
 #                       window and no tail, about 4 minutes a kind a run
 #   --runs N            runs of each case (3)
 #   --out DIR           results in DIR, which must be new or empty (default
-#                       results/<UTC timestamp>-gunicorn)
+#                       results/<UTC timestamp>-SERVER)
 #   --freezer auto|v1|v2  which cgroup freezer the freeze kind uses: auto (the
 #                       default) tries every cgroup v2 mount, then cgroup v1's
 #                       freezer, in /proc/self/mounts, and takes the first in
 #                       which it can make a cgroup
 #   --check             after the storms, prints a PASS/FAIL line per check
 #                       (SKIP for a kind skipped) and exits 1 if one fails:
-#                       every storm exited 0; gunicorn answered a GET after each
-#                       kind, none of its processes stopped nor its cgroup
+#                       every storm exited 0; the server answered a GET after
+#                       each kind, none of its processes stopped nor its cgroup
 #                       frozen; a fault proxy's fault acted (status: injected
 #                       above 0 and, for a 4xx or 5xx, none of its class
-#                       counted as gunicorn's, which answers 200; reset: resets
-#                       above 0; stall, blackhole: connections queued or
+#                       counted as the server's, which answers 200; reset:
+#                       resets above 0; stall, blackhole: connections queued or
 #                       requests held in the fixed case; delay: requests held);
-#                       the verdicts of stall, exec and freeze those of sigstop,
+#                       aiohttp: it cancelled handlers in every run of
+#                       sigstop, exec and freeze (else the witness would
+#                       compare two servers that finish dead work); the
+#                       verdicts of stall, exec and freeze those of sigstop,
 #                       case by case and run by run (scripts/gunicorn/kinds.py)
 #   --quick             every time divided by ten: the application answers
 #                       after 10 ms, the storm runs with --quick (the
 #                       clients' times, the protocol and the calm window
 #                       divided by ten) and all's delay is 500ms (still 2.5
-#                       times the clients' compressed timeout). gunicorn's
-#                       capacity stays ten times its load's, so each case is
+#                       times the clients' compressed timeout). The server's
+#                       capacity stays twice its load's, so each case is
 #                       the same distance from its edge, but ten times
 #                       denser: 1,000 clients send 1,000 requests a second.
-#                       The kernel's SYN retransmissions (1 s, 3 s) do not
-#                       compress. About 35 s a kind a run with the witness
-#                       scenario (.ci/run's form)
+#                       The kernel's SYN retransmissions (1 s, 3 s) and the
+#                       machine's costs do not compress. About 35 s a kind a
+#                       run with the witness scenario (.ci/run's form)
 #   --bin DIR           the programs in DIR (default
 #                       ${CARGO_TARGET_DIR:-target}/release, built if missing)
-#   --keep              keep the temporary folder: per kind, gunicorn's log,
+#   --keep              keep the temporary folder: per kind, the server's log,
 #                       the application's request lines, the kernel counters'
 #                       samples
 #
-# How long: each kind starts gunicorn (a few seconds), runs its storm (each
-# run its protocol plus the storm's wait for a calm target before it, 30 s
-# at least) and stops gunicorn gracefully (its workers finish the request
-# in hand, within 30 s). scenarios/gunicorn.toml: about 10 minutes a kind
-# a run; scenarios/gunicorn-witness.toml: about 4 minutes (sigstop, one
-# run: 3 min 50 s), so `--outage all --scenario
+# How long: each kind starts the server (a few seconds), runs its storm
+# (each run its protocol plus the storm's wait for a calm target before
+# it, 30 s at least) and stops the server gracefully (gunicorn's workers
+# finish the request in hand, within 30 s; aiohttp gives its handlers
+# 5 s). scenarios/gunicorn.toml: about 10 minutes a kind a run;
+# scenarios/gunicorn-witness.toml: about 4 minutes (gunicorn, sigstop,
+# one run: 3 min 50 s), so `--outage all --scenario
 # scenarios/gunicorn-witness.toml --runs 1` about 31 minutes.
 #
-# Installs gunicorn with pip into a folder of its own,
-# ${XDG_CACHE_HOME:-$HOME/.cache}/retry-storm/gunicorn-27.0.1 (once; needs
+# Installs the server with pip into a folder of its own,
+# ${XDG_CACHE_HOME:-$HOME/.cache}/retry-storm/SERVER-VERSION (once; needs
 # python3 with pip, and PyPI), builds the release binaries if they are
 # missing (${CARGO_TARGET_DIR:-target}/release), and leaves behind only
 # the results, in DIR with one kind, in DIR/NAME with several (NAME the
-# kind with '=' and ',' turned into '-'): the storm's results,
-# gunicorn.json and gunicorn.md (scripts/gunicorn/summarise.py: per run,
-# requests the application served, those whose client had gone when it
-# began and when it finished, the share served for gone clients from the
-# resume on, gunicorn's accept queue at its peak and how long it was full,
-# the kernel's listen-queue overflows and drops, counted for the whole
-# network namespace) and gunicorn.commands.txt (versions and command
-# lines); and in DIR, kinds.tsv (per kind: its folder, the storm's outage,
-# its exit status and the summary's, the seconds gunicorn took to answer a
-# GET after the storm, its processes left stopped, its cgroup left frozen,
+# kind with '=' and ',' turned into '-'): the storm's results, SERVER.json
+# and SERVER.md (scripts/gunicorn/summarise.py: per run, requests the
+# application answered, those whose client had gone when it began and
+# when it finished, those it cancelled (aiohttp; in service or waiting
+# for a slot), the share answered for gone clients from the resume on,
+# the accept queue at its peak and how long it was full, the kernel's
+# listen-queue overflows and drops, counted for the whole network
+# namespace) and SERVER.commands.txt (versions and command lines); and
+# in DIR, kinds.tsv (per kind: its folder, the storm's outage, its exit
+# status and the summary's, the seconds the server took to answer a GET
+# after the storm, its processes left stopped, its cgroup left frozen,
 # why it was skipped), kinds.json and kinds.md (scripts/gunicorn/kinds.py:
-# the kinds side by side, and the checks). gunicorn, the kernel sampler
-# and the cgroup are stopped and removed when a kind ends and when the
-# script exits, whatever happened; processes left stopped are continued.
-# Exits 2 on a usage or setup error, 1 if a storm or a summary failed (or,
-# with --check, a check), 130 if interrupted.
+# the kinds side by side, the command that made them, and the checks).
+# The server, the kernel sampler and the cgroup are stopped and removed
+# when a kind ends and when the script exits, whatever happened;
+# processes left stopped are continued. Exits 2 on a usage or setup
+# error, 1 if a storm or a summary failed (or, with --check, a check),
+# 130 if interrupted.
 set -euo pipefail
+# The command as given, for the results.
+invocation=("$0" "$@")
 cd "$(dirname "$0")/.."
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 
-version=27.0.1
+server=gunicorn
+slots=20
 runs=3
 out=""
 keep=0
@@ -125,6 +187,10 @@ bin=""
 asked=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
+    --server) [[ $# -ge 2 && $2 =~ ^(gunicorn|aiohttp)$ ]] || { echo "--server takes gunicorn or aiohttp" >&2; exit 2; }
+              server=$2; shift 2 ;;
+    --slots) [[ $# -ge 2 && $2 =~ ^[1-9][0-9]*$ ]] || { echo "--slots takes a number from 1" >&2; exit 2; }
+             slots=$2; shift 2 ;;
     --runs) [[ $# -ge 2 && $2 =~ ^[1-9][0-9]*$ ]] || { echo "--runs takes a number from 1" >&2; exit 2; }
             runs=$2; shift 2 ;;
     --out) [[ $# -ge 2 ]] || { echo "--out takes a folder" >&2; exit 2; }
@@ -144,6 +210,9 @@ while [[ $# -gt 0 ]]; do
     *) echo "unknown argument: $1" >&2; usage >&2; exit 2 ;;
   esac
 done
+[[ $server == aiohttp || $slots == 20 ]] || { echo "--slots is aiohttp's: gunicorn has 20 workers" >&2; exit 2; }
+# The listening socket's backlog: 50 a slot, gunicorn's 1,000 for 20 workers.
+backlog=$((slots * 50))
 # all's delay is 2.5 times the clients' timeout, compressed with it.
 delay=5s
 [[ $quick == 0 ]] || delay=500ms
@@ -153,7 +222,7 @@ for kind in "${asked[@]}"; do
   if [[ $kind == all ]]; then kinds+=("${all[@]}"); else kinds+=("$kind"); fi
 done
 [[ ${#kinds[@]} -gt 0 ]] || kinds=(sigstop)
-[[ -n $out ]] || out="results/$(date -u +%Y-%m-%dT%H-%M-%SZ)-gunicorn"
+[[ -n $out ]] || out="results/$(date -u +%Y-%m-%dT%H-%M-%SZ)-$server"
 
 # A kind's folder name: '=' and ',' as '-'.
 name_of() { local n=${1//=/-}; echo "${n//,/-}"; }
@@ -187,10 +256,10 @@ cleanup() {
   local rc=$?
   trap - EXIT INT TERM
   stop_sampler
-  stop_gunicorn
+  stop_server
   remove_cgroup
   if [[ $rc == 130 || $rc == 143 ]]; then
-    echo "gunicorn-check: interrupted; gunicorn stopped, partial results in $out" >&2
+    echo "gunicorn-check: interrupted; $server stopped, partial results in $out" >&2
   fi
   if [[ -n $tmp ]]; then
     if [[ $keep == 1 ]]; then echo "gunicorn-check: kept $tmp"; else rm -rf "$tmp"; fi
@@ -233,11 +302,12 @@ frozen_now() {
   fi
 }
 
-# gunicorn stopped: continued first, in case anything left it stopped or
-# frozen (children first); then a graceful stop, which flushes every
-# worker's request lines (its workers finish the request in hand, within
-# its 30 s), and SIGKILL after 35 s to whatever of it is left.
-stop_gunicorn() {
+# The server stopped: continued first, in case anything left it stopped
+# or frozen (children first); then a graceful stop, which flushes the
+# request lines (gunicorn's workers finish the request in hand, within
+# its 30 s; aiohttp gives its handlers 5 s), and SIGKILL after 35 s to
+# whatever of it is left.
+stop_server() {
   [[ -n $master ]] || return 0
   thaw_cgroup
   if kill -0 "$master" 2> /dev/null; then
@@ -253,7 +323,7 @@ stop_gunicorn() {
     fi
     # A worker outliving its master (it checks its parent once a second).
     for pid in $children; do
-      if grep -qs gunicorn "/proc/$pid/cmdline"; then kill -KILL "$pid" 2> /dev/null || true; fi
+      if grep -qs "$server" "/proc/$pid/cmdline"; then kill -KILL "$pid" 2> /dev/null || true; fi
     done
   fi
   master=""
@@ -283,7 +353,7 @@ make_cgroup() {
   why_not=""
   while read -r version mount; do
     [[ $freezer == auto || $freezer == "$version" ]] || continue
-    dir="$mount/retry-storm-gunicorn-$$-$label"
+    dir="$mount/retry-storm-$server-$$-$label"
     if ! mkdir "$dir" 2> /dev/null; then
       why_not+="${why_not:+; }cgroup $version at $mount: cannot make a cgroup there"
       continue
@@ -305,20 +375,38 @@ make_cgroup() {
 command -v python3 > /dev/null || die "python3 is needed"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/gunicorn-check.XXXXXX")
 
-# gunicorn, pinned, in a folder of its own (pip --target needs no
-# virtual environment, and leaves the system's Python as it was).
-lib="${XDG_CACHE_HOME:-$HOME/.cache}/retry-storm/gunicorn-$version"
+# The server, pinned, in a folder of its own (pip --target needs no
+# virtual environment, and leaves the system's Python as it was): pins,
+# the distributions and versions it must hold; pip_args, what pip
+# installs. gunicorn's own dependency (packaging) is left to pip, as it
+# was when results/ were made; aiohttp's are pinned, one by one.
+case $server in
+  gunicorn)
+    version=27.0.1
+    pins=("gunicorn==$version")
+    pip_args=("gunicorn==$version") ;;
+  aiohttp)
+    version=$(sed -n 's/^aiohttp==//p' scripts/aiohttp/requirements.txt)
+    mapfile -t pins < <(grep -E '^[^#[:space:]]' scripts/aiohttp/requirements.txt)
+    pip_args=(--no-deps -r scripts/aiohttp/requirements.txt) ;;
+esac
+lib="${XDG_CACHE_HOME:-$HOME/.cache}/retry-storm/$server-$version"
 installed() {
-  PYTHONPATH="$lib" python3 -c 'import sys, gunicorn; sys.exit(gunicorn.__version__ != sys.argv[1])' \
-    "$version" 2> /dev/null
+  python3 - "$lib" "${pins[@]}" 2> /dev/null << 'EOF'
+import importlib.metadata, re, sys
+name = lambda n: re.sub(r"[-_.]+", "-", n).lower()
+have = {name(d.metadata["Name"]): d.version
+        for d in importlib.metadata.distributions(path=[sys.argv[1]])}
+sys.exit(any(have.get(name(n)) != v for n, v in (p.split("==") for p in sys.argv[2:])))
+EOF
 }
 if ! installed; then
   rm -rf "$lib"
   mkdir -p "$lib"
   python3 -m pip install --quiet --disable-pip-version-check --no-warn-script-location \
-    --target "$lib" "gunicorn==$version" > "$tmp/pip.log" 2>&1 ||
-    { cat "$tmp/pip.log" >&2; rm -rf "$lib"; die "could not install gunicorn $version"; }
-  installed || { rm -rf "$lib"; die "gunicorn $version did not install"; }
+    --target "$lib" "${pip_args[@]}" > "$tmp/pip.log" 2>&1 ||
+    { cat "$tmp/pip.log" >&2; rm -rf "$lib"; die "could not install $server $version"; }
+  installed || { rm -rf "$lib"; die "$server $version did not install: $(tr '\n' ' ' < "$tmp/pip.log")"; }
 fi
 
 # The release binaries, built if missing, or those of --bin.
@@ -358,7 +446,8 @@ while time.monotonic() - start < 60:
 sys.exit(1)
 EOF
 }
-# gunicorn's processes (master and workers) stopped now (state T or t).
+# The server's processes (gunicorn's master and workers) stopped now
+# (state T or t).
 stopped_now() {
   local n=0 pid
   for pid in "$master" $(pgrep -P "$master" || true); do
@@ -377,12 +466,12 @@ quote() {
   echo "$line"
 }
 
-# gunicorn on a free loopback port, in its own session (a Ctrl-C reaches
-# this script and the storm, which stop it in order), inside the cgroup
-# if there is one; its files in DIR. Sets master, port, url, workers and
-# gunicorn_cmd.
-start_gunicorn() {
-  local dir=$1 launcher=() starter answered
+# The server on a free loopback port, in its own session (a Ctrl-C
+# reaches this script and the storm, which stop it in order), inside the
+# cgroup if there is one; its files in DIR. Sets master (its first
+# process), port, url, described and server_cmd.
+start_server() {
+  local dir=$1 launcher=() output=/dev/null starter answered children=0
   mkdir -p "$dir/requests"
   if [[ -n $cgroup ]]; then
     # shellcheck disable=SC2016 # $$, $0 and $@ are the inner shell's
@@ -390,12 +479,20 @@ start_gunicorn() {
   fi
   for _ in 1 2 3; do
     port=$(free_port)
-    gunicorn_cmd=(python3 -m gunicorn -w 20 -k sync --backlog 1000 -b "127.0.0.1:$port"
-      --chdir "$app_dir" --pid "$dir/gunicorn.pid" --log-file "$dir/gunicorn.log"
-      --no-control-socket app:app)
+    case $server in
+      gunicorn)
+        children=20
+        server_cmd=(python3 -m gunicorn -w 20 -k sync --backlog 1000 -b "127.0.0.1:$port"
+          --chdir "$PWD/scripts/gunicorn" --pid "$dir/server.pid" --log-file "$dir/gunicorn.log"
+          --no-control-socket app:app) ;;
+      aiohttp)
+        output="$dir/aiohttp.log"
+        server_cmd=(python3 "$PWD/scripts/aiohttp/app.py" --port "$port" --backlog "$backlog" --slots "$slots"
+          --pid "$dir/server.pid") ;;
+    esac
     PYTHONPATH="$lib" PYTHONDONTWRITEBYTECODE=1 GUNICORN_CHECK_LOG_DIR="$dir/requests" \
-      GUNICORN_CHECK_SERVICE_MS=$service_ms setsid "${launcher[@]}" "${gunicorn_cmd[@]}" \
-      < /dev/null > /dev/null 2>&1 &
+      GUNICORN_CHECK_SERVICE_MS=$service_ms setsid "${launcher[@]}" "${server_cmd[@]}" \
+      < /dev/null > "$output" 2>&1 &
     starter=$!
     url="http://127.0.0.1:$port/"
     answered=0
@@ -408,24 +505,28 @@ start_gunicorn() {
       kill -0 "$starter" 2> /dev/null || break
       sleep 0.1
     done
-    if [[ $answered == 1 && -s $dir/gunicorn.pid ]]; then
-      master=$(cat "$dir/gunicorn.pid")
+    if [[ $answered == 1 && -s $dir/server.pid ]]; then
+      master=$(cat "$dir/server.pid")
       break
     fi
-    # The port was taken meanwhile, or gunicorn failed: stop it, try again.
+    # The port was taken meanwhile, or the server failed: stop it, try again.
     kill -TERM "$starter" 2> /dev/null || true
     wait "$starter" 2> /dev/null || true
   done
-  [[ -n $master ]] || { cat "$dir/gunicorn.log" >&2; die "gunicorn did not answer at $url"; }
-  # Its workers boot one after the other.
+  [[ -n $master ]] || { cat "$dir/$server.log" >&2; die "$server did not answer at $url"; }
+  # gunicorn's workers boot one after the other.
+  local workers=0
   for _ in $(seq 300); do
     workers=$(pgrep -c -P "$master" || true)
-    [[ $workers -lt 20 ]] || break
+    [[ $workers -lt $children ]] || break
     sleep 0.1
   done
+  case $server in
+    gunicorn) described="master $master, $workers workers" ;;
+    aiohttp) described="process $master, $slots slots" ;;
+  esac
 }
 
-app_dir=$(cd scripts/gunicorn && pwd)
 mkdir -p "$out"
 printf 'kind\tfolder\toutage\tstorm_status\tsummary_status\tanswer_s\tstopped_after\tfrozen_after\tskipped\n' \
   > "$tmp/kinds.tsv"
@@ -448,31 +549,35 @@ for kind in "${kinds[@]}"; do
       continue
     fi
   fi
-  start_gunicorn "$work"
+  start_server "$work"
   where=""
   if [[ -n $cgroup ]]; then
-    # Every process of gunicorn's must be in the cgroup.
+    # Every process of the server's must be in the cgroup.
     for pid in "$master" $(pgrep -P "$master"); do
-      grep -qx "$pid" "$cgroup/cgroup.procs" || die "gunicorn's process $pid is not in $cgroup"
+      grep -qx "$pid" "$cgroup/cgroup.procs" || die "$server's process $pid is not in $cgroup"
     done
     where=", in the cgroup $cgroup (cgroup $cgroup_version)"
   fi
-  echo "gunicorn-check: $kind: gunicorn $version at $url, master $master, $workers workers$where; results in $dest"
+  echo "gunicorn-check: $kind: $server $version at $url, $described$where; results in $dest"
 
   case $kind in
     sigstop) outage=(--outage "sigstop=$master") ;;
     exec)
-      # The master first, so that it cannot fork a worker unseen, then
-      # (once /proc shows it stopped, at most 0.1 s later) its workers;
-      # continued children first, so that the master finds them running.
-      outage=(--outage exec
-        --outage-start "kill -STOP $master && for i in 1 2 3 4 5 6 7 8 9 10; do grep -q '^State:.T' /proc/$master/status && break; sleep 0.01; done && pkill -STOP -P $master"
-        --outage-end "pkill -CONT -P $master; kill -CONT $master") ;;
+      if [[ $server == gunicorn ]]; then
+        # The master first, so that it cannot fork a worker unseen, then
+        # (once /proc shows it stopped, at most 0.1 s later) its workers;
+        # continued children first, so that the master finds them running.
+        outage=(--outage exec
+          --outage-start "kill -STOP $master && for i in 1 2 3 4 5 6 7 8 9 10; do grep -q '^State:.T' /proc/$master/status && break; sleep 0.01; done && pkill -STOP -P $master"
+          --outage-end "pkill -CONT -P $master; kill -CONT $master")
+      else
+        outage=(--outage exec --outage-start "kill -STOP $master" --outage-end "kill -CONT $master")
+      fi ;;
     freeze) outage=(--outage "freeze=$cgroup") ;;
     *) outage=(--outage "$kind") ;;
   esac
 
-  # The kernel's listen-queue counters and gunicorn's accept queue, four
+  # The kernel's listen-queue counters and the server's accept queue, four
   # times a second, for the whole storm.
   python3 scripts/gunicorn/summarise.py sample "$work/netstat.tsv" "$port" &
   sampler=$!
@@ -492,44 +597,50 @@ for kind in "${kinds[@]}"; do
   frozen=$(frozen_now)
   answer_s=""
   if [[ $stopped != 0 || $frozen == 1 ]]; then
-    echo "gunicorn-check: $kind: gunicorn left down by the storm (processes stopped: $stopped; cgroup frozen: ${frozen:--})" >&2
+    echo "gunicorn-check: $kind: $server left down by the storm (processes stopped: $stopped; cgroup frozen: ${frozen:--})" >&2
   elif answer_s=$(answers "$url"); then
-    echo "gunicorn-check: $kind: gunicorn answered a GET $answer_s s after the storm"
+    echo "gunicorn-check: $kind: $server answered a GET $answer_s s after the storm"
   else
     answer_s=""
-    echo "gunicorn-check: $kind: gunicorn did not answer a GET within 60 s after the storm" >&2
+    echo "gunicorn-check: $kind: $server did not answer a GET within 60 s after the storm" >&2
   fi
 
-  stop_gunicorn
+  stop_server
   remove_cgroup
 
   mkdir -p "$dest"
   {
     echo "# gunicorn-check.sh on $(date -u +%Y-%m-%dT%H:%M:%SZ), $(uname -sr), $(nproc) CPUs, somaxconn $(cat /proc/sys/net/core/somaxconn)"
-    echo "# gunicorn $(PYTHONPATH="$lib" python3 -c 'import gunicorn; print(gunicorn.__version__)') (pip install --target $lib gunicorn==$version), $(python3 --version 2>&1), $("$bin/storm" --version)"
-    echo "# outage $kind${where:+; gunicorn started$where}"
-    echo "PYTHONPATH=$lib PYTHONDONTWRITEBYTECODE=1 GUNICORN_CHECK_LOG_DIR=$work/requests GUNICORN_CHECK_SERVICE_MS=$service_ms $(quote "${gunicorn_cmd[@]}")"
+    echo "# $server $(PYTHONPATH="$lib" python3 -c "import $server; print($server.__version__)") (pip install --target $lib $(quote "${pip_args[@]}")), $(python3 --version 2>&1), $("$bin/storm" --version)"
+    echo "# outage $kind${where:+; $server started$where}"
+    echo "PYTHONPATH=$lib PYTHONDONTWRITEBYTECODE=1 GUNICORN_CHECK_LOG_DIR=$work/requests GUNICORN_CHECK_SERVICE_MS=$service_ms $(quote "${server_cmd[@]}")"
     quote "${storm_cmd[@]}"
-    echo "# storm exited $status; $(( $(date +%s) - kind_started )) s for the kind, gunicorn's start and stop included"
-  } > "$dest/gunicorn.commands.txt"
+    echo "# storm exited $status; $(( $(date +%s) - kind_started )) s for the kind, $server's start and stop included"
+  } > "$dest/$server.commands.txt"
 
   summary_status=""
   if [[ -f $dest/summary.json ]]; then
     summary_status=0
-    python3 scripts/gunicorn/summarise.py summarise "$dest" "$work/requests" "$work/netstat.tsv" ||
+    python3 scripts/gunicorn/summarise.py summarise "$server" "$backlog" "$dest" "$work/requests" \
+      "$work/netstat.tsv" ||
       summary_status=$?
     [[ $summary_status == 0 ]] || echo "gunicorn-check: $kind: the summary failed" >&2
   fi
   [[ $status == 0 && $summary_status == 0 ]] || failed=1
   record "$kind" "$folder" "${outage[1]}" "$status" "$summary_status" "$answer_s" "$stopped" "$frozen" ""
-  if [[ ${#kinds[@]} == 1 && -f $dest/gunicorn.md ]]; then cat "$dest/gunicorn.md"; fi
+  if [[ ${#kinds[@]} == 1 && -f $dest/$server.md ]]; then cat "$dest/$server.md"; fi
 done
 
 cp "$tmp/kinds.tsv" "$out/kinds.tsv"
 check_status=0
 check_flag=()
 [[ $check == 0 ]] || check_flag=(--check)
-python3 scripts/gunicorn/kinds.py "$out" "${check_flag[@]}" || check_status=$?
+case $server in
+  gunicorn) label="gunicorn $version (20 sync workers)" ;;
+  aiohttp) label="aiohttp $version (handler_cancellation=True, $slots slots)" ;;
+esac
+python3 scripts/gunicorn/kinds.py "$out" --server "$label" \
+  --command "$(quote "${invocation[@]}")" "${check_flag[@]}" || check_status=$?
 [[ ${#kinds[@]} == 1 ]] || cat "$out/kinds.md"
 echo "gunicorn-check: results in $out ($(( $(date +%s) - started )) s)"
 if [[ $check == 1 && $check_status == 1 ]]; then

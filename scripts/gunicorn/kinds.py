@@ -1,42 +1,52 @@
 #!/usr/bin/env python3
-"""The kinds of outage scripts/gunicorn-check.sh stormed gunicorn through,
+"""The kinds of outage scripts/gunicorn-check.sh stormed a server through,
 side by side, and the checks of its --check.
 
-  kinds.py OUT [--check]
+  kinds.py OUT [--server 'NAME VERSION'] [--command CMD] [--check]
       Reads OUT/kinds.tsv (a row per kind, written by gunicorn-check.sh)
-      and each kind's summary.json and gunicorn.json in OUT/FOLDER, and
-      writes OUT/kinds.json and OUT/kinds.md. With --check, also prints a
-      PASS, FAIL or SKIP line per check and exits 1 if one fails.
+      and each kind's summary.json and NAME.json in OUT/FOLDER (NAME
+      gunicorn, the default, or aiohttp), and writes OUT/kinds.json and
+      OUT/kinds.md, which names the server and the command that made them
+      (CMD). With --check, also prints a PASS, FAIL or SKIP line per check
+      and exits 1 if one fails.
 
 kinds.tsv's columns, tab-separated, a header first: kind (as the script's
 --outage names it), folder (the kind's results, under OUT; empty if it
 was skipped), outage (what the storm's --outage was given: sigstop=PID,
 exec, freeze=CGROUP_DIR or the fault), storm_status and summary_status
 (exit statuses; summary_status empty without a summary.json),
-answer_s (seconds gunicorn took to answer a GET after the storm; empty if
-it did not within 60 s), stopped_after (gunicorn's processes in state T
+answer_s (seconds the server took to answer a GET after the storm; empty
+if it did not within 60 s), stopped_after (its processes in state T
 then), frozen_after (1 if its cgroup was frozen then, 0 if not, empty
 without one), skipped (why the kind did not run; empty if it did).
 
 Per kind and case: the verdicts run by run, the recovery run by run, and
 the median over the runs of the baseline OK/s, the attempts a request
 (the storm's amplification), the application's share of the requests
-served from the resume on whose client had gone (gunicorn.json), and,
-through a fault proxy, each of its figures (summary.json's runs[].proxy).
+served from the resume on whose client had gone and the handlers it
+cancelled from the resume on (NAME.json), and, through a fault proxy,
+each of its figures (summary.json's runs[].proxy).
 
 The checks, each a PASS or FAIL line (SKIP for a kind that did not run):
   KIND storm            the storm exited 0
-  KIND left running     after the storm gunicorn answered a GET, none of
-                        its processes was stopped, its cgroup not frozen
+  KIND left running     after the storm the server answered a GET, none
+                        of its processes was stopped, its cgroup not
+                        frozen
   KIND fault acted      a fault proxy's kind, in every run: status=CODE
                         injected answers, and none of CODE's class counted
-                        as gunicorn's when CODE is a 4xx or 5xx (the
+                        as the server's when CODE is a 4xx or 5xx (the
                         application answers 200 only: such an answer
                         would be an injected one counted twice); reset:
                         resets; stall and blackhole: connections queued
                         or requests held, in the runs of the case named
                         fixed (every run if there is none); delay:
                         requests held
+  KIND cancelled        a server that cancels (aiohttp), for sigstop,
+                        exec and freeze: it cancelled handlers of gone
+                        clients in every run (the resume hands it their
+                        requests with their FIN); without it, a witness
+                        of the stall against sigstop would set two
+                        servers that finish dead work side by side
   KIND verdicts as sigstop
                         stall, exec and freeze: every run's verdict that
                         of the same case and run through sigstop (the
@@ -59,6 +69,11 @@ PROXY_KEYS = [
 
 # Kinds whose verdicts must be those of sigstop.
 AS_SIGSTOP = ["stall", "exec", "freeze"]
+
+# Servers that cancel a handler whose client has gone, and the kinds that
+# stop them, whose resume must show it.
+CANCELLING = ["aiohttp"]
+STOPPING = ["sigstop", "exec", "freeze"]
 
 
 def number(text, cast=int):
@@ -92,7 +107,7 @@ def median(values):
     return statistics.median(values) if values else None
 
 
-def kind_figures(out, row):
+def kind_figures(out, row, server):
     """The kind's row with its runs and cases, from its data files."""
     kind = dict(row)
     kind["runs"] = None
@@ -104,9 +119,8 @@ def kind_figures(out, row):
     summary = load(os.path.join(folder, "summary.json"))
     if summary is None:
         return kind
-    gunicorn = load(os.path.join(folder, "gunicorn.json")) or {"runs": []}
-    gone = {(r["case"], r["run"]): r["app"]["gone_fraction_after_resume"]
-            for r in gunicorn["runs"]}
+    app = {(r["case"], r["run"]): r["app"] for r in
+           (load(os.path.join(folder, server + ".json")) or {"runs": []})["runs"]}
     order = [c["name"] for c in summary["cases"]]
     runs = sorted(summary["runs"], key=lambda r: (order.index(r["case"]), r["run"]))
     kind["target"] = summary.get("target")
@@ -117,7 +131,11 @@ def kind_figures(out, row):
         "recovery_s": r["recovery_s"],
         "baseline_ok_per_s": r["baseline_ok_per_s"],
         "attempts_per_request": r["amplification"],
-        "gone_fraction_after_resume": gone.get((r["case"], r["run"])),
+        "gone_fraction_after_resume":
+            app.get((r["case"], r["run"]), {}).get("gone_fraction_after_resume"),
+        "cancelled": app.get((r["case"], r["run"]), {}).get("cancelled"),
+        "cancelled_after_resume":
+            app.get((r["case"], r["run"]), {}).get("cancelled_after_resume"),
         "proxy": r.get("proxy"),
     } for r in runs]
     cases = []
@@ -134,6 +152,7 @@ def kind_figures(out, row):
             "attempts_per_request_median": median(r["attempts_per_request"] for r in mine),
             "gone_fraction_after_resume_median":
                 median(r["gone_fraction_after_resume"] for r in mine),
+            "cancelled_after_resume_median": median(r["cancelled_after_resume"] for r in mine),
             "proxy_median": {k: median(p.get(k) for p in proxies) for k in PROXY_KEYS}
             if proxies else None,
         })
@@ -166,7 +185,7 @@ def fault_acted(kind):
             return each(runs, lambda p: p["injected"] > 0,
                         lambda p: "%d injected" % p["injected"])
         return each(runs, lambda p: p["injected"] > 0 and p[key] == 0,
-                    lambda p: "%d injected, %d %s counted as gunicorn's" % (
+                    lambda p: "%d injected, %d %s counted as the server's" % (
                         p["injected"], p[key], key[-3:]))
     if what == "reset":
         return each(runs, lambda p: p["resets"] > 0, lambda p: "%d resets" % p["resets"])
@@ -184,7 +203,7 @@ def yes(v):
     return "yes" if v else "no"
 
 
-def checks(kinds):
+def checks(kinds, server):
     lines = []
 
     def add(word, name, detail):
@@ -202,7 +221,7 @@ def checks(kinds):
                    and k["frozen_after"] != 1)
         down = k["stopped_after"] != 0 or k["frozen_after"] == 1
         add("PASS" if running else "FAIL", name + " left running",
-            "gunicorn %s; %s of its processes stopped%s" % (
+            "%s %s; %s of its processes stopped%s" % (server,
                 "answered a GET %.1f s after the storm" % k["answer_s"]
                 if k["answer_s"] is not None else "not asked, being down" if down
                 else "answered no GET within 60 s of the storm",
@@ -214,6 +233,14 @@ def checks(kinds):
             else:
                 passed, detail = fault_acted(k)
                 add("PASS" if passed else "FAIL", name + " fault acted", detail)
+        if server in CANCELLING and name in STOPPING:
+            if k["runs"] is None:
+                add("FAIL", name + " cancelled", "no results (the storm exited %s)" % status)
+            else:
+                add("PASS" if all(r["cancelled"] for r in k["runs"]) else "FAIL",
+                    name + " cancelled", "; ".join(
+                        "%s run %d: %s handlers cancelled" % (r["case"], r["run"], r["cancelled"])
+                        for r in k["runs"]))
     sigstop = by_kind.get("sigstop")
     for name in AS_SIGSTOP:
         k = by_kind.get(name)
@@ -259,53 +286,60 @@ def cell(v, digits=2):
 
 
 def markdown(result):
+    server = result["server"]
     lines = [
-        "# gunicorn through each kind of outage",
+        "# %s through each kind of outage" % server,
         "",
-        "One row per kind and case, the kinds in the order run, each against a gunicorn "
-        "of its own. Recovered and recovery: run by run; the other figures: the median "
-        "over the runs.",
+    ] + (["Made by `%s`." % result["command"], ""] if result["command"] else []) + [
+        "One row per kind and case, the kinds in the order run, each against a fresh %s. "
+        "Recovered and recovery: run by run; the other figures: the median "
+        "over the runs." % server.split()[0],
         "",
         "| kind | case | recovered | recovery (s) | baseline OK/s | attempts/request "
-        "| gone after resume | proxy 2xx / 4xx / 5xx / other | injected | resets "
+        "| gone after resume | cancelled after resume "
+        "| proxy 2xx / 4xx / 5xx / other | gone at the proxy | injected | resets "
         "| peak held / queued / in flight | p50 before, via proxy (ms) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for k in result["kinds"]:
         if k["cases"] is None:
             why = ("skipped: " + k["skipped"]) if k["skipped"] else (
                 "no results: the storm exited %s" % k["storm_status"])
-            lines.append("| %s | - | %s |%s" % (k["kind"], why, " - |" * 9))
+            lines.append("| %s | - | %s |%s" % (k["kind"], why, " - |" * 11))
             continue
         for c in k["cases"]:
             p = c["proxy_median"]
             if p is None:
-                proxy = ["-"] * 5
+                proxy = ["-"] * 6
             else:
                 proxy = [
                     " / ".join(cell(p[key], 0) for key in
                                ("answers_2xx", "answers_4xx", "answers_5xx", "answers_other")),
-                    cell(p["injected"], 0), cell(p["resets"], 0),
+                    cell(p["gone"], 0), cell(p["injected"], 0), cell(p["resets"], 0),
                     " / ".join(cell(p[key], 0) for key in
                                ("peak_held", "peak_queued", "peak_in_flight")),
                     cell(p["warmup_p50_ms"], 1),
                 ]
             gone = c["gone_fraction_after_resume_median"]
-            lines.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
                 k["kind"], c["name"], ", ".join(yes(v) for v in c["verdicts"]),
                 ", ".join(cell(v, 0) for v in c["recovery_s"]),
                 cell(c["baseline_ok_per_s_median"], 1), cell(c["attempts_per_request_median"]),
-                "-" if gone is None else "%.1f %%" % (100 * gone), " | ".join(proxy)))
+                "-" if gone is None else "%.1f %%" % (100 * gone),
+                cell(c["cancelled_after_resume_median"], 0), " | ".join(proxy)))
     lines += [
         "",
         "Attempts/request: attempts sent per request started, from the stop on. Gone after "
-        "resume: the share of the requests gunicorn's application served from the resume on "
+        "resume: the share of the requests the application served from the resume on "
         "whose client had closed its connection by the answer (through a fault proxy, the "
-        "proxy's connection to gunicorn). Proxy columns, for a fault proxy's kinds: gunicorn's "
-        "answers passed back by status class, requests the proxy answered itself and "
-        "connections it reset by the fault, the most requests it held for the fault, "
-        "connections in its listen queue and requests in flight to gunicorn at a report, and "
-        "the median latency through it in the warm-up.",
+        "proxy's connection to the server). Cancelled after resume: handlers begun from the "
+        "resume on that the server cancelled because their connection ended (gunicorn "
+        "cancels none). Proxy columns, for a fault proxy's kinds: the server's "
+        "answers passed back by status class, requests whose client had gone before their "
+        "answer (answered by the server for no one, or cut short), requests the proxy "
+        "answered itself and connections it reset by the fault, the most requests it held "
+        "for the fault, connections in its listen queue and requests in flight to the "
+        "server at a report, and the median latency through it in the warm-up.",
         "",
         "## Checks",
         "",
@@ -318,14 +352,27 @@ def markdown(result):
 
 def main(argv):
     args = argv[1:]
-    check = "--check" in args
-    args = [a for a in args if a != "--check"]
-    if len(args) != 1:
+    options = {"--server": "gunicorn", "--command": ""}
+    check = False
+    rest = []
+    while args:
+        if args[0] == "--check":
+            check = True
+            args = args[1:]
+        elif args[0] in options and len(args) > 1:
+            options[args[0]] = args[1]
+            args = args[2:]
+        else:
+            rest.append(args.pop(0))
+    if len(rest) != 1:
         sys.stderr.write(__doc__)
         return 2
-    out = args[0]
-    kinds = [kind_figures(out, row) for row in read_rows(out)]
-    result = {"kinds": kinds, "checks": checks(kinds)}
+    out = rest[0]
+    server = options["--server"]
+    name = server.split()[0]
+    kinds = [kind_figures(out, row, name) for row in read_rows(out)]
+    result = {"server": server, "command": options["--command"] or None,
+              "kinds": kinds, "checks": checks(kinds, name)}
     with open(os.path.join(out, "kinds.json"), "w") as f:
         json.dump(result, f, indent=2)
         f.write("\n")

@@ -9,17 +9,23 @@
       the socket listening on 127.0.0.1:PORT from /proc/net/tcp (its
       rx_queue: connections waiting to be accepted; -1 if not found).
 
-  summarise.py summarise STORM_DIR REQUESTS_DIR NETSTAT_FILE
+  summarise.py summarise SERVER BACKLOG STORM_DIR REQUESTS_DIR NETSTAT_FILE
       Reads the storm's summary.json and client CSV files in STORM_DIR,
       the application's request lines (REQUESTS_DIR/requests.PID.tsv:
-      start, end, gone at start, gone at end) and the counters' samples,
-      and writes STORM_DIR/gunicorn.json and STORM_DIR/gunicorn.md.
+      start, end, gone at start, gone at end, and from a server that
+      cancels (scripts/aiohttp/app.py) how the request ended, 0 answered,
+      1 cancelled waiting for a slot, 2 cancelled in service, and the
+      seconds it held a slot; gunicorn's four columns are answered
+      requests) and the counters' samples, and writes
+      STORM_DIR/SERVER.json and STORM_DIR/SERVER.md (SERVER: gunicorn or
+      aiohttp; BACKLOG: its listening socket's, at which its accept
+      queue counts as full).
 
 A run's window runs from its client's start (timeline.start_ms in
 summary.json) to the next run's start, or for the last run to the end of
-what was recorded: the requests a run left in gunicorn's queue, served
+what was recorded: the requests a run left in the server's queue, served
 after its client ended, count to it. gunicorn-check.sh gives each kind of
-outage a gunicorn, a request folder and a samples file of its own, so a
+outage a server, a request folder and a samples file of its own, so a
 window never holds another kind's requests. Only data files are read.
 """
 
@@ -34,8 +40,6 @@ import time
 
 SAMPLE_S = 0.25
 
-# gunicorn's --backlog (below the kernel's somaxconn, which would cap it).
-BACKLOG = 1000
 
 
 def sample(path, port):
@@ -68,19 +72,27 @@ def listen_counters():
     return field["ListenOverflows"], field["ListenDrops"]
 
 
+ANSWERED, CANCELLED_WAITING, CANCELLED_IN_SERVICE = 0, 1, 2
+
+
 def read_requests(folder):
-    """Every request line: (start_ms, end_ms, gone_at_start, gone_at_end)."""
+    """Every request line: (start_ms, end_ms, gone_at_start, gone_at_end,
+    outcome, slot_s); gunicorn's lines are answered, their slot the whole
+    request."""
     rows = []
     for path in sorted(glob.glob(os.path.join(folder, "requests.*.tsv"))):
         with open(path) as f:
             for line in f:
-                parts = line.split("\t")
-                if len(parts) != 4:
+                if not line.endswith("\n"):
                     continue  # a line cut short by a killed worker
-                start, end, at_start, at_end = parts
-                rows.append(
-                    (float(start) * 1000, float(end) * 1000, at_start == "1", at_end.strip() == "1")
-                )
+                parts = line.rstrip("\n").split("\t")
+                if len(parts) == 4:
+                    parts += [ANSWERED, float(parts[1]) - float(parts[0])]
+                elif len(parts) != 6:
+                    continue
+                start, end, at_start, at_end, outcome, slot_s = parts
+                rows.append((float(start) * 1000, float(end) * 1000, at_start == "1",
+                             at_end == "1", int(outcome), float(slot_s)))
     rows.sort()
     return rows
 
@@ -131,7 +143,7 @@ def client_totals(path, start_ms, resume_ms):
     return rounded(totals), rounded(after), last
 
 
-def summarise(storm_dir, requests_dir, netstat_path):
+def summarise(server, backlog, storm_dir, requests_dir, netstat_path):
     with open(os.path.join(storm_dir, "summary.json")) as f:
         summary = json.load(f)
     requests = read_requests(requests_dir)
@@ -144,11 +156,13 @@ def summarise(storm_dir, requests_dir, netstat_path):
         end = runs[i + 1]["timeline"]["start_ms"] if i + 1 < len(runs) else float("inf")
         client, client_after, client_end = client_totals(
             os.path.join(storm_dir, run["client_csv"]), start, resume)
-        mine = [r for r in requests if start <= r[0] < end]
+        begun = [r for r in requests if start <= r[0] < end]
+        mine = [r for r in begun if r[4] == ANSWERED]
+        cancelled = [r for r in begun if r[4] != ANSWERED]
         after = [r for r in mine if r[0] >= resume]
         gone_after = sum(1 for r in after if r[3])
         record_end = end if end != float("inf") else max(
-            [r[1] for r in mine] + [client_end] + [s[0] for s in samples[-1:]])
+            [r[1] for r in begun] + [client_end] + [s[0] for s in samples[-1:]])
         kernel = None
         if samples:
             o0, d0 = counters_at(samples, start)
@@ -159,7 +173,7 @@ def summarise(storm_dir, requests_dir, netstat_path):
                 "listen_drops": d1 - d0,
                 "accept_queue_peak": max(queue) if queue else None,
                 "accept_queue_full_s":
-                    round(sum(1 for q in queue if q >= BACKLOG) * SAMPLE_S, 2),
+                    round(sum(1 for q in queue if q >= backlog) * SAMPLE_S, 2),
             }
         out_runs.append({
             "case": run["case"],
@@ -186,6 +200,11 @@ def summarise(storm_dir, requests_dir, netstat_path):
                 "gone_fraction_after_resume":
                     round(gone_after / len(after), 4) if after else None,
                 "served_after_client_ended": sum(1 for r in mine if r[0] >= client_end),
+                "cancelled": len(cancelled),
+                "cancelled_in_service":
+                    sum(1 for r in cancelled if r[4] == CANCELLED_IN_SERVICE),
+                "cancelled_after_resume": sum(1 for r in cancelled if r[0] >= resume),
+                "slot_s_cancelled": round(sum(r[5] for r in cancelled), 3),
             },
             "kernel": kernel,
         })
@@ -204,24 +223,27 @@ def summarise(storm_dir, requests_dir, netstat_path):
                 statistics.median(amplification) if amplification else None,
             "gone_fraction_after_resume_median":
                 statistics.median(fractions) if fractions else None,
+            "cancelled_after_resume_median":
+                statistics.median(r["app"]["cancelled_after_resume"] for r in mine),
             "listen_overflows_total": sum((r["kernel"] or {}).get("listen_overflows", 0)
                                           for r in mine),
         })
     result = {
+        "server": server,
         "target": summary.get("target"),
         "note": "listen_overflows and listen_drops are TcpExt ListenOverflows and "
                 "ListenDrops from /proc/net/netstat: the whole network namespace's, every "
-                "listening socket's (a fault proxy's too), not gunicorn's alone; "
-                "accept_queue_peak and accept_queue_full_s are gunicorn's socket's own "
+                "listening socket's (a fault proxy's too), not the server's alone; "
+                "accept_queue_peak and accept_queue_full_s are the server's socket's own "
                 "(/proc/net/tcp), "
-                "sampled every %g s, full at its backlog of %d" % (SAMPLE_S, BACKLOG),
+                "sampled every %g s, full at its backlog of %d" % (SAMPLE_S, backlog),
         "runs": out_runs,
         "cases": cases,
     }
-    with open(os.path.join(storm_dir, "gunicorn.json"), "w") as f:
+    with open(os.path.join(storm_dir, server + ".json"), "w") as f:
         json.dump(result, f, indent=2)
         f.write("\n")
-    with open(os.path.join(storm_dir, "gunicorn.md"), "w") as f:
+    with open(os.path.join(storm_dir, server + ".md"), "w") as f:
         f.write(markdown(result))
 
 
@@ -234,25 +256,29 @@ def markdown(result):
         return str(v)
 
     lines = [
-        "# gunicorn stormed",
+        "# %s stormed" % result["server"],
         "",
         "Target %s, outage %s. One row per run, in the order run." % (
             (result["target"] or {}).get("url", "?"), (result["target"] or {}).get("outage", "?")),
         "",
         "| case | run | recovered | attempts/request | client OK / error / timeout after resume "
         "| served | gone at start | gone at end | served in pause | gone after resume "
+        "| cancelled (in service) | cancelled after resume "
         "| accept queue peak | queue full (s) | listen overflows | listen drops |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- "
+        "| --- | --- | --- |",
     ]
     for r in result["runs"]:
         c, a, k = r["client"], r["app"], r["kernel"] or {}
         after = c["after_resume"]
-        lines.append("| %s | %d | %s | %s | %d / %d / %d | %d | %d | %d | %d | %s | %s | %s | %s | %s |" % (
+        lines.append("| %s | %d | %s | %s | %d / %d / %d | %d | %d | %d | %d | %s | %d (%d) | %d "
+                     "| %s | %s | %s | %s |" % (
             r["case"], r["run"], "yes" if c["recovered"] else "no",
             cell(c["attempts_per_request"]), after["ok"], after["errors"], after["timeouts"],
             a["served"], a["gone_at_start"], a["gone_at_end"], a["served_in_pause"],
             "-" if a["gone_fraction_after_resume"] is None
             else "%.1f %%" % (100 * a["gone_fraction_after_resume"]),
+            a["cancelled"], a["cancelled_in_service"], a["cancelled_after_resume"],
             cell(k.get("accept_queue_peak")), cell(k.get("accept_queue_full_s")),
             cell(k.get("listen_overflows")), cell(k.get("listen_drops"))))
     lines += [
@@ -262,12 +288,14 @@ def markdown(result):
         "resume to its end. Served: requests the application answered in the run's window "
         "(from its client's start to the next run's); gone at start and at end: those whose "
         "client had closed its connection when the handler began and when it finished "
-        "(through a fault proxy, the client is the proxy's connection to gunicorn). "
-        "Served in pause: 0 when gunicorn itself is stopped or frozen, or when a fault "
+        "(through a fault proxy, the client is the proxy's connection to the server). "
+        "Served in pause: 0 when the server itself is stopped or frozen, or when a fault "
         "proxy forwards it nothing (stall, blackhole, reset, status); a delay forwards "
         "requests late, and a fault given to a fraction forwards the rest. Gone after "
         "resume: the share of the requests served from the resume on whose client had gone "
-        "by the answer. "
+        "by the answer. Cancelled: handlers the server cancelled because their client's "
+        "connection ended, in the window (in service: holding a slot, the rest waiting for "
+        "one; gunicorn cancels none), and those begun from the resume on. "
         "Accept queue, listen overflows and drops: %s." % result["note"],
         "",
     ]
@@ -277,8 +305,8 @@ def markdown(result):
 def main(argv):
     if len(argv) == 4 and argv[1] == "sample":
         sample(argv[2], int(argv[3]))
-    elif len(argv) == 5 and argv[1] == "summarise":
-        summarise(argv[2], argv[3], argv[4])
+    elif len(argv) == 7 and argv[1] == "summarise":
+        summarise(argv[2], int(argv[3]), argv[4], argv[5], argv[6])
     else:
         sys.stderr.write(__doc__)
         return 2

@@ -13,8 +13,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use common::target::{
-    Ending, HUP, INT, INT_TWICE, KILL, QUICK_SERVER, QUIT, STORM, TERM, end_during_the_pause,
-    expected, scenario, state, storm, wait_stopped,
+    Ending, HUP, INT, INT_TWICE, KILL, QUICK_FIXED, QUICK_SERVER, QUIT, STORM, TERM,
+    end_during_the_pause, expected, scenario, state, storm, wait_stopped,
 };
 use common::{
     Guard, ServerChild, command, fresh_path, one_at_a_time, summary_json, unowned_port, verdicts,
@@ -350,7 +350,7 @@ fn a_target_that_takes_connections_in_without_answering_is_waited_for_until_ctrl
 
 #[test]
 fn closing_the_storms_terminal_during_the_pause_leaves_the_target_running() {
-    use std::os::unix::process::{CommandExt, ExitStatusExt};
+    use std::os::unix::process::ExitStatusExt;
     let _serial = one_at_a_time();
     let server = ServerChild::start(&[], &QUICK_SERVER);
     let pid = server.pid();
@@ -367,14 +367,7 @@ fn closing_the_storms_terminal_during_the_pause_leaves_the_target_running() {
     // SIGHUP at its default, as from a terminal, however the tests run.
     let mut command = common::command(STORM);
     command
-        .args([
-            "--quick",
-            "--quiet",
-            "--strategies",
-            "fixed",
-            "--calm",
-            "1s",
-        ])
+        .args(QUICK_FIXED)
         .args([
             "--target",
             &server.url,
@@ -386,18 +379,7 @@ fn closing_the_storms_terminal_during_the_pause_leaves_the_target_running() {
         .stdin(slave.try_clone().unwrap())
         .stdout(slave.try_clone().unwrap())
         .stderr(slave);
-    // SAFETY: between fork and exec, only setsid and ioctl, both
-    // async-signal-safe: the terminal its controlling one, the storm the
-    // session's leader, as in a terminal window or an SSH session.
-    unsafe {
-        command.pre_exec(|| {
-            nix::unistd::setsid()?;
-            if nix::libc::ioctl(0, nix::libc::TIOCSCTTY as _, 0) == -1 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    common::pty::lead_its_terminal(&mut command);
     let storm = Guard(command.spawn().unwrap());
     // The parent's copies of the terminal's far end went with the command.
     drop(command);

@@ -24,6 +24,23 @@ pub struct Shown {
     pub ended: bool,
 }
 
+/// Makes `command`'s child the leader of a session of its own, its stdin's
+/// terminal its controlling one, as a shell in a terminal window or an
+/// SSH session is: the kernel sends it SIGHUP when that terminal hangs up.
+pub fn lead_its_terminal(command: &mut Command) {
+    // SAFETY: between fork and exec, only setsid and ioctl, both
+    // async-signal-safe.
+    unsafe {
+        command.pre_exec(|| {
+            nix::unistd::setsid()?;
+            if nix::libc::ioctl(0, nix::libc::TIOCSCTTY as _, 0) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 /// A program in a pseudo-terminal of its own (its controlling terminal).
 pub struct Pty {
     pub child: Child,
@@ -51,18 +68,7 @@ impl Pty {
             .stdin(slave.try_clone().unwrap())
             .stdout(slave.try_clone().unwrap())
             .stderr(slave);
-        // SAFETY: between fork and exec, only setsid and ioctl, both
-        // async-signal-safe: a session of its own, the terminal its
-        // controlling one, as a shell would give it.
-        unsafe {
-            command.pre_exec(|| {
-                nix::unistd::setsid()?;
-                if nix::libc::ioctl(0, nix::libc::TIOCSCTTY as _, 0) == -1 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        lead_its_terminal(&mut command);
         let child = command.spawn().expect("the program starts");
         // The parent's copies of the slave went with the command.
         drop(command);

@@ -61,6 +61,17 @@ pub fn scenario(name: &str) -> (PathBuf, String) {
     (dir, file)
 }
 
+/// A quick storm of fixed retries, quiet, the target calm after 0.1 s: the
+/// flags of a storm a test ends during its pause.
+pub const QUICK_FIXED: [&str; 6] = [
+    "--quick",
+    "--quiet",
+    "--strategies",
+    "fixed",
+    "--calm",
+    "1s",
+];
+
 /// A storm that is killed if the test ends before it does.
 struct Running(Option<Child>);
 
@@ -177,14 +188,7 @@ pub fn end_during_the_pause(
         let marker = fresh_path(&format!("{name}-{n}-marker"));
         let mut running = Running(Some(
             command(STORM)
-                .args([
-                    "--quick",
-                    "--quiet",
-                    "--strategies",
-                    "fixed",
-                    "--calm",
-                    "1s",
-                ])
+                .args(QUICK_FIXED)
                 .args(["--target", &server.url])
                 .args(outage(pid, &marker))
                 .arg("--out")

@@ -369,16 +369,17 @@ pub(crate) mod exiting {
 mod tests {
     use super::*;
 
+    /// An undo that writes "undone" to `marker`.
+    fn marking(marker: &str) -> Undo {
+        Undo::Run {
+            command: format!("echo undone > {marker}"),
+        }
+    }
+
     #[test]
     fn the_exit_undoes_what_is_still_held() {
         if let Some(marker) = exiting::passed() {
-            let _left = hold(
-                Undo::Run {
-                    command: format!("echo undone > {marker}"),
-                },
-                None,
-            )
-            .unwrap();
+            let _left = hold(marking(&marker), None).unwrap();
             std::process::exit(0);
         }
         let marker =
@@ -395,13 +396,7 @@ mod tests {
     #[test]
     fn a_panic_undoes_what_is_still_held() {
         if let Some(marker) = exiting::passed() {
-            let _left = hold(
-                Undo::Run {
-                    command: format!("echo undone > {marker}"),
-                },
-                None,
-            )
-            .unwrap();
+            let _left = hold(marking(&marker), None).unwrap();
             panic!("a test's panic with an undo held");
         }
         let marker =
@@ -419,9 +414,7 @@ mod tests {
     #[test]
     fn an_undo_is_held_until_withdrawn_once_and_then_not_done() {
         if let Some(marker) = exiting::passed() {
-            let undo = Undo::Run {
-                command: format!("echo undone > {marker}"),
-            };
+            let undo = marking(&marker);
             let what = undo.describe();
             let held = hold(undo, None).unwrap();
             assert!(super::held().contains(&what));

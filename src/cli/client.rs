@@ -22,6 +22,7 @@ use crate::model::arrivals::ThinkTime;
 use crate::model::client::ClientConfig;
 use crate::model::planner::PlanRequest;
 use crate::model::shard::{Shard, ShardSource};
+use crate::model::wire::Wire;
 use crate::policy::StrategyKind;
 
 /// N simulated users sending Poisson traffic and retrying failed and
@@ -222,6 +223,7 @@ impl ClientArgs {
             csv: self.report.csv.clone(),
             hlog: self.hlog.clone(),
             quiet: false,
+            wire: Wire::default(),
         };
         Ok(config.scaled(self.time_scale))
     }

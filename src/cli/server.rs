@@ -21,6 +21,7 @@ use crate::model::latency::LatencyModel;
 use crate::model::server::{
     Failing, OnDisconnect, PoolModel, QueueKind, ServerConfig, Shape, Shedding,
 };
+use crate::model::wire::DEFAULT_MAX_STREAMS;
 use crate::net::server::default_backlog;
 
 impl ValueEnum for OnDisconnect {
@@ -287,6 +288,7 @@ impl ServerArgs {
             threads: self.runtime.threads,
             csv: self.report.csv.clone(),
             quiet: false,
+            max_streams: DEFAULT_MAX_STREAMS,
         };
         Ok(config.scaled(self.time_scale))
     }

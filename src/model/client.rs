@@ -10,6 +10,7 @@ use super::open::OpenTraffic;
 use super::shard::Shard;
 use super::timescale::compress;
 use super::user::Rules;
+use super::wire::Wire;
 use crate::policy::{Hedging, RetryLimits, Strategy, ThrottleConfig};
 
 /// Everything the client needs to run.
@@ -61,6 +62,8 @@ pub struct ClientConfig {
     pub hlog: Option<PathBuf>,
     /// Print nothing on stdout (for tests and embedding).
     pub quiet: bool,
+    /// How attempts go on the wire: protocol, request, TLS, gRPC.
+    pub wire: Wire,
 }
 
 impl ClientConfig {
@@ -94,6 +97,7 @@ impl ClientConfig {
             csv: None,
             hlog: None,
             quiet: true,
+            wire: Wire::default(),
         }
     }
 

@@ -9,6 +9,7 @@ use std::time::Duration;
 use super::latency::{Curve, LatencyModel};
 use super::tier::TierCall;
 use super::timescale::compress;
+use super::wire::DEFAULT_MAX_STREAMS;
 use crate::policy::defence::{AdmissionConfig, CoDel, LimiterConfig, LimiterKind};
 
 /// The listen backlog where none is given and the kernel's cannot be read:
@@ -253,6 +254,9 @@ pub struct ServerConfig {
     pub csv: Option<PathBuf>,
     /// Print nothing on stdout (for tests and embedding).
     pub quiet: bool,
+    /// The streams one HTTP/2 connection may carry at once
+    /// (`SETTINGS_MAX_CONCURRENT_STREAMS`).
+    pub max_streams: u32,
 }
 
 impl Default for ServerConfig {
@@ -276,6 +280,7 @@ impl Default for ServerConfig {
             threads: None,
             csv: None,
             quiet: false,
+            max_streams: DEFAULT_MAX_STREAMS,
         }
     }
 }

@@ -10,6 +10,7 @@ use retry_storm::model::client::ClientConfig;
 use retry_storm::model::latency::LatencyModel;
 use retry_storm::model::server::{OnDisconnect, ServerConfig, Shedding};
 use retry_storm::model::shard::Shard;
+use retry_storm::model::wire::Wire;
 use retry_storm::net::server::{Gauges, Server};
 use retry_storm::policy::{RetryLimits, Strategy};
 use retry_storm::report::summary::ServerSummary;
@@ -120,5 +121,6 @@ pub fn client_config(url: String) -> ClientConfig {
         csv: None,
         hlog: None,
         quiet: true,
+        wire: Wire::default(),
     }
 }

@@ -24,4 +24,5 @@ pub mod server;
 pub mod signals;
 mod tier;
 mod timer;
+pub mod tls;
 mod user;

@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use super::grpc::Code;
+
 /// How one attempt ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -35,6 +37,10 @@ pub struct Hints {
     /// The answer's HTTP status; none for a refused connection or a
     /// timeout.
     pub status: Option<u16>,
+    /// A gRPC call's status, read from `grpc-status` (trailers, or the
+    /// headers of a Trailers-Only answer); none for a plain HTTP request
+    /// or no answer.
+    pub grpc: Option<Code>,
 }
 
 /// The AWS SDKs' retry-after header, in integer milliseconds.

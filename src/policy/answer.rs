@@ -44,6 +44,7 @@ pub fn read_hints<'a>(
         throttle_code: false,
         amz_retry_after: header(AMZ_RETRY_AFTER_HEADER).and_then(parse_amz_retry_after),
         status: Some(status),
+        grpc: None,
     }
 }
 

@@ -192,7 +192,7 @@ impl Strategy {
                 crate::policy::shipped::aws_retries(*variant_2026, failure)
             }
             Strategy::Shipped(ShippedBackoff::Grpc { .. }) => {
-                crate::policy::shipped::grpc_retryable(failure.status)
+                crate::policy::shipped::grpc_retryable(failure.status, failure.grpc)
             }
             _ => true,
         }

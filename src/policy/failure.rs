@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use crate::model::grpc::Code;
+
 /// What a failed attempt told that a backoff may read.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Failure {
@@ -21,6 +23,8 @@ pub struct Failure {
     /// The answer's HTTP status; none for a refused connection or a
     /// timeout (which gRPC's policy reads).
     pub status: Option<u16>,
+    /// A gRPC call's status, if the answer carried one.
+    pub grpc: Option<Code>,
 }
 
 impl Failure {
@@ -32,6 +36,7 @@ impl Failure {
             retry_after: hints.retry_after,
             amz_retry_after: hints.amz_retry_after,
             status: hints.status,
+            grpc: hints.grpc,
         }
     }
 }

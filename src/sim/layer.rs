@@ -71,6 +71,7 @@ impl Answers {
             amz_retry_after: self.retry_after.filter(|_| shed),
             throttle_code: false,
             status: Some(status),
+            grpc: None,
         }
     }
 

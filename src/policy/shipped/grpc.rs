@@ -7,6 +7,8 @@
 //! which grpc-go and C-core on one side and grpc-js on the other consult
 //! the throttle and read a pushback.
 
+use crate::model::grpc::{Code, DEFAULT_RETRYABLE};
+
 /// A gRPC implementation, where they differ in a way that moves a storm.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub enum GrpcImplementation {
@@ -39,18 +41,22 @@ impl GrpcImplementation {
 
 /// Whether a gRPC client whose policy retries `UNAVAILABLE` (gRFC A6's
 /// example, and the status a shedding or overloaded server maps to)
-/// retries an answer with HTTP status `status`, or none (a refused
-/// connection, a timeout).
+/// retries an answer with gRPC status `grpc`, or, without one, HTTP status
+/// `status`, or none (a refused connection, a timeout).
 ///
 /// gRPC maps an HTTP status without a `grpc-status` as
-/// `doc/http-grpc-status-mapping.md` says: 429, 502, 503 and 504 are
-/// `UNAVAILABLE`; 400 `INTERNAL`, 401 `UNAUTHENTICATED`, 403
-/// `PERMISSION_DENIED`, 404 `UNIMPLEMENTED`, any other `UNKNOWN`. A refused
-/// connection is `UNAVAILABLE`. An attempt timed out by the client's own
-/// `--timeout` is the project's reading (A6 has no per-attempt timeout):
-/// retried, as a failure that would have been `UNAVAILABLE`.
-pub fn grpc_retryable(status: Option<u16>) -> bool {
-    status.is_none_or(|s| matches!(s, 429 | 502 | 503 | 504))
+/// `doc/http-grpc-status-mapping.md` says ([`Code::from_http`]): 429, 502,
+/// 503 and 504 are `UNAVAILABLE`; 400 `INTERNAL`, 401 `UNAUTHENTICATED`,
+/// 403 `PERMISSION_DENIED`, 404 `UNIMPLEMENTED`, any other `UNKNOWN`. A
+/// refused connection is `UNAVAILABLE`. An attempt timed out by the
+/// client's own `--timeout` is the project's reading (A6 has no
+/// per-attempt timeout): retried, as a failure that would have been
+/// `UNAVAILABLE`.
+pub fn grpc_retryable(status: Option<u16>, grpc: Option<Code>) -> bool {
+    match grpc.or(status.map(Code::from_http)) {
+        None => true,
+        Some(code) => DEFAULT_RETRYABLE.contains(&code),
+    }
 }
 
 #[cfg(test)]
@@ -60,11 +66,15 @@ mod tests {
     #[test]
     fn only_what_grpc_maps_to_unavailable_is_retried() {
         for s in [429, 502, 503, 504] {
-            assert!(grpc_retryable(Some(s)), "{s}");
+            assert!(grpc_retryable(Some(s), None), "{s}");
         }
         for s in [400, 401, 403, 404, 500, 501, 505] {
-            assert!(!grpc_retryable(Some(s)), "{s}");
+            assert!(!grpc_retryable(Some(s), None), "{s}");
         }
-        assert!(grpc_retryable(None));
+        assert!(grpc_retryable(None, None));
+        // A gRPC status wins over the HTTP status it came with.
+        assert!(grpc_retryable(Some(200), Some(Code::Unavailable)));
+        assert!(!grpc_retryable(Some(200), Some(Code::ResourceExhausted)));
+        assert!(!grpc_retryable(Some(503), Some(Code::Internal)));
     }
 }

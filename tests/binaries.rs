@@ -56,7 +56,9 @@ fn bad_flags_exit_2_with_a_message_naming_the_flag() {
         "--min-delay must not exceed --max-delay",
     );
     assert_refused(CLIENT, &["--timeout", "0s"], "greater than zero");
-    assert_refused(CLIENT, &["--url", "https://127.0.0.1/api"], "http://");
+    assert_refused(CLIENT, &["--url", "ftp://127.0.0.1/api"], "http://");
+    assert_refused(CLIENT, &["--header", "no colon"], "--header");
+    assert_refused(CLIENT, &["--grpc", "NoService"], "--grpc");
     assert_refused(
         SERVER,
         &["--header-read-timeout", "0s"],

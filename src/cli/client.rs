@@ -18,11 +18,11 @@ use super::values::{
     time_scale, timer_resolution, wall_clock,
 };
 use super::view::ViewArgs;
+use super::wire::WireArgs;
 use crate::model::arrivals::ThinkTime;
 use crate::model::client::ClientConfig;
 use crate::model::planner::PlanRequest;
 use crate::model::shard::{Shard, ShardSource};
-use crate::model::wire::Wire;
 use crate::policy::StrategyKind;
 
 /// N simulated users sending Poisson traffic and retrying failed and
@@ -62,7 +62,7 @@ pub enum ClientCommand {
 /// Flags of a client run.
 #[derive(Debug, Args)]
 pub struct ClientArgs {
-    /// URL every attempt requests (plain http).
+    /// URL every attempt requests (http:// or https://).
     #[arg(long, default_value = "http://127.0.0.1:8070/api", value_parser = http_url)]
     pub url: String,
     /// Number of simulated users, each with at most one request in flight.
@@ -71,6 +71,9 @@ pub struct ClientArgs {
     /// Open or partly-open traffic instead of a closed population.
     #[command(flatten)]
     pub traffic: TrafficArgs,
+    /// How requests go on the wire.
+    #[command(flatten)]
+    pub wire: WireArgs,
     /// Mean think time between a user's requests, in seconds (or a duration
     /// such as 500ms); total demand is about CLIENTS / LAMBDA req/s.
     #[arg(long, default_value = "10", value_parser = seconds_or_duration, value_name = "SECONDS")]
@@ -223,7 +226,7 @@ impl ClientArgs {
             csv: self.report.csv.clone(),
             hlog: self.hlog.clone(),
             quiet: false,
-            wire: Wire::default(),
+            wire: self.wire.wire().map_err(conflict)?,
         };
         Ok(config.scaled(self.time_scale))
     }

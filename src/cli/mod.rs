@@ -23,6 +23,7 @@ mod tier;
 mod traffic;
 pub(crate) mod values;
 mod view;
+mod wire;
 
 use clap::{CommandFactory, Parser};
 
@@ -40,6 +41,7 @@ pub use storm::{ExecArgs, RunArgs, StormArgs, StormCli, StormCommand};
 pub use sweep::SweepArgs;
 pub use traffic::{DEFAULT_MAX_OUTSTANDING, TrafficArgs};
 pub use view::ViewArgs;
+pub use wire::WireArgs;
 
 use crate::experiment::Flags;
 use crate::model::client::ClientConfig;

@@ -105,8 +105,10 @@ pub fn time_scale(s: &str) -> Result<f64, String> {
 /// An `http://host:port/path` URL, as written.
 pub fn http_url(s: &str) -> Result<String, String> {
     let uri: Uri = s.parse().map_err(|e| format!("'{s}' is not a URL: {e}"))?;
-    if uri.scheme_str() != Some("http") || uri.host().is_none() {
-        return Err(format!("'{s}' is not an http://host:port/path URL"));
+    if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
+        return Err(format!(
+            "'{s}' is not an http:// or https://host:port/path URL"
+        ));
     }
     Ok(s.to_string())
 }

@@ -18,7 +18,7 @@ use tokio::time::Instant;
 
 use super::balance::Balance;
 use super::lanes::{self, Lanes, Load};
-use super::pool::Target;
+use super::target::Target;
 use super::user::{Common, Mover, Shared, user};
 use crate::model::arrivals::user_rng;
 use crate::model::client::ClientConfig;
@@ -191,7 +191,7 @@ pub async fn run_with(
     metrics: Option<Arc<ClientMetrics>>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<ClientSummary, StartError> {
-    let target = Target::resolve(&config.url)
+    let target = Target::resolve(&config.url, &config.wire)
         .await
         .map_err(StartError::Url)?;
     let mut reporter = Reporter::new(&config, status).map_err(StartError::Csv)?;

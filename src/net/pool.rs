@@ -1,5 +1,5 @@
-//! The client's keep-alive connections: where attempts go, the idle
-//! connections kept for reuse, and one GET on them.
+//! The client's HTTP/1.1 keep-alive connections: the idle connections
+//! kept for reuse, and one request on them.
 //!
 //! Idle connections are reused last-in, first-out, so after a burst the
 //! surplus sits untouched at the bottom of the stack and is closed once it
@@ -7,96 +7,23 @@
 //! of keeping the most connections it ever needed.
 
 use std::collections::VecDeque;
-use std::net::SocketAddr;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty};
+use http_body_util::Full;
 use hyper::client::conn::http1::{self, SendRequest};
-use hyper::{Request, StatusCode, Uri, header};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
-use crate::model::deadline::{GRPC_TIMEOUT_HEADER, encode_grpc_timeout};
-use crate::model::outcome::{Hints, Outcome};
-use crate::policy::read_hints;
-
-/// Where attempts go: the resolved address and the request's parts.
-#[derive(Debug, Clone)]
-pub(crate) struct Target {
-    /// The address the host resolved to.
-    pub(crate) addr: SocketAddr,
-    /// `host:port` as the URL wrote it, for the `Host` header.
-    pub(crate) authority: String,
-    /// The path and query requested.
-    pub(crate) path: Uri,
-}
-
-impl Target {
-    /// Resolves an `http://host:port/path` URL, or says why it cannot be
-    /// used.
-    pub(crate) async fn resolve(url: &str) -> Result<Target, String> {
-        let (url, host, port) = Target::parse(url)?;
-        let addr = tokio::net::lookup_host((host.as_str(), port))
-            .await
-            .ok()
-            .and_then(|mut addrs| addrs.next());
-        Target::at(&url, &host, addr)
-    }
-
-    /// [`Target::resolve`], blocking the thread while a host name is
-    /// looked up (for a server's start, before it serves anything).
-    pub(crate) fn resolve_now(url: &str) -> Result<Target, String> {
-        use std::net::ToSocketAddrs;
-        let (url, host, port) = Target::parse(url)?;
-        let addr = (host.as_str(), port)
-            .to_socket_addrs()
-            .ok()
-            .and_then(|mut addrs| addrs.next());
-        Target::at(&url, &host, addr)
-    }
-
-    /// An `http://` URL, its host and its port.
-    fn parse(url: &str) -> Result<(Uri, String, u16), String> {
-        let url: Uri = url
-            .parse()
-            .map_err(|e| format!("'{url}' is not a URL: {e}"))?;
-        if url.scheme_str() != Some("http") {
-            return Err(format!(
-                "'{url}' is not an http:// URL (only plain HTTP is supported)"
-            ));
-        }
-        let host = url.host().ok_or_else(|| format!("'{url}' has no host"))?;
-        let host = host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_string();
-        let port = url.port_u16().unwrap_or(80);
-        Ok((url, host, port))
-    }
-
-    /// The target of `url` at `addr`, the address its `host` resolved to.
-    fn at(url: &Uri, host: &str, addr: Option<SocketAddr>) -> Result<Target, String> {
-        let addr = addr.ok_or_else(|| format!("cannot resolve host '{host}'"))?;
-        let path = url
-            .path_and_query()
-            .map_or("/", |p| p.as_str())
-            .parse()
-            .expect("a path taken from a URI is a valid URI");
-        Ok(Target {
-            addr,
-            authority: url.authority().expect("a URL with a host").to_string(),
-            path,
-        })
-    }
-}
+use super::target::{Answer, BoxError, Target};
+use crate::model::deadline::encode_grpc_timeout;
 
 /// A connection in use or in the pool. Dropping it closes the socket.
 struct Conn {
-    sender: SendRequest<Empty<Bytes>>,
+    sender: SendRequest<Full<Bytes>>,
     task: AbortHandle,
 }
 
@@ -105,8 +32,6 @@ impl Drop for Conn {
         self.task.abort();
     }
 }
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Why a request on one connection got no good answer.
 enum Failure {
@@ -193,7 +118,7 @@ impl<T> IdleStack<T> {
     }
 }
 
-/// Keep-alive connections shared by all users of the process.
+/// HTTP/1.1 keep-alive connections shared by the users of a lane.
 pub(crate) struct Pool {
     target: Target,
     idle: Mutex<IdleStack<Conn>>,
@@ -244,8 +169,8 @@ impl Pool {
     }
 
     async fn connect(&self) -> Result<Conn, BoxError> {
-        let stream = TcpStream::connect(self.target.addr).await?;
-        let _ = stream.set_nodelay(true);
+        let tcp = TcpStream::connect(self.target.addr).await?;
+        let stream = self.target.dialer.dial(tcp).await?;
         let (sender, connection) = http1::handshake(TokioIo::new(stream)).await?;
         let task = tokio::spawn(async move {
             let _ = connection.await;
@@ -254,18 +179,18 @@ impl Pool {
         Ok(Conn { sender, task })
     }
 
-    /// One GET; returns the status and any `Retry-After` once the whole
-    /// body has arrived. If the future is dropped midway (timeout), the
-    /// connection is closed.
-    async fn get(&self, deadline: Instant) -> Result<(StatusCode, Hints), BoxError> {
+    /// One request; returns its answer once the whole body has arrived.
+    /// If the future is dropped midway (timeout), the connection is
+    /// closed.
+    pub(crate) async fn send(&self, deadline: Instant) -> Result<Answer, BoxError> {
         if let Some(conn) = self.checkout() {
             match self.exchange(conn, deadline).await {
                 Ok(answer) => return Ok(answer),
                 Err(Failure::Other(e)) => return Err(e),
                 // The server closed this idle connection (its idle or
                 // header-read timeout) just as it was reused: there was no
-                // answer, so the GET goes again on a new connection, as
-                // HTTP clients do for an idempotent request.
+                // answer, so the request goes again on a new connection,
+                // as HTTP clients do when nothing of it was answered.
                 Err(Failure::Unanswered(_)) => {}
             }
         }
@@ -278,55 +203,19 @@ impl Pool {
     /// One request and its whole answer on `conn`, which goes back to the
     /// pool if all went well. The request says when the attempt times out
     /// (`grpc-timeout`), for a tier that passes deadlines on.
-    async fn exchange(
-        &self,
-        mut conn: Conn,
-        deadline: Instant,
-    ) -> Result<(StatusCode, Hints), Failure> {
+    async fn exchange(&self, mut conn: Conn, deadline: Instant) -> Result<Answer, Failure> {
         conn.sender.ready().await.map_err(Failure::of)?;
         let left = encode_grpc_timeout(deadline.saturating_duration_since(Instant::now()));
-        let request = Request::get(self.target.path.clone())
-            .header(header::HOST, &self.target.authority)
-            .header(GRPC_TIMEOUT_HEADER, left)
-            .body(Empty::new())
-            .map_err(|e| Failure::Other(e.into()))?;
         let response = conn
             .sender
-            .send_request(request)
+            .send_request(self.target.request(&left))
             .await
             .map_err(Failure::of)?;
-        let status = response.status();
-        let headers = response.headers();
-        // A server that closes after its answer (one request a connection,
-        // as gunicorn's sync workers) says so: the connection is not kept.
-        let closing = headers
-            .get(header::CONNECTION)
-            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"close"));
-        let hints = read_hints(
-            status.as_u16(),
-            |name| headers.get(name).and_then(|v| v.to_str().ok()),
-            std::time::SystemTime::now(),
-        );
-        response
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| Failure::Other(e.into()))?;
-        if !closing {
+        let answer = self.target.read(response).await.map_err(Failure::Other)?;
+        if !answer.closing {
             self.checkin(conn);
         }
-        Ok((status, hints))
-    }
-
-    /// One attempt, classified, with what a refusal told (`Retry-After`,
-    /// gRPC's pushback). `deadline` bounds connect and response.
-    pub(crate) async fn attempt(&self, deadline: Instant) -> (Outcome, Hints) {
-        match tokio::time::timeout_at(deadline, self.get(deadline)).await {
-            Err(_) => (Outcome::Timeout, Hints::default()),
-            Ok(Ok((status, _))) if status.is_success() => (Outcome::Ok, Hints::default()),
-            Ok(Ok((_, hints))) => (Outcome::Error, hints),
-            Ok(Err(_)) => (Outcome::Error, Hints::default()),
-        }
+        Ok(answer)
     }
 }
 

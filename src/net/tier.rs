@@ -17,7 +17,7 @@ use tokio::sync::{Notify, oneshot};
 use tokio::time::Instant;
 
 use super::balance::Balance;
-use super::pool::Target;
+use super::target::Target;
 use super::user::{Common, Shared, user};
 use crate::model::arrivals::user_rng;
 use crate::model::tier::{TierAnswer, TierCall};
@@ -49,7 +49,8 @@ impl Caller {
         call: &TierCall,
         metrics: Option<Arc<ClientMetrics>>,
     ) -> Result<Arc<Caller>, String> {
-        let target = Target::resolve_now(&call.url).map_err(|why| format!("--call: {why}"))?;
+        let target = Target::resolve_now(&call.url, &call.client.wire)
+            .map_err(|why| format!("--call: {why}"))?;
         let (balance, _doors) = Balance::new(1);
         // Every call runs in lane 0 of a one-lane client, and never moves.
         balance.joined(0);

@@ -15,7 +15,8 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::balance::Balance;
-use super::pool::{Pool, Target};
+use super::connections::Connections;
+use super::target::Target;
 use super::timer::{Sleep, Timer};
 use crate::model::outcome::{Hints, Outcome};
 use crate::model::user::{Attempt, Rules, Sent, User};
@@ -64,7 +65,7 @@ impl Common {
 /// What the users of one lane share: its connections and its timer,
 /// both served by the lane's own runtime.
 pub(super) struct Shared {
-    pub(super) pool: Pool,
+    pub(super) pool: Connections,
     /// Wakes users for their attempts, on the configured steps.
     pub(super) timer: Timer,
     pub(super) common: Arc<Common>,
@@ -81,7 +82,7 @@ impl Shared {
         lane: usize,
     ) -> std::io::Result<Self> {
         Ok(Shared {
-            pool: Pool::new(target),
+            pool: Connections::new(target),
             timer: Timer::start(resolution)?,
             common,
             lane,

@@ -8,6 +8,7 @@
 
 pub mod cgroup;
 pub mod pty;
+pub mod recorder;
 pub mod running;
 pub mod scrape;
 pub mod target;

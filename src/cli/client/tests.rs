@@ -238,7 +238,9 @@ fn bad_input_names_the_flag() {
             &["--strategy", "exponential", "--jitter", "-0.1"],
             "--jitter",
         ),
-        (&["--url", "https://127.0.0.1/api"], "--url"),
+        (&["--url", "ftp://127.0.0.1/api"], "--url"),
+        (&["--header", "no colon"], "--header"),
+        (&["--body-file", "/nonexistent/body"], "--body-file"),
         (&["--strategy", "nope"], "--strategy"),
         (
             &["--strategy", "fixed", "--exponential-backoff"],

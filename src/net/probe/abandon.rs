@@ -32,7 +32,8 @@ use super::config::invalid;
 use super::connection::{Answer, Client};
 use super::stop::{interrupted, unless_stopped, wait_until};
 use crate::model::fit::gone::{Gone, median, verdict};
-use crate::net::pool::Target;
+use crate::model::wire::Wire;
+use crate::net::target::Target;
 
 /// A lone GET within this many times the baseline's median says the
 /// service has drained its backlog.
@@ -83,7 +84,9 @@ pub struct GoneProbe {
 
 /// The probe (module doc).
 pub(super) async fn probe(config: &GoneConfig, stop: &AtomicBool) -> io::Result<GoneProbe> {
-    let target = Target::resolve(&config.target).await.map_err(invalid)?;
+    let target = Target::resolve(&config.target, &Wire::default())
+        .await
+        .map_err(invalid)?;
     let request = format!(
         "GET {} HTTP/1.1\r\nHost: {}\r\n\r\n",
         target.path, target.authority
@@ -177,6 +180,9 @@ async fn lone(
         Answer::TimedOut => Ok(None),
         Answer::Status(status) => Err(io::Error::other(format!(
             "a lone request {what} was answered {status}"
+        ))),
+        Answer::Grpc(code) => Err(io::Error::other(format!(
+            "a lone request {what} was answered {code}"
         ))),
         Answer::Broken(e) => Err(io::Error::other(format!(
             "a lone request {what} got no answer: {e}"

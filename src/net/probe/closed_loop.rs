@@ -22,7 +22,7 @@ use super::connection::Client;
 use super::report::LevelReport;
 use super::stop::{unless_stopped, wait_until};
 use super::tally::Tally;
-use crate::net::pool::Target;
+use crate::net::target::Target;
 
 /// How a level ended.
 pub(super) enum Held {

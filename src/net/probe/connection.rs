@@ -1,5 +1,6 @@
-//! One probing client's keep-alive HTTP/1.1 connection and one GET on it,
-//! bounded by a timeout.
+//! One probing client's keep-alive HTTP/1.1 connection and one request on
+//! it, bounded by a timeout (over HTTP/2, one connection of its own with
+//! one stream at a time).
 //!
 //! The connection's driver (hyper's `Connection` future) is polled by the
 //! client's own task, beside its request, instead of running as a task of
@@ -11,21 +12,26 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty};
+use http_body_util::Full;
+use hyper::StatusCode;
 use hyper::client::conn::http1::{self, Connection, SendRequest};
-use hyper::{Request, StatusCode, header};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
-use crate::net::pool::Target;
+use crate::model::deadline::encode_grpc_timeout;
+use crate::model::grpc::Code;
+use crate::model::wire::Transport;
+use crate::net::multiplex::Multiplex;
+use crate::net::target::{Answer as Read, BoxError, Target};
+use crate::net::tls::Stream;
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-/// How one GET ended.
+/// How one request ended.
 #[derive(Debug)]
 pub(super) enum Answer {
     /// An answer, its body read to the end.
     Status(StatusCode),
+    /// A gRPC call's answer with a status other than `OK`.
+    Grpc(Code),
     /// No answer: refused, reset, malformed; the connection is closed.
     Broken(BoxError),
     /// Nothing within the timeout; the connection is closed.
@@ -66,8 +72,8 @@ impl Failure {
 
 /// An open connection and its driver.
 struct Conn {
-    sender: SendRequest<Empty<Bytes>>,
-    driver: Pin<Box<Connection<TokioIo<TcpStream>, Empty<Bytes>>>>,
+    sender: SendRequest<Full<Bytes>>,
+    driver: Pin<Box<Connection<TokioIo<Stream>, Full<Bytes>>>>,
     /// The driver has returned: the connection is closed.
     ended: bool,
     /// The last answer said `Connection: close`.
@@ -76,8 +82,8 @@ struct Conn {
 
 impl Conn {
     async fn open(target: &Target) -> Result<Conn, BoxError> {
-        let stream = TcpStream::connect(target.addr).await?;
-        let _ = stream.set_nodelay(true);
+        let tcp = TcpStream::connect(target.addr).await?;
+        let stream = target.dialer.dial(tcp).await?;
         let (sender, driver) = http1::handshake(TokioIo::new(stream)).await?;
         Ok(Conn {
             sender,
@@ -87,8 +93,8 @@ impl Conn {
         })
     }
 
-    /// One GET and its whole answer, the driver polled beside it.
-    async fn get(&mut self, target: &Target) -> Result<StatusCode, Failure> {
+    /// One request and its whole answer, the driver polled beside it.
+    async fn get(&mut self, target: &Target, timeout: Duration) -> Result<Answer, Failure> {
         let Conn {
             sender,
             driver,
@@ -98,24 +104,13 @@ impl Conn {
         if *ended {
             return Err(Failure::Unanswered("the connection has closed".into()));
         }
-        let request = Request::get(target.path.clone())
-            .header(header::HOST, &target.authority)
-            .body(Empty::new())
-            .map_err(|e| Failure::Other(e.into()))?;
+        let request = target.request(&encode_grpc_timeout(timeout));
         let exchange = async {
             sender.ready().await.map_err(Failure::of)?;
             let response = sender.send_request(request).await.map_err(Failure::of)?;
             let status = response.status();
-            let close = response
-                .headers()
-                .get(header::CONNECTION)
-                .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"close"));
-            response
-                .into_body()
-                .collect()
-                .await
-                .map_err(|e| Failure::Other(e.into()))?;
-            Ok((status, close))
+            let answer = target.read(response).await.map_err(Failure::Other)?;
+            Ok((counted(status, &answer), answer.closing))
         };
         let mut exchange = std::pin::pin!(exchange);
         let result = tokio::select! {
@@ -128,9 +123,9 @@ impl Conn {
                 exchange.await
             }
         };
-        let (status, close) = result?;
+        let (answer, close) = result?;
         *closing = close;
-        Ok(status)
+        Ok(answer)
     }
 
     /// Whether another GET may go on this connection.
@@ -140,12 +135,14 @@ impl Conn {
 }
 
 /// A client of the probe: one keep-alive connection at a time to
-/// `target`, opened when needed, closed when a GET on it breaks or times
-/// out.
+/// `target`, opened when needed, closed when a request on it breaks or
+/// times out (over HTTP/2, a timeout resets the stream only).
 pub(super) struct Client<'t> {
     target: &'t Target,
     timeout: Duration,
     conn: Option<Conn>,
+    /// The client's HTTP/2 connection, if it speaks HTTP/2.
+    mux: Option<Multiplex>,
 }
 
 impl<'t> Client<'t> {
@@ -155,6 +152,7 @@ impl<'t> Client<'t> {
             target,
             timeout,
             conn: None,
+            mux: (target.transport == Transport::Http2).then(|| Multiplex::new(target.clone())),
         }
     }
 
@@ -162,7 +160,7 @@ impl<'t> Client<'t> {
     /// its time.
     pub(super) async fn get(&mut self) -> Answer {
         match tokio::time::timeout(self.timeout, self.exchange()).await {
-            Ok(Ok(status)) => Answer::Status(status),
+            Ok(Ok(answer)) => answer,
             Ok(Err(e)) => {
                 self.conn = None;
                 Answer::Broken(e)
@@ -174,9 +172,14 @@ impl<'t> Client<'t> {
         }
     }
 
-    async fn exchange(&mut self) -> Result<StatusCode, BoxError> {
+    async fn exchange(&mut self) -> Result<Answer, BoxError> {
+        if let Some(mux) = &self.mux {
+            let deadline = tokio::time::Instant::now() + self.timeout;
+            let status = mux.send(deadline).await?;
+            return Ok(counted_h2(&status));
+        }
         if let Some(conn) = self.conn.as_mut() {
-            match conn.get(self.target).await {
+            match conn.get(self.target, self.timeout).await {
                 Ok(status) => {
                     if !conn.reusable() {
                         self.conn = None;
@@ -192,10 +195,32 @@ impl<'t> Client<'t> {
             }
         }
         let mut conn = Conn::open(self.target).await?;
-        let status = conn.get(self.target).await.map_err(Failure::into_error)?;
+        let answer = conn
+            .get(self.target, self.timeout)
+            .await
+            .map_err(Failure::into_error)?;
         if conn.reusable() {
             self.conn = Some(conn);
         }
-        Ok(status)
+        Ok(answer)
     }
+}
+
+/// `read`, an answer with HTTP status `status`, as the probe counts it: a
+/// gRPC call's status other than `OK` counts as its own.
+fn counted(status: StatusCode, read: &Read) -> Answer {
+    match read.hints.grpc {
+        Some(code) if code != Code::Ok => Answer::Grpc(code),
+        _ => Answer::Status(status),
+    }
+}
+
+/// [`counted`] over HTTP/2, where the status is in the hints.
+fn counted_h2(read: &Read) -> Answer {
+    let status = read
+        .hints
+        .status
+        .and_then(|s| StatusCode::from_u16(s).ok())
+        .unwrap_or(StatusCode::OK);
+    counted(status, read)
 }

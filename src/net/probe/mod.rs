@@ -51,7 +51,8 @@ pub use abandon::{DRAIN_TRIES, DRAINED, GoneConfig, GoneProbe};
 pub use config::ProbeConfig;
 pub use report::{BUSY_FROM, LITTLE_BELOW, LevelReport, Probe, ProbeEnd, ProbeEvent};
 
-use crate::net::pool::Target;
+use crate::model::wire::Wire;
+use crate::net::target::Target;
 use closed_loop::Held;
 use config::invalid;
 
@@ -72,7 +73,11 @@ pub fn run(
 ) -> io::Result<Probe> {
     config.check()?;
     runtime()?.block_on(async {
-        let target = Arc::new(Target::resolve(&config.target).await.map_err(invalid)?);
+        let target = Arc::new(
+            Target::resolve(&config.target, &Wire::default())
+                .await
+                .map_err(invalid)?,
+        );
         let mut levels = Vec::new();
         for &concurrency in &config.levels {
             if stop.load(Ordering::Relaxed) {

@@ -82,7 +82,10 @@ async fn http2_carries_every_user_on_one_connection() {
     assert!(summary.totals.tally.ok > 20, "{:?}", summary.totals.tally);
     assert!(seen.iter().all(|s| s.version == Version::HTTP_2));
     assert!(seen.iter().all(|s| &s.body[..] == b"{\"order\":42}"));
-    assert_eq!(connections(&seen), 1, "20 users, streams on one connection");
+    // The first request is the check before the run, on a connection of
+    // its own; the run's 20 users are streams on one connection.
+    assert_eq!(seen.len() as u64, summary.totals.tally.ok + 1);
+    assert_eq!(connections(&seen[1..]), 1, "20 users on one connection");
     // The same users over HTTP/1.1 need a connection each in flight.
     let target = Recorder::start(None, |_| Reply::Http(200)).await;
     run(format!("http://{}/", target.addr), Wire::default()).await;
@@ -120,7 +123,7 @@ async fn https_with_the_servers_certificate_trusted_by_file_or_insecure() {
         };
         assert!(target.seen().iter().all(|s| s.version == want));
     }
-    // A certificate nobody trusts: every attempt fails its handshake.
+    // A certificate nobody trusts: the run is refused before it starts.
     let target = Recorder::start(Some(&certificate), |_| Reply::Http(200)).await;
     let other = Certificate::make(&dir.join("other"));
     let wire = Wire {
@@ -131,8 +134,17 @@ async fn https_with_the_servers_certificate_trusted_by_file_or_insecure() {
         ..Wire::default()
     };
     let url = format!("https://localhost:{}/", target.addr.port());
-    let t = run(url, wire).await.totals.tally;
-    assert!(t.ok == 0 && t.errors > 0, "{t:?}");
+    let refused = client::run(
+        ClientConfig {
+            wire,
+            ..client_config(url)
+        },
+        std::future::pending(),
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(refused.contains("the TLS handshake failed"), "{refused}");
     assert!(target.seen().is_empty());
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -229,4 +241,55 @@ async fn a_trailers_only_pushback_stops_grpc_retries() {
         .totals
         .tally;
     assert!(t.errors > 10 && t.retries == 0, "{t:?}");
+}
+
+/// What the client says, refusing to start against `url` as `wire` asks.
+async fn refused(url: String, wire: Wire) -> String {
+    let config = ClientConfig {
+        wire,
+        ..client_config(url)
+    };
+    client::run(config, std::future::pending())
+        .await
+        .unwrap_err()
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_http2_or_an_unserved_grpc_method_is_refused_before_any_load() {
+    // A server of HTTP/1.1 only answers the HTTP/2 preface with a 400.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let http1_only = tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        while let Ok((mut tcp, _)) = listener.accept().await {
+            let mut buf = [0; 1024];
+            let _ = tcp.read(&mut buf).await;
+            let _ = tcp
+                .write_all(
+                    b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
+                )
+                .await;
+        }
+    });
+    let h2 = Wire {
+        transport: Transport::Http2,
+        ..Wire::default()
+    };
+    let why = refused(format!("http://{addr}/"), h2).await;
+    assert!(why.contains("does not speak HTTP/2"), "{why}");
+    http1_only.abort();
+
+    let target = Recorder::start(None, |_| Reply::Grpc {
+        status: Code::Unimplemented.number(),
+        pushback_ms: None,
+    })
+    .await;
+    let grpc = grpc_client(String::new()).wire;
+    let why = refused(format!("http://{}/", target.addr), grpc).await;
+    assert!(
+        why.contains("does not serve grpc.health.v1.Health/Check"),
+        "{why}"
+    );
+    assert_eq!(target.seen().len(), 1, "only the check, no load");
 }

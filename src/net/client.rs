@@ -45,6 +45,9 @@ pub enum StartError {
     Timer(std::io::Error),
     /// The open traffic asked for is not one (a rate that is not above 0).
     Traffic(String),
+    /// A first request showed that no attempt can succeed (a failed TLS
+    /// handshake, no HTTP/2, a gRPC method not served).
+    Protocol(String),
 }
 
 impl fmt::Display for StartError {
@@ -54,6 +57,7 @@ impl fmt::Display for StartError {
             StartError::Csv(e) => e.fmt(f),
             StartError::Timer(e) => write!(f, "cannot create a timer: {e}"),
             StartError::Traffic(why) => write!(f, "--arrival-rate: {why}"),
+            StartError::Protocol(why) => write!(f, "{why}"),
         }
     }
 }
@@ -194,6 +198,13 @@ pub async fn run_with(
     let target = Target::resolve(&config.url, &config.wire)
         .await
         .map_err(StartError::Url)?;
+    let what = match &config.wire.grpc {
+        Some(call) => call.method.clone(),
+        None => config.url.clone(),
+    };
+    super::preflight::check(&target, &what)
+        .await
+        .map_err(StartError::Protocol)?;
     let mut reporter = Reporter::new(&config, status).map_err(StartError::Csv)?;
     let mut shutdown = pin!(shutdown);
     // Shards wait for their common start; asked to stop before it, the

@@ -18,6 +18,7 @@ pub mod metrics;
 mod model_actor;
 mod multiplex;
 mod pool;
+mod preflight;
 pub mod probe;
 pub mod proxy;
 pub mod rlimit;

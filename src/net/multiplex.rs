@@ -94,7 +94,7 @@ impl Multiplex {
     async fn connect(&self) -> Result<Arc<Conn>, BoxError> {
         let tcp = TcpStream::connect(self.target.addr).await?;
         let stream = self.target.dialer.dial(tcp).await?;
-        if matches!(self.target.dialer, super::tls::Dialer::Tls { .. }) && !stream.alpn_h2() {
+        if self.target.dialer.is_tls() && !stream.alpn_h2() {
             return Err("the server did not accept HTTP/2 by ALPN".into());
         }
         let (sender, connection) = http2::Builder::new(TokioExecutor::new())

@@ -145,6 +145,13 @@ impl Target {
     }
 }
 
+impl Target {
+    /// Whether attempts are gRPC calls.
+    pub(crate) fn is_grpc(&self) -> bool {
+        self.request.grpc
+    }
+}
+
 /// An answer read to its end.
 #[derive(Debug)]
 pub(crate) struct Answer {

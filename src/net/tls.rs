@@ -175,6 +175,11 @@ impl Dialer {
         })
     }
 
+    /// Whether connections are TLS.
+    pub fn is_tls(&self) -> bool {
+        matches!(self, Dialer::Tls { .. })
+    }
+
     /// A connection on `tcp`, with the TLS handshake done if there is one.
     pub async fn dial(&self, tcp: TcpStream) -> io::Result<Stream> {
         let _ = tcp.set_nodelay(true);

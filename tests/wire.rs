@@ -59,7 +59,9 @@ async fn a_post_arrives_with_its_headers_and_body_over_http1() {
     let summary = run(format!("http://{}/orders", target.addr), wire).await;
     let seen = target.seen();
     assert!(summary.totals.tally.ok > 20, "{:?}", summary.totals.tally);
-    assert_eq!(seen.len() as u64, summary.totals.tally.ok);
+    // Each user's last request may be cut by the end of the run.
+    let ok = summary.totals.tally.ok;
+    assert!((ok..=ok + 20).contains(&(seen.len() as u64)), "{ok}");
     for s in &seen {
         assert_eq!((s.method.as_str(), s.path.as_str()), ("POST", "/orders"));
         assert_eq!(s.headers["authorization"], "Bearer t0k3n");
@@ -84,7 +86,8 @@ async fn http2_carries_every_user_on_one_connection() {
     assert!(seen.iter().all(|s| &s.body[..] == b"{\"order\":42}"));
     // The first request is the check before the run, on a connection of
     // its own; the run's 20 users are streams on one connection.
-    assert_eq!(seen.len() as u64, summary.totals.tally.ok + 1);
+    let ok = summary.totals.tally.ok;
+    assert!((ok + 1..=ok + 21).contains(&(seen.len() as u64)), "{ok}");
     assert_eq!(connections(&seen[1..]), 1, "20 users on one connection");
     // The same users over HTTP/1.1 need a connection each in flight.
     let target = Recorder::start(None, |_| Reply::Http(200)).await;

@@ -17,6 +17,7 @@ mod retry;
 mod runtime;
 mod server;
 mod service;
+mod serving;
 mod storm;
 mod sweep;
 mod tier;

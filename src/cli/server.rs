@@ -12,6 +12,7 @@ use super::refusal::refuse_strays;
 use super::report::ReportArgs;
 use super::runtime::RuntimeArgs;
 use super::service::{Service, ServiceArgs};
+use super::serving::ServingArgs;
 use super::tier::TierArgs;
 use super::values::{
     duration, growth_factor, positive, positive_duration, probability, time_scale, timer_resolution,
@@ -21,7 +22,6 @@ use crate::model::latency::LatencyModel;
 use crate::model::server::{
     Failing, OnDisconnect, PoolModel, QueueKind, ServerConfig, Shape, Shedding,
 };
-use crate::model::wire::DEFAULT_MAX_STREAMS;
 use crate::net::server::default_backlog;
 
 impl ValueEnum for OnDisconnect {
@@ -54,7 +54,8 @@ pub enum ShedStatusArg {
 }
 
 /// An HTTP server whose latency grows exponentially with concurrency:
-/// GET /api answers OK after the modelled delay.
+/// GET /api answers OK after the modelled delay, and so does a gRPC call
+/// to any method over HTTP/2.
 #[derive(Debug, Parser)]
 #[command(name = "server", version, about, long_about = None, allow_negative_numbers = true)]
 pub struct ServerArgs {
@@ -87,6 +88,9 @@ pub struct ServerArgs {
     /// As a tier of a chain.
     #[command(flatten)]
     pub tier: TierArgs,
+    /// HTTP/2, TLS and gRPC.
+    #[command(flatten)]
+    pub serving: ServingArgs,
     /// Seed of the server's draws (a pool's service times, admission
     /// control's rejections, Vegas' probes, --fail-rate's failures)
     /// [default: random, printed at start].
@@ -288,7 +292,9 @@ impl ServerArgs {
             threads: self.runtime.threads,
             csv: self.report.csv.clone(),
             quiet: false,
-            max_streams: DEFAULT_MAX_STREAMS,
+            max_streams: self.serving.max_streams,
+            grpc_overload: self.serving.grpc_overload,
+            tls: self.serving.tls(),
         };
         Ok(config.scaled(self.time_scale))
     }

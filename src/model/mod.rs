@@ -11,6 +11,7 @@ pub mod deadline;
 pub mod fault;
 pub mod fit;
 pub mod grpc;
+pub mod grpc_status;
 pub mod latency;
 pub mod open;
 pub mod outcome;

@@ -2,10 +2,12 @@
 //! its listen backlog, what it does with work whose client has gone, and
 //! the defences that guard it. Both engines take the same configuration.
 
+use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::grpc::Code;
 use super::latency::{Curve, LatencyModel};
 use super::tier::TierCall;
 use super::timescale::compress;
@@ -257,6 +259,55 @@ pub struct ServerConfig {
     /// The streams one HTTP/2 connection may carry at once
     /// (`SETTINGS_MAX_CONCURRENT_STREAMS`).
     pub max_streams: u32,
+    /// The gRPC code a refusal for overload is answered with.
+    pub grpc_overload: Overload,
+    /// The certificate and key to serve https with, if any.
+    pub tls: Option<TlsFiles>,
+}
+
+/// The code a refusal for overload is answered with (`--grpc-overload`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Overload {
+    /// `UNAVAILABLE` (14): what gRPC's retry policy retries when it names
+    /// no codes of its own (gRFC A6's example).
+    #[default]
+    Unavailable,
+    /// `RESOURCE_EXHAUSTED` (8): the server's capacity is used up; not
+    /// retried unless the policy lists it.
+    ResourceExhausted,
+}
+
+impl Overload {
+    /// The code this overload is answered with.
+    pub fn code(self) -> Code {
+        match self {
+            Overload::Unavailable => Code::Unavailable,
+            Overload::ResourceExhausted => Code::ResourceExhausted,
+        }
+    }
+
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Overload::Unavailable => "unavailable",
+            Overload::ResourceExhausted => "resource-exhausted",
+        }
+    }
+}
+
+impl fmt::Display for Overload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The PEM files a server serves https with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// The certificate chain, the server's own first.
+    pub cert: PathBuf,
+    /// The private key.
+    pub key: PathBuf,
 }
 
 impl Default for ServerConfig {
@@ -281,6 +332,8 @@ impl Default for ServerConfig {
             csv: None,
             quiet: false,
             max_streams: DEFAULT_MAX_STREAMS,
+            grpc_overload: Overload::default(),
+            tls: None,
         }
     }
 }

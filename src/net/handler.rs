@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::Full;
+use http_body_util::{Either, Full};
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode, header};
 use tokio::sync::{mpsc, oneshot};
@@ -17,9 +17,11 @@ use tokio::time::Instant;
 
 use super::backlog::Worker;
 use super::endpoint::text as plain;
+use super::grpc_answer::{self, AnswerBody, Grpc};
 use super::model_actor::{Reply, ToModel};
 use super::tier::Caller;
 use crate::model::deadline::{GRPC_TIMEOUT_HEADER, decode_grpc_timeout};
+use crate::model::grpc_status::Fate;
 use crate::model::outcome::{AMZ_RETRY_AFTER_HEADER, PUSHBACK_HEADER};
 use crate::model::server::{OnDisconnect, ServerConfig};
 use crate::model::service::Refusal;
@@ -44,6 +46,8 @@ pub(super) struct Handler {
     tier: Option<Arc<Caller>>,
     /// The status of a failing backend's failures.
     fail_status: StatusCode,
+    /// How gRPC calls are answered.
+    grpc: Grpc,
 }
 
 impl Handler {
@@ -71,129 +75,176 @@ impl Handler {
                     amz_retry_after,
                 )
             }),
+            grpc: Grpc {
+                overload: config.grpc_overload,
+                fail_status: config.fail.map_or(500, |f| f.status),
+                pushback: config.pushback_ms.map(header::HeaderValue::from),
+            },
         }
     }
 }
 
 impl Handler {
-    /// hyper's service call. The request is admitted here, synchronously,
-    /// because hyper may drop the returned future without ever polling it
-    /// when it finds the client already gone (a request read from the
-    /// backlog after a pause, say): the request must count all the same.
+    /// hyper's service call. A plain request is admitted here,
+    /// synchronously, because hyper may drop the returned future without
+    /// ever polling it when it finds the client already gone (a request
+    /// read from the backlog after a pause, say): the request must count
+    /// all the same. A gRPC call is admitted once its message is whole
+    /// ([`Grpc::answer`]).
     pub(super) fn call(
-        &self,
+        self: &Arc<Self>,
         req: Request<Incoming>,
         worker: Option<Worker>,
-    ) -> impl Future<Output = Result<Response<Full<Bytes>>, Infallible>> + use<> {
-        let tier = self.tier.clone();
-        let deadline = tier
+    ) -> impl Future<Output = Result<Response<AnswerBody>, Infallible>> + use<> {
+        let deadline = self
+            .tier
             .as_ref()
             .filter(|t| t.reads_deadlines())
             .and_then(|_| req.headers().get(GRPC_TIMEOUT_HEADER))
             .and_then(|v| decode_grpc_timeout(v.to_str().ok()?).ok())
             .map(|left| Instant::now() + left);
-        // Work whose caller's deadline has passed is not started.
-        let admission = match &tier {
-            Some(t) if t.expired(deadline) => {
-                Admission::Answer(plain(StatusCode::GATEWAY_TIMEOUT, "deadline exceeded\n"))
-            }
-            _ => self.admit(&req, worker),
+        let route = if grpc_answer::is_grpc(&req) {
+            Route::Grpc(req, worker)
+        } else {
+            self.route(&req, worker, deadline)
         };
-        let shed = self.shed.clone();
-        let pushback = self.pushback.clone();
-        let fail_status = self.fail_status;
+        let handler = self.clone();
         async move {
-            let (done, guard) = match admission {
-                Admission::Answer(response) => return Ok(response),
-                Admission::Wait { done, guard } => (done, guard),
-            };
-            let reply = done.await;
-            // Answered (or shut down): nothing left to cancel.
-            if let Some(mut guard) = guard {
-                guard.armed = false;
-            }
-            // A failure is an error, not a push-back: no pushback, no
-            // Retry-After.
-            let refused = matches!(reply, Ok(Reply::Refused(why)) if why != Refusal::Failed);
-            Ok(match (reply, &shed) {
-                (Ok(Reply::Done), _) => match tier {
-                    None => plain(StatusCode::OK, "OK"),
-                    Some(tier) => answer(tier.call(deadline).await),
-                },
-                (Ok(Reply::Refused(Refusal::Failed)), _) => {
-                    plain(fail_status, refusal_body(Refusal::Failed))
+            Ok(match route {
+                Route::Grpc(req, worker) => {
+                    let serve = || handler.serve(worker, deadline);
+                    handler.grpc.answer(req, serve).await
                 }
-                (
-                    Ok(Reply::Refused(Refusal::Shed)),
-                    Some((status, retry_after, amz_retry_after)),
-                ) => {
-                    let mut resp = plain(*status, "overloaded, retry later\n");
-                    resp.headers_mut()
-                        .insert(header::RETRY_AFTER, retry_after.clone());
-                    resp.headers_mut()
-                        .insert(AMZ_RETRY_AFTER_HEADER, amz_retry_after.clone());
-                    resp
+                Route::Answer(resp) => resp.map(Either::Left),
+                Route::Entered(entered) => {
+                    let fate = handler.settle(entered, deadline).await;
+                    handler.http_answer(fate).map(Either::Left)
                 }
-                (Ok(Reply::Refused(why)), _) => {
-                    plain(StatusCode::SERVICE_UNAVAILABLE, refusal_body(why))
-                }
-                (Err(_), _) => plain(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n"),
-            })
-            .map(|mut resp| {
-                if let (Some(pushback), true) = (&pushback, refused) {
-                    resp.headers_mut().insert(PUSHBACK_HEADER, pushback.clone());
-                }
-                resp
             })
         }
     }
 
-    /// Routes a request: answered at once, or admitted into the model
-    /// (with its connection's worker, for a pool waiting in the backlog).
-    fn admit(&self, req: &Request<Incoming>, worker: Option<Worker>) -> Admission {
+    /// Routes a plain request: answered at once, or into the model (with
+    /// its connection's worker, for a pool waiting in the backlog).
+    fn route(
+        &self,
+        req: &Request<Incoming>,
+        worker: Option<Worker>,
+        deadline: Option<Instant>,
+    ) -> Route {
         if req.uri().path() != API_PATH {
-            return Admission::Answer(plain(StatusCode::NOT_FOUND, "not found\n"));
+            return Route::Answer(plain(StatusCode::NOT_FOUND, "not found\n"));
         }
         if req.method() != Method::GET {
             let mut resp = plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
             resp.headers_mut()
                 .insert(header::ALLOW, header::HeaderValue::from_static("GET"));
-            return Admission::Answer(resp);
+            return Route::Answer(resp);
+        }
+        Route::Entered(self.enter(worker, deadline))
+    }
+
+    /// Admits a request into the model and waits for its fate there (and,
+    /// as a tier, for its call inward's).
+    async fn serve(&self, worker: Option<Worker>, deadline: Option<Instant>) -> Fate {
+        self.settle(self.enter(worker, deadline), deadline).await
+    }
+
+    /// Sends a request into the model, or says at once why not: as a
+    /// tier, work whose caller's deadline has passed is not started.
+    fn enter(&self, worker: Option<Worker>, deadline: Option<Instant>) -> Result<Waiting, Fate> {
+        if self.tier.as_ref().is_some_and(|t| t.expired(deadline)) {
+            return Err(Fate::DeadlinePassed);
         }
         let stamp = Instant::now();
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (reply, done) = oneshot::channel();
-        if self
-            .to_model
-            .send(ToModel::Admit {
-                id,
-                stamp,
-                reply,
-                worker,
-            })
-            .is_err()
-        {
-            return Admission::Answer(plain(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n"));
+        let admit = ToModel::Admit {
+            id,
+            stamp,
+            reply,
+            worker,
+        };
+        if self.to_model.send(admit).is_err() {
+            return Err(Fate::ShuttingDown);
         }
         let guard = self.cancel_on_disconnect.then(|| CancelOnDrop {
             id,
             to_model: self.to_model.clone(),
             armed: true,
         });
-        Admission::Wait { done, guard }
+        Ok(Waiting { done, guard })
+    }
+
+    /// Waits for the model's answer to a request `entered`, then, as a
+    /// tier, makes its call inward.
+    async fn settle(&self, entered: Result<Waiting, Fate>, deadline: Option<Instant>) -> Fate {
+        let Waiting { done, guard } = match entered {
+            Ok(waiting) => waiting,
+            Err(fate) => return fate,
+        };
+        let reply = done.await;
+        // Answered (or shut down): nothing left to cancel.
+        if let Some(mut guard) = guard {
+            guard.armed = false;
+        }
+        match reply {
+            Ok(Reply::Done) => match &self.tier {
+                None => Fate::Served,
+                Some(tier) => match tier.call(deadline).await {
+                    TierAnswer::Ok => Fate::Served,
+                    inward => Fate::Inward(inward),
+                },
+            },
+            Ok(Reply::Refused(why)) => Fate::Refused(why),
+            Err(_) => Fate::ShuttingDown,
+        }
+    }
+
+    /// The HTTP answer to a request that met `fate`. A failure is an
+    /// error, not a push-back: no pushback, no Retry-After.
+    fn http_answer(&self, fate: Fate) -> Response<Full<Bytes>> {
+        let mut resp = match (fate, &self.shed) {
+            (Fate::Served, _) => plain(StatusCode::OK, "OK"),
+            (Fate::Refused(Refusal::Failed), _) => {
+                plain(self.fail_status, refusal_body(Refusal::Failed))
+            }
+            (Fate::Refused(Refusal::Shed), Some((status, retry_after, amz_retry_after))) => {
+                let mut resp = plain(*status, "overloaded, retry later\n");
+                resp.headers_mut()
+                    .insert(header::RETRY_AFTER, retry_after.clone());
+                resp.headers_mut()
+                    .insert(AMZ_RETRY_AFTER_HEADER, amz_retry_after.clone());
+                resp
+            }
+            (Fate::Refused(why), _) => plain(StatusCode::SERVICE_UNAVAILABLE, refusal_body(why)),
+            (Fate::Inward(inward), _) => answer(inward),
+            (Fate::DeadlinePassed, _) => plain(StatusCode::GATEWAY_TIMEOUT, "deadline exceeded\n"),
+            (Fate::ShuttingDown, _) => plain(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n"),
+        };
+        let refused = matches!(fate, Fate::Refused(why) if why != Refusal::Failed);
+        if let (Some(pushback), true) = (&self.pushback, refused) {
+            resp.headers_mut().insert(PUSHBACK_HEADER, pushback.clone());
+        }
+        resp
     }
 }
 
 /// What the synchronous part of a service call decided.
-enum Admission {
-    /// Answer at once (unknown path, wrong method, shutting down).
+enum Route {
+    /// Answer at once (unknown path, wrong method).
     Answer(Response<Full<Bytes>>),
-    /// Admitted into the model: wait on `done`; `guard` cancels the work if
-    /// dropped first (in `cancel` mode).
-    Wait {
-        done: oneshot::Receiver<Reply>,
-        guard: Option<CancelOnDrop>,
-    },
+    /// Sent into the model, or told at once why not.
+    Entered(Result<Waiting, Fate>),
+    /// A gRPC call, admitted once its message is read.
+    Grpc(Request<Incoming>, Option<Worker>),
+}
+
+/// A request in the model: wait on `done`; `guard` cancels the work if
+/// dropped first (in `cancel` mode).
+pub(super) struct Waiting {
+    done: oneshot::Receiver<Reply>,
+    guard: Option<CancelOnDrop>,
 }
 
 /// Tells the model that a request's client has gone, when dropped (hyper

@@ -13,19 +13,20 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
-use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
+use tokio_rustls::TlsAcceptor;
 
 use super::accept::{accept_loop, listen};
 use super::backlog::AcceptQueue;
 pub use super::backlog::{Worker, Workers};
+use super::connection::Serving;
 use super::handler::Handler;
 use super::lanes::{self, Lanes};
 pub use super::model_actor::Gauges;
 use super::model_actor::ModelActor;
+use super::server_tls;
 use super::tier::Caller;
 use super::timer::Alarm;
 use crate::model::server::{DEFAULT_BACKLOG, QueueKind, ServerConfig, Shape};
@@ -69,6 +70,8 @@ pub enum BindError {
     Timer(io::Error),
     /// A tier's call inward cannot be made (its URL does not resolve).
     Call(String),
+    /// The certificate or key to serve https with cannot be used.
+    Tls(String),
 }
 
 impl fmt::Display for BindError {
@@ -84,7 +87,7 @@ impl fmt::Display for BindError {
             BindError::Listen { addr, source } => write!(f, "--listen {addr}: {source}"),
             BindError::Csv(e) => e.fmt(f),
             BindError::Timer(e) => write!(f, "cannot create a timer: {e}"),
-            BindError::Call(why) => f.write_str(why),
+            BindError::Call(why) | BindError::Tls(why) => f.write_str(why),
         }
     }
 }
@@ -103,6 +106,8 @@ pub struct Server {
     metrics: Option<Arc<ServerMetrics>>,
     /// As a tier: its calls inward, and what reports them.
     caller: Option<(Arc<Caller>, Reporter)>,
+    /// The TLS handshake of https, if served.
+    tls: Option<TlsAcceptor>,
 }
 
 impl Server {
@@ -121,6 +126,14 @@ impl Server {
         calls: impl FnOnce(SocketAddr) -> Option<Arc<ClientMetrics>>,
     ) -> Result<Server, BindError> {
         let addr = config.listen;
+        // HTTP/2 is offered by ALPN where it is served (not to a pool
+        // waiting in the backlog).
+        let tls = match &config.tls {
+            Some(files) => Some(
+                server_tls::acceptor(files, !config.waits_in_backlog()).map_err(BindError::Tls)?,
+            ),
+            None => None,
+        };
         let listener =
             listen(addr, config.backlog).map_err(|source| BindError::Listen { addr, source })?;
         let alarm = Alarm::new(config.timer_resolution).map_err(BindError::Timer)?;
@@ -146,6 +159,7 @@ impl Server {
             gauges: Arc::default(),
             metrics: None,
             caller,
+            tls,
         })
     }
 
@@ -174,9 +188,10 @@ impl Server {
         self.gauges.clone()
     }
 
-    /// The URL of the modelled API.
+    /// The URL of the modelled API: `https://` where TLS is served.
     pub fn url(&self) -> String {
-        format!("http://{}{API_PATH}", self.local_addr())
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}{API_PATH}", self.local_addr())
     }
 
     /// Serves until `shutdown` completes, then writes the last report and
@@ -194,6 +209,7 @@ impl Server {
             gauges,
             metrics,
             caller,
+            tls,
         } = self;
         StatusSink::send_to(&mut status, &Status::Listening { url });
         // A tier's calls report on the same status lines as its server.
@@ -221,12 +237,13 @@ impl Server {
             None => (None, None),
         };
         let shared = Arc::new(Handler::new(&config, tx, tier));
-        let header_read_timeout = config.header_read_timeout;
         // A pool waiting in the backlog serves one request a connection,
         // as a sync worker does.
         let keep_alive = workers.is_none();
+        let serving = Arc::new(Serving::new(&config, keep_alive, tls));
         let serve = move |stream: TcpStream, worker: Option<Worker>| {
             let handler = shared.clone();
+            let serving = serving.clone();
             tokio::spawn(async move {
                 // The connection's worker goes with its first request into
                 // the model; unused, it is given back with the connection.
@@ -235,14 +252,7 @@ impl Server {
                     let worker = worker.lock().ok().and_then(|mut w| w.take());
                     handler.call(req, worker)
                 });
-                // Errors here are a client's doing (reset, garbage): the
-                // connection ends, the server goes on.
-                let _ = http1::Builder::new()
-                    .timer(TokioTimer::new())
-                    .header_read_timeout(header_read_timeout)
-                    .keep_alive(keep_alive)
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
+                serving.serve(stream, service).await;
             });
         };
         let count = lanes::count(config.threads);
@@ -422,8 +432,22 @@ pub fn describe(config: &ServerConfig, addr: SocketAddr) -> String {
     if let Some(call) = &config.call {
         defences.push_str(&call.describe());
     }
+    let (scheme, http2) = match (&config.tls, config.waits_in_backlog()) {
+        (Some(_), true) => ("https", ""),
+        (None, true) => ("http", ""),
+        (Some(_), false) => ("https", ", HTTP/2 by ALPN"),
+        (None, false) => ("http", ", HTTP/2 by prior knowledge"),
+    };
+    let http2 = match http2 {
+        "" => String::new(),
+        how => format!(
+            "{how} ({} streams a connection), gRPC overload {}",
+            config.max_streams, config.grpc_overload
+        ),
+    };
     format!(
-        "listening on http://{addr}{API_PATH}: {shape}, backlog {}, on disconnect {}{defences}",
+        "listening on {scheme}://{addr}{API_PATH}: {shape}, backlog {}, on disconnect \
+         {}{defences}{http2}",
         config.backlog,
         config.on_disconnect.name(),
     )

@@ -12,6 +12,7 @@ pub mod fault;
 pub mod fit;
 pub mod grpc;
 pub mod latency;
+pub mod multiplex;
 pub mod open;
 pub mod outcome;
 pub mod planner;

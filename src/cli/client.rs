@@ -22,7 +22,7 @@ use crate::model::arrivals::ThinkTime;
 use crate::model::client::ClientConfig;
 use crate::model::planner::PlanRequest;
 use crate::model::shard::{Shard, ShardSource};
-use crate::model::wire::Wire;
+use crate::model::wire::{Transport, Wire};
 use crate::policy::StrategyKind;
 
 /// N simulated users sending Poisson traffic and retrying failed and
@@ -71,6 +71,12 @@ pub struct ClientArgs {
     /// Open or partly-open traffic instead of a closed population.
     #[command(flatten)]
     pub traffic: TrafficArgs,
+    /// Send every attempt over HTTP/2 (prior knowledge in clear): the
+    /// users share connections, each carrying as many streams at once as
+    /// the server allows; a timed-out attempt resets its stream and the
+    /// connection stays open.
+    #[arg(long)]
+    pub http2: bool,
     /// Mean think time between a user's requests, in seconds (or a duration
     /// such as 500ms); total demand is about CLIENTS / LAMBDA req/s.
     #[arg(long, default_value = "10", value_parser = seconds_or_duration, value_name = "SECONDS")]
@@ -223,7 +229,14 @@ impl ClientArgs {
             csv: self.report.csv.clone(),
             hlog: self.hlog.clone(),
             quiet: false,
-            wire: Wire::default(),
+            wire: Wire {
+                transport: if self.http2 {
+                    Transport::Http2
+                } else {
+                    Transport::Http1
+                },
+                ..Wire::default()
+            },
         };
         Ok(config.scaled(self.time_scale))
     }

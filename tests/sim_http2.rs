@@ -202,3 +202,41 @@ fn http2_against_a_server_closing_each_connection_is_refused() {
     h1.client.wire.transport = Default::default();
     assert!(sim::run(&h1).is_ok());
 }
+
+#[test]
+fn hedges_that_lose_reset_their_streams_and_free_their_slots() {
+    // One user alone, copies at 0, 10 and 20 ms, the oldest answered
+    // first and the two others cancelled (as in tests/sim.rs), over
+    // HTTP/2 with one stream a connection: the first request's three
+    // copies open three connections, and every later request's copies
+    // find them free again (the answer ends one stream, the resets the
+    // others) and open none. A cancel-mode server drops the reset ones.
+    let mut c = config(
+        &["--on-disconnect", "cancel"],
+        &[
+            "--clients",
+            "1",
+            "--lambda",
+            "1",
+            "--duration",
+            "60s",
+            "--seed",
+            "7",
+            "--hedge-delay",
+            "10ms",
+            "--hedge-max-attempts",
+            "3",
+            "--http2",
+        ],
+        vec![],
+    );
+    c.server.max_streams = 1;
+    let out = run(&c);
+    let t = out.client.totals.tally;
+    assert!(t.started > 30, "{t:?}");
+    assert_eq!(t.ok, t.started);
+    assert_eq!(t.cancelled, 2 * t.started);
+    assert_eq!(out.server.abandoned, t.cancelled);
+    assert_eq!((out.connects, out.syns_dropped), (3, 0));
+    assert_eq!(out.client.rows.last().and_then(|r| r.connections), Some(3));
+}

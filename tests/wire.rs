@@ -89,6 +89,33 @@ async fn http2_carries_every_user_on_one_connection() {
     let ok = summary.totals.tally.ok;
     assert!((ok + 1..=ok + 21).contains(&(seen.len() as u64)), "{ok}");
     assert_eq!(connections(&seen[1..]), 1, "20 users on one connection");
+    // The client's rows say so: one connection beside the streams.
+    let csv = common::fresh_path("wire-h2.csv");
+    let target = Recorder::start(None, |_| Reply::Http(200)).await;
+    let config = ClientConfig {
+        wire: Wire {
+            transport: Transport::Http2,
+            ..Wire::default()
+        },
+        threads: Some(1),
+        think: ThinkTime::new(ms(5)),
+        csv: Some(csv.clone()),
+        ..client_config(format!("http://{}/", target.addr))
+    };
+    client::run(config, std::future::pending()).await.unwrap();
+    let mut rows = csv::Reader::from_path(&csv).unwrap();
+    let column = rows
+        .headers()
+        .unwrap()
+        .iter()
+        .position(|h| h == "connections")
+        .expect("a connections column over HTTP/2");
+    let held: Vec<u64> = rows
+        .records()
+        .map(|r| r.unwrap()[column].parse().unwrap())
+        .collect();
+    assert!(!held.is_empty() && held.iter().all(|&n| n == 1), "{held:?}");
+    std::fs::remove_file(&csv).unwrap();
     // The same users over HTTP/1.1 need a connection each in flight.
     let target = Recorder::start(None, |_| Reply::Http(200)).await;
     run(format!("http://{}/", target.addr), Wire::default()).await;

@@ -377,6 +377,7 @@ fn merge_run(
         rows.iter().any(|r| r.cancelled_per_s.is_some()),
         rows.iter().any(|r| r.outstanding.is_some()),
         rows.iter().any(|r| r.gone_per_s.is_some()),
+        rows.iter().any(|r| r.connections.is_some()),
     );
     let csv_path = out.join(format!("{name}.csv"));
     let mut csv = CsvSink::with_header(&csv_path, &header)

@@ -13,6 +13,7 @@ pub mod fit;
 pub mod grpc;
 pub mod grpc_status;
 pub mod latency;
+pub mod multiplex;
 pub mod open;
 pub mod outcome;
 pub mod planner;

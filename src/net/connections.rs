@@ -3,7 +3,7 @@
 
 use tokio::time::Instant;
 
-use super::multiplex::Multiplex;
+use super::multiplex::{Gauge, Multiplex};
 use super::pool::Pool;
 use super::target::Target;
 use crate::model::outcome::{Hints, Outcome};
@@ -18,11 +18,13 @@ pub(crate) enum Connections {
 }
 
 impl Connections {
-    /// Connections to `target`, by its transport.
-    pub(crate) fn new(target: Target) -> Connections {
+    /// Connections to `target`, by its transport; HTTP/2's told to
+    /// `gauge` as they open and close (where a connection carries many
+    /// attempts, the figures count connections apart).
+    pub(crate) fn new(target: Target, gauge: Gauge) -> Connections {
         match target.transport {
             Transport::Http1 => Connections::Http1(Pool::new(target)),
-            Transport::Http2 => Connections::Http2(Multiplex::new(target)),
+            Transport::Http2 => Connections::Http2(Multiplex::new(target, Some(gauge))),
         }
     }
 

@@ -22,6 +22,9 @@ use tokio::time::Instant;
 use super::target::{Answer, BoxError, Target};
 use crate::model::deadline::encode_grpc_timeout;
 
+/// Told of each connection opened (`true`) and closed (`false`).
+pub(crate) type Gauge = Arc<dyn Fn(bool) + Send + Sync>;
+
 /// One HTTP/2 connection and the client's streams open on it.
 struct Conn {
     sender: SendRequest<Full<Bytes>>,
@@ -31,11 +34,15 @@ struct Conn {
     /// SETTINGS said (h2's initial 100 before they arrive).
     limit: Arc<AtomicUsize>,
     task: AbortHandle,
+    gauge: Option<Gauge>,
 }
 
 impl Drop for Conn {
     fn drop(&mut self) {
         self.task.abort();
+        if let Some(gauge) = &self.gauge {
+            gauge(false);
+        }
     }
 }
 
@@ -66,6 +73,7 @@ impl Drop for Slot {
 /// The HTTP/2 connections of a lane's users.
 pub(crate) struct Multiplex {
     target: Target,
+    gauge: Option<Gauge>,
     conns: Mutex<Vec<Arc<Conn>>>,
     /// Held while a connection is being opened, so that users finding
     /// every connection full wait for the one being opened instead of
@@ -74,9 +82,12 @@ pub(crate) struct Multiplex {
 }
 
 impl Multiplex {
-    pub(crate) fn new(target: Target) -> Multiplex {
+    /// Connections to `target`, each one opened and closed told to
+    /// `gauge`, if given.
+    pub(crate) fn new(target: Target, gauge: Option<Gauge>) -> Multiplex {
         Multiplex {
             target,
+            gauge,
             conns: Mutex::new(Vec::new()),
             opening: tokio::sync::Mutex::new(()),
         }
@@ -113,11 +124,15 @@ impl Multiplex {
             done.map(drop)
         }))
         .abort_handle();
+        if let Some(gauge) = &self.gauge {
+            gauge(true);
+        }
         Ok(Arc::new(Conn {
             sender,
             streams: AtomicUsize::new(0),
             limit,
             task,
+            gauge: self.gauge.clone(),
         }))
     }
 

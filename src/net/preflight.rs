@@ -29,7 +29,7 @@ pub(crate) async fn check(target: &Target, what: &str) -> Result<(), String> {
     let sent = async {
         match target.transport {
             Transport::Http1 => Pool::new(target.clone()).send(deadline).await,
-            Transport::Http2 => Multiplex::new(target.clone()).send(deadline).await,
+            Transport::Http2 => Multiplex::new(target.clone(), None).send(deadline).await,
         }
     };
     let authority = &target.authority;

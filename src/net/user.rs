@@ -82,7 +82,10 @@ impl Shared {
         lane: usize,
     ) -> std::io::Result<Self> {
         Ok(Shared {
-            pool: Connections::new(target),
+            pool: Connections::new(target, {
+                let common = common.clone();
+                Arc::new(move |opened| common.recorder.connection(opened))
+            }),
             timer: Timer::start(resolution)?,
             common,
             lane,

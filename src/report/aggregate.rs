@@ -129,6 +129,7 @@ mod tests {
             end_concurrency: Some(peak / 2),
             peak_outstanding: None,
             refused_at_source: None,
+            peak_connections: None,
         }
     }
 

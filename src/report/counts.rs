@@ -224,6 +224,9 @@ pub struct ClientRecorder {
     in_flight: AtomicU64,
     /// Sessions of open traffic held now.
     outstanding: AtomicU64,
+    /// Connections held open now, for a client whose connections carry
+    /// many attempts each (HTTP/2's streams).
+    connections: AtomicU64,
     /// Prometheus metrics fed as events come, if a program serves them.
     metrics: Option<Arc<ClientMetrics>>,
 }
@@ -236,6 +239,7 @@ impl Clone for ClientRecorder {
             current: Mutex::new(self.current.lock().expect("recorder lock poisoned").clone()),
             in_flight: AtomicU64::new(self.in_flight()),
             outstanding: AtomicU64::new(self.outstanding()),
+            connections: AtomicU64::new(self.connections()),
             metrics: self.metrics.clone(),
         }
     }
@@ -425,6 +429,28 @@ impl ClientRecorder {
     /// Sessions of open traffic held right now.
     pub fn outstanding(&self) -> u64 {
         self.outstanding.load(Ordering::Relaxed)
+    }
+
+    /// Records how many connections the client holds open now (HTTP/2:
+    /// each carries many of the attempts in flight).
+    pub fn set_connections(&self, n: u64) {
+        self.connections.store(n, Ordering::Relaxed);
+    }
+
+    /// Records a connection opened (`true`) or closed (`false`), for an
+    /// engine whose connections are held by several pools at once (the
+    /// networked client's lanes).
+    pub fn connection(&self, opened: bool) {
+        if opened {
+            self.connections.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.connections.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Connections held open right now, as last recorded.
+    pub fn connections(&self) -> u64 {
+        self.connections.load(Ordering::Relaxed)
     }
 
     /// Moves the counts gathered since the last call into `into` (which is

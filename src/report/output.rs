@@ -13,6 +13,7 @@ use serde::Serialize;
 use super::rows::{ClientRow, ServerRow};
 use crate::model::client::ClientConfig;
 use crate::model::server::ServerConfig;
+use crate::model::wire::Transport;
 
 /// Prints a line on stdout. A closed stdout (`client | head`) is not worth
 /// dying for in the middle of an experiment: the CSV carries on.
@@ -64,17 +65,34 @@ impl CsvRow for ServerRow {
 
 /// The header of `config`'s client CSV: a hedging client's adds the
 /// cancelled hedges, open traffic's the sessions outstanding and the
-/// arrivals refused at the source.
+/// arrivals refused at the source, HTTP/2's the connections held open.
 pub fn client_header(config: &ClientConfig) -> Vec<&'static str> {
-    client_columns(config.hedging.is_some(), config.open.is_some(), false)
+    client_columns(
+        config.hedging.is_some(),
+        config.open.is_some(),
+        false,
+        multiplexed(config),
+    )
+}
+
+/// Whether `config`'s rows carry the connections held open: over HTTP/2,
+/// where one connection carries many attempts.
+fn multiplexed(config: &ClientConfig) -> bool {
+    config.wire.transport == Transport::Http2
 }
 
 /// The client CSV's columns: the 2014 client's and ours, then a hedging
 /// client's cancelled hedges, then open traffic's sessions outstanding and
 /// arrivals refused at the source, then a tier's calls whose caller had
 /// gone (a tier's calls are open traffic: each arrives when the tier's own
-/// work for a request ends).
-pub fn client_columns(hedging: bool, open: bool, calls: bool) -> Vec<&'static str> {
+/// work for a request ends), then HTTP/2's connections held open
+/// (`multiplexed`).
+pub fn client_columns(
+    hedging: bool,
+    open: bool,
+    calls: bool,
+    multiplexed: bool,
+) -> Vec<&'static str> {
     let mut header = ClientRow::HEADER.to_vec();
     if hedging {
         header.push("cancelled_per_s");
@@ -85,6 +103,9 @@ pub fn client_columns(hedging: bool, open: bool, calls: bool) -> Vec<&'static st
     if calls {
         header.push("gone_per_s");
     }
+    if multiplexed {
+        header.push("connections");
+    }
     header
 }
 
@@ -94,7 +115,12 @@ pub fn client_csv(
     config: &ClientConfig,
     calls: bool,
 ) -> Result<Option<CsvSink<ClientRow>>, CsvError> {
-    let header = client_columns(config.hedging.is_some(), config.open.is_some(), calls);
+    let header = client_columns(
+        config.hedging.is_some(),
+        config.open.is_some(),
+        calls,
+        multiplexed(config),
+    );
     CsvSink::with_header_if(config.csv.as_deref(), &header)
 }
 
@@ -382,6 +408,13 @@ mod tests {
         );
         assert_eq!(serde_header(&row), client_header(&hedging));
         assert!(row.to_string().ends_with(", cancelled: 1.50 req/sec"));
+        // Over HTTP/2 they carry the connections held open, after all.
+        let mut h2 = hedging.clone();
+        h2.wire.transport = Transport::Http2;
+        let row = row.with_connections(4);
+        assert_eq!(serde_header(&row), client_header(&h2));
+        assert_eq!(client_header(&h2).last(), Some(&"connections"));
+        assert!(row.to_string().contains(", connections: 4, gave up"));
     }
 
     #[test]

@@ -70,6 +70,13 @@ pub struct ClientRow {
     /// second; there only in a tier's calls file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gone_per_s: Option<f64>,
+    /// Connections the client held open at the report, for HTTP/2, where
+    /// one connection carries many of the attempts in flight as streams
+    /// (over HTTP/1.1 each attempt in flight has a connection of its own,
+    /// and the column is left out). Last, so that
+    /// the other columns keep their places.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connections: Option<u64>,
 }
 
 impl ClientRow {
@@ -143,6 +150,7 @@ impl ClientRow {
             outstanding: None,
             refused_per_s: None,
             gone_per_s: None,
+            connections: None,
         }
     }
 
@@ -165,6 +173,14 @@ impl ClientRow {
         }
     }
 
+    /// The row with its connections column: those held open now.
+    pub fn with_connections(self, connections: u64) -> Self {
+        ClientRow {
+            connections: Some(connections),
+            ..self
+        }
+    }
+
     /// The row with its hedging column: the interval's cancelled hedges.
     pub fn with_cancelled(self, tally: &Tally, interval: Duration) -> Self {
         ClientRow {
@@ -179,7 +195,9 @@ impl ClientRow {
     /// written for an interval the `shards` rows report: rates and
     /// requests in flight summed, amplification from the summed rates, and
     /// the percentiles of `latency`, the shards' histograms of the
-    /// interval merged. Its time is the latest of theirs.
+    /// interval merged. Its time is the latest of theirs. HTTP/2's
+    /// connections are summed too: each shard's process holds its own,
+    /// and the server sees them all (one process would share fewer).
     pub fn merged(shards: &[&ClientRow], latency: &Histogram<u64>) -> ClientRow {
         let sum = |f: fn(&ClientRow) -> f64| round2(shards.iter().map(|r| f(r)).sum());
         let percentiles = Percentiles::of(latency);
@@ -188,6 +206,7 @@ impl ClientRow {
         let hedging = shards.iter().any(|r| r.cancelled_per_s.is_some());
         let open = shards.iter().any(|r| r.outstanding.is_some());
         let calls = shards.iter().any(|r| r.gone_per_s.is_some());
+        let multiplexed = shards.iter().any(|r| r.connections.is_some());
         ClientRow {
             unix_ms: shards.iter().map(|r| r.unix_ms).max().unwrap_or(0),
             elapsed_s: shards.iter().map(|r| r.elapsed_s).fold(0.0, f64::max),
@@ -208,6 +227,7 @@ impl ClientRow {
             outstanding: open.then(|| shards.iter().filter_map(|r| r.outstanding).sum()),
             refused_per_s: open.then(|| sum(|r| r.refused_per_s.unwrap_or(0.0))),
             gone_per_s: calls.then(|| sum(|r| r.gone_per_s.unwrap_or(0.0))),
+            connections: multiplexed.then(|| shards.iter().filter_map(|r| r.connections).sum()),
         }
     }
 
@@ -235,6 +255,9 @@ impl fmt::Display for ClientRow {
             self.in_flight,
             self.latency()
         )?;
+        if let Some(c) = self.connections {
+            write!(f, ", connections: {c}")?;
+        }
         write!(
             f,
             ", gave up: {:.2} req/sec, throttled: {:.2} req/sec",
@@ -478,6 +501,7 @@ impl ClientRow {
                 outstanding: None,
                 refused_per_s: None,
                 gone_per_s: None,
+                connections: None,
             })
             .collect()
     }

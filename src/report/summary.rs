@@ -15,6 +15,7 @@ use super::output::{CsvError, CsvSink, client_csv, say, write_row};
 use super::rows::ClientRow;
 use super::status::{ClientTotals, Status, StatusSink};
 use crate::model::client::ClientConfig;
+use crate::model::wire::Transport;
 
 /// What a whole client run saw.
 #[derive(Debug, Clone)]
@@ -206,6 +207,9 @@ pub(crate) struct Reporter {
     hlog: Option<HlogWriter>,
     /// Rows carry the cancelled hedges.
     hedging: bool,
+    /// Rows carry the connections held open (HTTP/2: many streams on
+    /// one, so connections and attempts in flight differ).
+    multiplexed: bool,
     /// Rows carry open traffic's columns.
     open: bool,
     /// Rows are a tier's calls: open traffic's columns, and callers gone.
@@ -264,6 +268,7 @@ impl Reporter {
             csv: client_csv(config, false)?,
             hlog,
             hedging: config.hedging.is_some(),
+            multiplexed: config.wire.transport == Transport::Http2,
             open: config.open.is_some(),
             calls: false,
             status,
@@ -307,6 +312,7 @@ impl Reporter {
             csv: None,
             hlog: None,
             hedging: self.hedging,
+            multiplexed: self.multiplexed,
             open: self.open,
             calls: self.calls,
             status: None,
@@ -380,6 +386,9 @@ impl Reporter {
             unix_ms,
             elapsed,
         );
+        if self.multiplexed {
+            row = row.with_connections(recorder.connections());
+        }
         if self.hedging {
             row = row.with_cancelled(&self.interval.tally, measured);
         }
@@ -455,6 +464,7 @@ mod tests {
             csv: None,
             hlog: None,
             hedging: false,
+            multiplexed: false,
             open: false,
             calls: false,
             status: Some(status),

@@ -17,6 +17,7 @@ use super::event::{AttemptId, CALL_GENERATION_MASK, Event, GENERATION_MASK};
 use super::host::Delivery;
 use super::layer::{Layer, rules_of};
 use super::slot::{Flight, State, in_flight};
+use crate::model::multiplex::Route;
 use crate::model::outcome::{Hints, Outcome};
 use crate::model::units::nanos;
 use crate::model::user::Attempt;
@@ -157,10 +158,19 @@ impl Engine {
                     sent,
                 });
                 layer.live.set(user, slot.flights.generations());
-                let pooled = layer.pool > 0;
-                layer.pool -= u64::from(pooled);
+                let pooled = match &mut layer.mux {
+                    None => layer.pool > 0,
+                    Some(mux) => mux.stream() == Route::Open,
+                };
+                layer.pool -= u64::from(pooled && layer.mux.is_none());
                 self.push(deadline.max(now), deadline_event::<C>(l, id));
                 let delivery = self.send(l, now, id, deadline, pooled);
+                let layer = self.layer_mut::<C>(l);
+                layer.connects += u64::from(!pooled);
+                layer.syns_dropped += u64::from(delivery == Delivery::Dropped);
+                if !pooled && delivery != Delivery::Dropped {
+                    self.connected::<C>(l);
+                }
                 self.delivered::<C>(l, id, delivery, now, 0, deadline);
                 // A hedging user's next hedge (an instant refusal has
                 // scheduled what follows it already).
@@ -237,13 +247,15 @@ impl Engine {
         let Some(at) = slot.position(id) else {
             return;
         };
-        let sent = slot.flights.swap_remove(at).sent;
+        let flight = slot.flights.swap_remove(at);
+        let sent = flight.sent;
         layer.live.set(id.user, slot.flights.generations());
         let rules = rules_of::<C>(&layer.rules, &layer.calls, id.user);
         let finished = slot
             .user
             .finish(&rules, layer.throttle.as_mut(), sent, outcome, hints, now);
         layer.recorder.finished_mut(finished);
+        stream_ended(layer, flight.state);
         if !C {
             layer.calls[id.user as usize].last = Some(outcome);
         }
@@ -323,6 +335,7 @@ impl Engine {
             let layer = &mut self.layer_mut::<C>(l);
             let record = flight.sent.cancel(layer.throttle.as_mut(), now);
             layer.recorder.attempt_finished_mut(record);
+            stream_ended(layer, flight.state);
             match flight.state {
                 State::Admitted(ticket) => self.recomplete |= self.disconnect(l, now, ticket),
                 State::Calling(call) => self.caller_gone(l, call, now),
@@ -396,6 +409,38 @@ impl Engine {
         }
         let deadline = Duration::from_nanos(deadline);
         let delivery = self.retry_connect(l, now, id, deadline);
+        self.layer_mut::<C>(l).syns_dropped += u64::from(delivery == Delivery::Dropped);
+        if delivery != Delivery::Dropped && self.layer::<C>(l).mux.is_some() {
+            // Connected: the attempt is a stream on the new connection,
+            // written, whatever the server does with it next.
+            self.connected::<C>(l);
+            let slot = &mut self.layer_mut::<C>(l).slots[id.user as usize];
+            if let Some(at) = slot.position(id) {
+                slot.flights.get_mut(at).state = State::Waiting;
+            }
+        }
         self.delivered::<C>(l, id, delivery, now, tries, deadline);
+    }
+
+    /// A new connection of layer `l` has opened for an attempt: over
+    /// HTTP/2 it carries that attempt's stream, and later ones.
+    fn connected<const C: bool>(&mut self, l: usize) {
+        let layer = self.layer_mut::<C>(l);
+        if let Some(mux) = &mut layer.mux {
+            mux.opened();
+            layer.recorder.set_connections(mux.connections());
+        }
+    }
+}
+
+/// An attempt of `layer` that was in `state` has ended (answered, timed
+/// out or cancelled): over HTTP/2 its stream's slot is free at once (a
+/// timeout or a cancel resets the stream; the connection stays), unless
+/// it never had one (its SYN was still unanswered).
+fn stream_ended(layer: &mut Layer, state: State) {
+    if let Some(mux) = &mut layer.mux
+        && !matches!(state, State::Connecting { .. })
+    {
+        mux.ended();
     }
 }

@@ -21,6 +21,7 @@ use super::engine::Engine;
 use super::event::{Event, MAX_TIERS};
 use super::host::virtual_unix_ms;
 use super::queue::Key;
+use crate::model::wire::Transport;
 use crate::report::output::{CsvError, CsvSink, server_csv, write_row};
 use crate::report::rows::ServerRow;
 use crate::report::summary::{ClientSummary, Reporter, ServerSummary};
@@ -37,6 +38,13 @@ pub struct SimOutcome {
     /// What each tier of the chain did, from the client inward (empty
     /// without tiers).
     pub tiers: Vec<TierOutcome>,
+    /// Connections the client set out to open (first SYNs sent: over
+    /// HTTP/1.1 every attempt that found no idle connection in the pool,
+    /// over HTTP/2 every one that found every connection's streams taken).
+    pub connects: u64,
+    /// The client's SYNs dropped by the server's full listen backlog,
+    /// first ones and retransmissions.
+    pub syns_dropped: u64,
     /// Events processed (for a run made from a warm-up, those after the
     /// state it went on from).
     pub events: u64,
@@ -70,6 +78,9 @@ pub enum SimError {
     /// The service chain is not one the engine can run, for the reason
     /// given.
     Chain(String),
+    /// A client speaks HTTP/2 to a server the engine models as closing
+    /// each connection after its answer (`--queue backlog`).
+    Http2ToBacklog,
 }
 
 impl fmt::Display for SimError {
@@ -79,6 +90,12 @@ impl fmt::Display for SimError {
             SimError::Csv(e) => e.fmt(f),
             SimError::Unshared(why) => write!(f, "a warm-up cannot be shared: {why}"),
             SimError::Chain(why) => write!(f, "a service chain in virtual time: {why}"),
+            SimError::Http2ToBacklog => write!(
+                f,
+                "--http2 against a server with --queue backlog: that server closes each \
+                 connection after its answer (as gunicorn's sync workers, which speak only \
+                 HTTP/1.1), which the virtual engine does not model over HTTP/2"
+            ),
         }
     }
 }
@@ -139,6 +156,7 @@ impl Course {
     fn new(config: &SimConfig) -> Result<Course, SimError> {
         let end = config.client.duration.ok_or(SimError::NoDuration)?;
         check_chain(config)?;
+        check_transports(config)?;
         let reporter = Reporter::new(&config.client, None).map_err(SimError::Csv)?;
         let server_csv = server_csv(&config.server).map_err(SimError::Csv)?;
         let tiers = config
@@ -316,6 +334,8 @@ impl Course {
             server: engine.host.summary(),
             server_rows: self.server_rows,
             tiers,
+            connects: engine.client.connects,
+            syns_dropped: engine.client.syns_dropped,
             events,
             wall,
         }
@@ -352,6 +372,23 @@ fn check_chain(config: &SimConfig) -> Result<(), SimError> {
         )),
         _ => Ok(()),
     }
+}
+
+/// Whether every caller speaking HTTP/2 calls a server that keeps its
+/// connections open.
+fn check_transports(config: &SimConfig) -> Result<(), SimError> {
+    let callers = std::iter::once(&config.client).chain(
+        (config.tiers.iter())
+            .filter_map(|tier| tier.call.as_deref())
+            .map(|call| &call.client),
+    );
+    let called = config.tiers.iter().chain(std::iter::once(&config.server));
+    for (caller, server) in callers.zip(called) {
+        if caller.wire.transport == Transport::Http2 && server.waits_in_backlog() {
+            return Err(SimError::Http2ToBacklog);
+        }
+    }
+    Ok(())
 }
 
 /// Runs one experiment in virtual time, writing the CSV files the

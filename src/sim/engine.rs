@@ -230,8 +230,12 @@ impl Engine {
     }
 
     /// An answer came back to layer `l` on a connection that goes back to
-    /// its pool, if the server called keeps connections open.
+    /// its pool, if the server called keeps connections open (over HTTP/2
+    /// the connection was never taken out: its stream ends instead).
     pub(super) fn kept_open<const C: bool>(&mut self, l: usize) {
+        if self.layer::<C>(l).mux.is_some() {
+            return;
+        }
         let keeps = match self.tiers.get(l) {
             None => self.host.keeps_alive(),
             Some(tier) => tier.host.keeps_alive(),

@@ -3,9 +3,11 @@
 //! client's users call the first tier (or the backend), tier `t`'s calls
 //! call the next tier (or the backend). A layer holds what a client
 //! process holds: its users' state machines and attempts in flight, its
-//! throttle, its recorder and its pool of keep-alive connections to the
-//! server it calls. A tier's calls are sessions of one request each, in
-//! slots that later calls reuse, with what the tier keeps beside each.
+//! throttle, its recorder and its connections to the server it calls: a
+//! pool of keep-alive connections (HTTP/1.1), or connections carrying
+//! many streams each (HTTP/2). A tier's calls are sessions of one
+//! request each, in slots that later calls reuse, with what the tier
+//! keeps beside each.
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
@@ -17,10 +19,12 @@ use super::event::AttemptId;
 use super::live::Live;
 use super::slot::Slot;
 use crate::model::client::ClientConfig;
+use crate::model::multiplex::Multiplex;
 use crate::model::outcome::{Hints, Outcome};
 use crate::model::server::ServerConfig;
 use crate::model::service::Refusal;
 use crate::model::user::{Rules, User};
+use crate::model::wire::Transport;
 use crate::policy::{RetryLimits, Throttle, format_retry_after, parse_retry_after};
 use crate::report::counts::ClientRecorder;
 
@@ -111,8 +115,15 @@ pub(super) struct Layer {
     pub(super) live: Live,
     pub(super) throttle: Option<Throttle>,
     pub(super) recorder: ClientRecorder,
-    /// Idle keep-alive connections to the server called.
+    /// Idle keep-alive connections to the server called (HTTP/1.1).
     pub(super) pool: u64,
+    /// The connections to the server called and their streams, when the
+    /// layer speaks HTTP/2 (its attempts are streams, `pool` unused).
+    pub(super) mux: Option<Multiplex>,
+    /// Connections the layer set out to open (first SYNs), and SYNs the
+    /// server's full backlog dropped (first ones and retransmissions).
+    pub(super) connects: u64,
+    pub(super) syns_dropped: u64,
     /// How the server called answers refusals.
     pub(super) answers: Answers,
     /// Users waiting for a rate limiter's token, longest first, with the
@@ -137,6 +148,9 @@ impl Layer {
             throttle: config.throttle.map(Throttle::new),
             recorder: ClientRecorder::new(),
             pool: 0,
+            mux: multiplexed(config).then(|| Multiplex::new(called.max_streams)),
+            connects: 0,
+            syns_dropped: 0,
             answers: Answers::of(called),
             waiters: VecDeque::new(),
             free: Vec::new(),
@@ -171,6 +185,12 @@ impl Layer {
         debug_assert_eq!(self.calls.len(), self.slots.len());
         slot
     }
+}
+
+/// Whether a client of `config` sends its attempts as HTTP/2 streams (a
+/// run checks first that the server it calls keeps connections open).
+fn multiplexed(config: &ClientConfig) -> bool {
+    config.wire.transport == Transport::Http2
 }
 
 /// The rules `user` of a layer (the client's: `C`) follows: the layer's,

@@ -29,6 +29,14 @@
 //!   mode the work counts until its modelled completion;
 //! - the server's report ticks stop while it is stopped and the missed one
 //!   fires at resume, as tokio's interval does in the real server.
+//! - over HTTP/2 (`--http2`) the users of a client share connections,
+//!   each attempt a stream on one with a stream free (the server's
+//!   `max_streams`), a new connection only when every one is full
+//!   (`model::multiplex`); a timed-out attempt resets its stream, freeing
+//!   its slot at once and leaving the connection open, so a stopped
+//!   server sees no new SYN while slots remain: the attempts wait in the
+//!   sockets of live connections, and at resume the server reads each
+//!   request and then its reset, as it reads a closed connection's.
 //!
 //! Between the client and the backend a run may have the tiers of a
 //! service chain (docs/chains.md): servers of their own whose

@@ -338,6 +338,7 @@ mod tests {
                 outstanding: None,
                 refused_per_s: None,
                 gone_per_s: None,
+                connections: None,
             };
             let status = Status::ClientRow(row);
             board.apply(Feed::Status { run, status }, no);

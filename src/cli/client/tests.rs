@@ -405,3 +405,12 @@ fn open_traffic_replaces_the_population_and_its_flags_are_checked() {
     let err = client(&["--arrival-rate", "5", "--max-outstanding", "0"]).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::ValueValidation);
 }
+#[test]
+fn http2_sets_the_transport_and_http1_is_the_default() {
+    use crate::model::wire::Transport;
+    assert_eq!(client(&[]).unwrap().wire.transport, Transport::Http1);
+    assert_eq!(
+        client(&["--http2"]).unwrap().wire.transport,
+        Transport::Http2
+    );
+}

@@ -152,7 +152,8 @@ impl<'t> Client<'t> {
             target,
             timeout,
             conn: None,
-            mux: (target.transport == Transport::Http2).then(|| Multiplex::new(target.clone())),
+            mux: (target.transport == Transport::Http2)
+                .then(|| Multiplex::new(target.clone(), None)),
         }
     }
 

@@ -22,6 +22,7 @@ fn shards_rows_merge_into_the_row_of_one_process() {
         outstanding: None,
         refused_per_s: None,
         gone_per_s: None,
+        connections: None,
     };
     let a = row(10.0, 10.0, 12.0, 3, 1_000);
     let b = row(20.0, 30.0, 36.0, 4, 1_002);
@@ -41,6 +42,18 @@ fn shards_rows_merge_into_the_row_of_one_process() {
     assert_eq!(m.p50_ms, Some(2.0));
     assert_eq!(m.max_ms, Some(100.031));
     assert_eq!(m.cancelled_per_s, None);
+    assert_eq!(
+        m.connections, None,
+        "HTTP/1.1 rows have no connections column"
+    );
+    // HTTP/2 shards are processes each holding its own connections: the
+    // server sees their sum.
+    let h2 = |row: &ClientRow, n| ClientRow {
+        connections: Some(n),
+        ..row.clone()
+    };
+    let m = ClientRow::merged(&[&h2(&a, 2), &h2(&b, 3)], &latency);
+    assert_eq!(m.connections, Some(5));
 }
 
 #[test]

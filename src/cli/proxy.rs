@@ -52,7 +52,9 @@ pub struct ProxyArgs {
     /// The fault while it is on: stall (the proxy stops as a SIGSTOPped
     /// process: nothing accepted, read or written), blackhole (the same,
     /// with a listen queue of one), reset (connections reset),
-    /// status=CODE[,retry-after=D] (the proxy answers CODE), delay=D
+    /// status=CODE[,retry-after=D] (the proxy answers CODE; a gRPC
+    /// status's name, such as status=unavailable, answers gRPC requests
+    /// Trailers-Only with grpc-retry-pushback-ms), delay=D
     /// (requests forwarded D late); each to a fraction of requests with
     /// ,fraction=F (docs/proxy.md) [default: stall, the outage of the
     /// original experiment: the proxy as a stopped server].

@@ -511,3 +511,52 @@ fn ca_cert_and_insecure_are_refused_before_anything_runs_when_wrong() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--ca-cert /nonexistent/ca.pem"), "{err}");
 }
+
+#[test]
+fn a_fractions_fault_takes_one_stream_and_leaves_the_others_on_its_connection() {
+    let rt = Runtime::new().unwrap();
+    let mut target = Target::start(&rt, None, true);
+    // Seed 1 draws the first request into the fraction of 0.99.
+    let mut proxy = Proxy::start(
+        &target.url("http", "/api"),
+        &[
+            "--http2",
+            "--fault",
+            "blackhole,fraction=0.99",
+            "--fault-on",
+            "--seed",
+            "1",
+        ],
+    );
+    let addr = proxy.addr;
+    let (mut sender, swallowed) = rt.block_on(async {
+        let io = TokioIo::new(TcpStream::connect(addr).await.unwrap());
+        let (sender, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        let mut first = sender.clone();
+        let swallowed = tokio::spawn(async move {
+            let req = post(addr, "/api?swallowed", true);
+            first.send_request(req).await.map(|r| r.status())
+        });
+        (sender, swallowed)
+    });
+    proxy.row_where("the first stream held", |r| r.held == 1);
+    proxy.switch("USR2");
+    // The same connection's next stream goes through.
+    let answer = rt.block_on(sender.send_request(post(addr, "/api?next", true)));
+    assert_eq!(answer.unwrap().status(), 200);
+    let seen = target.next(&rt);
+    assert_as_sent(&seen, "/api?next");
+    assert!(!swallowed.is_finished(), "the swallowed stream stays open");
+    // Its client resets it: gone, never forwarded.
+    swallowed.abort();
+    proxy.row_where("the swallowed stream gone", |r| {
+        r.held == 0 && r.gone_per_s > 0.0
+    });
+    let (_, stdout, _) = proxy.terminate();
+    assert!(stdout.contains("gone 1"), "{stdout}");
+    let nothing = rt.block_on(async { tokio::time::timeout(SILENCE, target.seen.recv()).await });
+    assert!(nothing.is_err(), "{nothing:?}");
+}

@@ -133,13 +133,20 @@ where
     let https = parts.uri.scheme() == Some(&Scheme::HTTPS);
     let port = parts.uri.port_u16().unwrap_or(if https { 443 } else { 80 });
     let tcp = TcpStream::connect((host_of(&authority), port)).await?;
-    let stream = dialer.dial(tcp).await?;
-    // Corked once the TLS handshake is done: corked before, each of its
-    // flights would wait for the cork's 200 ms.
-    cork(match &stream {
+    // In clear the socket is left as it was made (the dialer would set
+    // TCP_NODELAY, which the cork has no need of); over TLS it is corked
+    // once the handshake is done (corked before, each of its flights
+    // would wait for the cork's 200 ms), with TCP_NODELAY off again.
+    let stream = match dialer {
+        Dialer::Plain => Stream::Plain(tcp),
+        Dialer::Tls { .. } => dialer.dial(tcp).await?,
+    };
+    let tcp = match &stream {
         Stream::Plain(tcp) => tcp,
         Stream::Tls(tls) => tls.get_ref().0,
-    })?;
+    };
+    tcp.set_nodelay(false)?;
+    cork(tcp)?;
     let progress = Arc::new(Progress::default());
     let io = Departing {
         stream,

@@ -168,12 +168,16 @@ impl Recorder {
                         let (log, reply) = (log.clone(), reply.clone());
                         async move {
                             let (parts, body) = req.into_parts();
-                            let body = body.collect().await.map(|c| c.to_bytes());
+                            // A request its client cut short (the run's
+                            // end) is not recorded.
+                            let Ok(body) = body.collect().await.map(|c| c.to_bytes()) else {
+                                return Ok(answer(Reply::Http(400)));
+                            };
                             let seen = Seen {
                                 method: parts.method.to_string(),
                                 path: parts.uri.path().to_string(),
                                 headers: parts.headers,
-                                body: body.unwrap_or_default(),
+                                body,
                                 version: parts.version,
                                 peer,
                             };

@@ -56,9 +56,12 @@ client's think time decides it). The deadline each attempt carried is
 shown, not checked. The client runs with --deadline as long as its
 --timeout, so that, as C-core does, it sends what is left of the call's
 deadline in grpc-timeout (with --timeout alone it sends the attempt's own
-5 s every time). C-core's first retry was seen carrying the first
-attempt's deadline again (5.00 s left after 100 ms, where the client says
-4.90), later retries what is left.
+5 s every time). C-core's first retry carries the first attempt's
+deadline again (5.00 s left after 100 ms, where the client says 4.90):
+its HPACK encoder sends a grpc-timeout it sent before, from the dynamic
+table, when the new one is shorter by less than 3 %
+(TimeoutCompressorImpl::EncodeWith, hpack_encoder.cc), so a deadline on
+the wire may be up to 3 % long.
 """
 
 import json

@@ -19,6 +19,7 @@ use retry_storm::model::wire::{GrpcCall, RequestShape, Transport, Trust, Wire};
 use retry_storm::net::client;
 use retry_storm::policy::shipped::{GrpcImplementation, ShippedBackoff};
 use retry_storm::policy::{RetryLimits, Strategy};
+use retry_storm::report::counts::Tally;
 use retry_storm::report::summary::ClientSummary;
 
 /// A short run of 20 users, one lane, against `url`, sending as `wire`.
@@ -208,19 +209,26 @@ fn grpc_client(url: String) -> ClientConfig {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_grpc_call_is_framed_and_its_outcome_is_its_grpc_status() {
-    let target = Recorder::start(None, |_| Reply::Grpc {
-        status: 0,
-        pushback_ms: None,
+/// A gRPC client's totals against a target answering every call with
+/// `status` (and `pushback_ms`), and the target.
+async fn grpc_run(status: u32, pushback_ms: Option<i64>) -> (Recorder, Tally) {
+    let target = Recorder::start(None, move |_| Reply::Grpc {
+        status,
+        pushback_ms,
     })
     .await;
     let url = format!("http://{}/", target.addr);
-    let t = client::run(grpc_client(url), std::future::pending())
+    let tally = client::run(grpc_client(url), std::future::pending())
         .await
         .unwrap()
         .totals
         .tally;
+    (target, tally)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grpc_call_is_framed_and_its_outcome_is_its_grpc_status() {
+    let (target, t) = grpc_run(0, None).await;
     assert!(t.ok > 10 && t.errors == 0, "{t:?}");
     for s in target.seen() {
         assert_eq!(s.method, "POST");
@@ -236,17 +244,7 @@ async fn a_grpc_call_is_framed_and_its_outcome_is_its_grpc_status() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grpc_retries_unavailable_and_not_resource_exhausted() {
     for (code, retried) in [(Code::Unavailable, true), (Code::ResourceExhausted, false)] {
-        let target = Recorder::start(None, move |_| Reply::Grpc {
-            status: code.number(),
-            pushback_ms: None,
-        })
-        .await;
-        let url = format!("http://{}/", target.addr);
-        let t = client::run(grpc_client(url), std::future::pending())
-            .await
-            .unwrap()
-            .totals
-            .tally;
+        let (_target, t) = grpc_run(code.number(), None).await;
         assert!(t.ok == 0 && t.errors > 10, "{code}: {t:?}");
         if retried {
             // Each request goes four times: three retries to a first.
@@ -259,17 +257,7 @@ async fn grpc_retries_unavailable_and_not_resource_exhausted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_trailers_only_pushback_stops_grpc_retries() {
-    let target = Recorder::start(None, |_| Reply::Grpc {
-        status: 14,
-        pushback_ms: Some(-1),
-    })
-    .await;
-    let url = format!("http://{}/", target.addr);
-    let t = client::run(grpc_client(url), std::future::pending())
-        .await
-        .unwrap()
-        .totals
-        .tally;
+    let (_target, t) = grpc_run(14, Some(-1)).await;
     assert!(t.errors > 10 && t.retries == 0, "{t:?}");
 }
 

@@ -18,7 +18,7 @@ use super::protocol::{OutputArgs, ProtocolArgs};
 use super::proxy::ProxyArgs;
 use super::server::ServerArgs;
 use super::sweep::SweepArgs;
-use super::values::{duration, http_url, positive_duration, resolve_shard, shard};
+use super::values::{duration, http_url, positive_duration, resolve_shard, shard, time_scale};
 use super::view::ViewArgs;
 use crate::experiment::scenario::{Engine, MAX_RUNS, Scenario, ScenarioError};
 use crate::experiment::{Stop, Storm};
@@ -131,6 +131,12 @@ pub struct ExecArgs {
     /// (real engine; virtual time needs no compression).
     #[arg(long)]
     pub quick: bool,
+    /// Divide every duration by K, as --quick does by ten: a gentler
+    /// compression where ten is too much for the machine (the runs'
+    /// processes share its cores, and their own work does not compress)
+    /// (real engine).
+    #[arg(long, value_parser = time_scale, value_name = "K", conflicts_with = "quick")]
+    pub time_scale: Option<f64>,
     /// Run the cases one after the other (the same as --parallel 1).
     #[arg(long, conflicts_with = "parallel")]
     pub in_turn: bool,
@@ -197,10 +203,10 @@ impl ExecArgs {
         Storm {
             engine,
             // Virtual time needs no compression.
-            time_scale: if self.quick && engine == Engine::Real {
-                10.0
-            } else {
-                1.0
+            time_scale: match (engine, self.quick, self.time_scale) {
+                (Engine::Real, true, _) => 10.0,
+                (Engine::Real, false, Some(k)) => k,
+                _ => 1.0,
             },
             parallel: if self.in_turn {
                 1
@@ -378,6 +384,18 @@ mod tests {
             (Engine::Sim, 1.0, 2)
         );
         assert!(StormCli::try_parse_from(["storm", "--in-turn", "--parallel", "2"]).is_err());
+        assert_eq!(run_of(&["--time-scale", "4"]).time_scale, 4.0);
+        assert_eq!(
+            run_of(&["--time-scale", "4", "--engine", "sim"]).time_scale,
+            1.0
+        );
+        for bad in [
+            &["--time-scale", "0.5"][..],
+            &["--time-scale", "4", "--quick"],
+        ] {
+            let args = ["storm"].iter().chain(bad).copied();
+            assert!(StormCli::try_parse_from(args).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

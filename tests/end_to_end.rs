@@ -11,6 +11,7 @@ use std::time::Duration;
 use common::running::{Running, client_config, model, ms};
 use retry_storm::model::arrivals::ThinkTime;
 use retry_storm::model::client::ClientConfig;
+use retry_storm::model::grpc::Codes;
 use retry_storm::model::latency::LatencyModel;
 use retry_storm::model::server::{OnDisconnect, ServerConfig, Shedding};
 use retry_storm::net::client;
@@ -493,6 +494,7 @@ async fn grpc_retries_against(pushback: Option<i64>) -> u64 {
             multiplier: 2.0,
             max: ms(4),
             implementation: GrpcImplementation::Core,
+            retryable: Codes::default(),
         }),
         limits: RetryLimits {
             max_attempts: Some(4),

@@ -14,7 +14,7 @@ use common::running::{client_config, ms};
 use hyper::Version;
 use retry_storm::model::arrivals::ThinkTime;
 use retry_storm::model::client::ClientConfig;
-use retry_storm::model::grpc::Code;
+use retry_storm::model::grpc::{Code, Codes};
 use retry_storm::model::wire::{GrpcCall, RequestShape, Transport, Trust, Wire};
 use retry_storm::net::client;
 use retry_storm::policy::shipped::{GrpcImplementation, ShippedBackoff};
@@ -180,8 +180,9 @@ async fn https_with_the_servers_certificate_trusted_by_file_or_insecure() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// A gRPC client with gRPC's own retry policy, up to 4 attempts.
-fn grpc_client(url: String) -> ClientConfig {
+/// A gRPC client with gRPC's own retry policy, up to 4 attempts,
+/// retrying `retryable`.
+fn grpc_client(url: String, retryable: Codes) -> ClientConfig {
     ClientConfig {
         wire: Wire {
             transport: Transport::Http2,
@@ -199,6 +200,7 @@ fn grpc_client(url: String) -> ClientConfig {
             multiplier: 2.0,
             max: ms(4),
             implementation: GrpcImplementation::Core,
+            retryable,
         }),
         limits: RetryLimits {
             max_attempts: Some(4),
@@ -210,15 +212,16 @@ fn grpc_client(url: String) -> ClientConfig {
 }
 
 /// A gRPC client's totals against a target answering every call with
-/// `status` (and `pushback_ms`), and the target.
-async fn grpc_run(status: u32, pushback_ms: Option<i64>) -> (Recorder, Tally) {
+/// `status` (and `pushback_ms`), and the target; the client retries
+/// `retryable`.
+async fn grpc_run(status: u32, pushback_ms: Option<i64>, retryable: Codes) -> (Recorder, Tally) {
     let target = Recorder::start(None, move |_| Reply::Grpc {
         status,
         pushback_ms,
     })
     .await;
     let url = format!("http://{}/", target.addr);
-    let tally = client::run(grpc_client(url), std::future::pending())
+    let tally = client::run(grpc_client(url, retryable), std::future::pending())
         .await
         .unwrap()
         .totals
@@ -228,7 +231,7 @@ async fn grpc_run(status: u32, pushback_ms: Option<i64>) -> (Recorder, Tally) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_grpc_call_is_framed_and_its_outcome_is_its_grpc_status() {
-    let (target, t) = grpc_run(0, None).await;
+    let (target, t) = grpc_run(0, None, Codes::default()).await;
     assert!(t.ok > 10 && t.errors == 0, "{t:?}");
     for s in target.seen() {
         assert_eq!(s.method, "POST");
@@ -242,9 +245,16 @@ async fn a_grpc_call_is_framed_and_its_outcome_is_its_grpc_status() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn grpc_retries_unavailable_and_not_resource_exhausted() {
-    for (code, retried) in [(Code::Unavailable, true), (Code::ResourceExhausted, false)] {
-        let (_target, t) = grpc_run(code.number(), None).await;
+async fn grpc_retries_its_retryable_codes_and_no_others() {
+    let exhausted = Codes::of(&[Code::ResourceExhausted]);
+    for (code, codes, retried) in [
+        (Code::Unavailable, Codes::default(), true),
+        (Code::ResourceExhausted, Codes::default(), false),
+        // --grpc-retryable RESOURCE_EXHAUSTED: the other way round.
+        (Code::ResourceExhausted, exhausted, true),
+        (Code::Unavailable, exhausted, false),
+    ] {
+        let (_target, t) = grpc_run(code.number(), None, codes).await;
         assert!(t.ok == 0 && t.errors > 10, "{code}: {t:?}");
         if retried {
             // Each request goes four times: three retries to a first.
@@ -257,7 +267,7 @@ async fn grpc_retries_unavailable_and_not_resource_exhausted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_trailers_only_pushback_stops_grpc_retries() {
-    let (_target, t) = grpc_run(14, Some(-1)).await;
+    let (_target, t) = grpc_run(14, Some(-1), Codes::default()).await;
     assert!(t.errors > 10 && t.retries == 0, "{t:?}");
 }
 
@@ -303,7 +313,7 @@ async fn no_http2_or_an_unserved_grpc_method_is_refused_before_any_load() {
         pushback_ms: None,
     })
     .await;
-    let grpc = grpc_client(String::new()).wire;
+    let grpc = grpc_client(String::new(), Codes::default()).wire;
     let why = refused(format!("http://{}/", target.addr), grpc).await;
     assert!(
         why.contains("does not serve grpc.health.v1.Health/Check"),

@@ -189,11 +189,12 @@ impl ClientArgs {
             .hedging
             .hedging(&self.retry, &self.limits)
             .map_err(conflict)?;
-        // A hedged request is never retried: --implementation, the one
-        // retry flag hedging takes, is hedging's.
+        // A hedged request is never retried: --implementation and
+        // --grpc-retryable, the retry flags hedging takes, are hedging's.
         let strategy = match hedging {
             Some(_) => StrategyArgs {
                 implementation: None,
+                grpc_retryable: None,
                 ..self.retry.clone()
             }
             .strategy(),

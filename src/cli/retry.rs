@@ -10,6 +10,7 @@ use clap::{Args, ValueEnum};
 
 use super::refusal::stray;
 use super::values::{backoff_factor, duration, non_negative, positive, positive_duration, ratio};
+use crate::model::grpc::Codes;
 use crate::policy::shipped::{GrpcImplementation, ShippedThrottleConfig, TpsBudget};
 use crate::policy::{
     Hedging, Implementation, NotRead, RetryLimits, Strategy, StrategyError, StrategyKind,
@@ -167,6 +168,7 @@ fn strategy_flag(param: StrategyParam) -> &'static str {
         StrategyParam::Ceiling => "--ceiling",
         StrategyParam::StayAtCeiling => "--stay-at-ceiling",
         StrategyParam::Implementation => "--implementation",
+        StrategyParam::GrpcRetryable => "--grpc-retryable",
     }
 }
 
@@ -242,6 +244,14 @@ pub struct StrategyArgs {
     /// hedging: grpc-core].
     #[arg(long, value_enum, value_name = "NAME")]
     pub implementation: Option<Implementation>,
+    /// grpc: the statuses retried (retryableStatusCodes), comma-separated
+    /// names or numbers; with --hedge-delay, the statuses that send the
+    /// next copy at once rather than end the call (nonFatalStatusCodes).
+    /// An HTTP status without a grpc-status counts as the status gRPC maps
+    /// it to (503: UNAVAILABLE); a timeout or a refused connection is
+    /// always retried [default: UNAVAILABLE].
+    #[arg(long, value_name = "CODES")]
+    pub grpc_retryable: Option<Codes>,
 }
 
 impl StrategyArgs {
@@ -268,6 +278,7 @@ impl StrategyArgs {
             ("--ceiling", self.ceiling.is_some()),
             ("--stay-at-ceiling", self.stay_at_ceiling),
             ("--implementation", self.implementation.is_some()),
+            ("--grpc-retryable", self.grpc_retryable.is_some()),
         ]
         .into_iter()
         .filter_map(|(flag, given)| given.then_some(flag))
@@ -286,6 +297,7 @@ impl StrategyArgs {
             ceiling: self.ceiling,
             stay_at_ceiling: self.stay_at_ceiling,
             implementation: self.implementation,
+            grpc_retryable: self.grpc_retryable,
         };
         self.kind().build(&params).map_err(|e| match e {
             StrategyError::NotRead(NotRead { param, kind }) => {
@@ -355,7 +367,12 @@ impl HedgingArgs {
                 )
             })?,
         };
-        if let Some(flag) = retry.given().into_iter().find(|&f| f != "--implementation") {
+        let hedging_reads = ["--implementation", "--grpc-retryable"];
+        if let Some(flag) = retry
+            .given()
+            .into_iter()
+            .find(|f| !hedging_reads.contains(f))
+        {
             return Err(format!(
                 "{flag} does not apply with --hedge-delay (a hedged request is never retried)"
             ));
@@ -379,7 +396,8 @@ impl HedgingArgs {
                 self.hedge_max_attempts
                     .unwrap_or(Self::DEFAULT_MAX_ATTEMPTS),
             )
-            .following(implementation),
+            .following(implementation)
+            .non_fatal(retry.grpc_retryable.unwrap_or_default()),
         ))
     }
 

@@ -80,7 +80,6 @@ impl WireArgs {
                     Some(path) => read("--grpc-message-file", path)?,
                     None => Vec::new(),
                 },
-                ..GrpcCall::default()
             }),
             None => None,
         };

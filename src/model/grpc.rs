@@ -178,9 +178,71 @@ impl FromStr for Code {
     }
 }
 
-/// The codes gRPC's retry policy retries when none are named (gRFC A6's
-/// example): `UNAVAILABLE`.
-pub const DEFAULT_RETRYABLE: [Code; 1] = [Code::Unavailable];
+/// A set of status codes, as a retry policy's `retryableStatusCodes` or
+/// a hedging policy's `nonFatalStatusCodes` lists them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Codes(u32);
+
+impl Codes {
+    /// The set of `codes`.
+    pub const fn of(codes: &[Code]) -> Codes {
+        let mut bits = 0;
+        let mut i = 0;
+        while i < codes.len() {
+            bits |= 1 << codes[i] as u32;
+            i += 1;
+        }
+        Codes(bits)
+    }
+
+    /// Whether `code` is in the set.
+    pub fn contains(self, code: Code) -> bool {
+        self.0 & (1 << code as u32) != 0
+    }
+
+    /// The codes in the set, by number.
+    pub fn iter(self) -> impl Iterator<Item = Code> {
+        CODES.into_iter().filter(move |&c| self.contains(c))
+    }
+}
+
+impl Default for Codes {
+    /// [`DEFAULT_RETRYABLE`].
+    fn default() -> Self {
+        DEFAULT_RETRYABLE
+    }
+}
+
+impl fmt::Display for Codes {
+    /// The names, comma-separated (`UNAVAILABLE,RESOURCE_EXHAUSTED`).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = self.iter().map(Code::name).collect();
+        f.write_str(&names.join(","))
+    }
+}
+
+impl FromStr for Codes {
+    type Err = String;
+
+    /// A comma-separated list of codes, each as [`Code`] reads it; `OK`
+    /// is refused, since a success is never retried.
+    fn from_str(s: &str) -> Result<Codes, String> {
+        let mut bits = 0;
+        for part in s.split(',') {
+            let code: Code = part.parse()?;
+            if code == Code::Ok {
+                return Err("OK is a success, never retried".to_string());
+            }
+            bits |= 1 << code as u32;
+        }
+        Ok(Codes(bits))
+    }
+}
+
+/// The codes gRPC's retry policy retries, and its hedging policy takes
+/// as non-fatal, when none are named (gRFC A6's example):
+/// `UNAVAILABLE`.
+pub const DEFAULT_RETRYABLE: Codes = Codes::of(&[Code::Unavailable]);
 
 /// One message framed for the wire: a compressed flag (0: not
 /// compressed), four bytes of big-endian length, the bytes.
@@ -327,6 +389,23 @@ mod tests {
         assert_eq!(method_path("/a.B/C").as_deref(), Ok("/a.B/C"));
         for bad in ["Check", "a.B/", "/C", "a/b/c", "a.B/C D", ""] {
             assert!(method_path(bad).is_err(), "{bad}");
+        }
+    }
+    #[test]
+    fn a_set_of_codes_reads_names_and_numbers_and_writes_names() {
+        let codes: Codes = "unavailable, 8,ABORTED".parse().unwrap();
+        assert!(codes.contains(Code::Unavailable));
+        assert!(codes.contains(Code::ResourceExhausted));
+        assert!(codes.contains(Code::Aborted));
+        assert!(!codes.contains(Code::Internal));
+        // By number: ABORTED is 10, RESOURCE_EXHAUSTED 8, UNAVAILABLE 14.
+        assert_eq!(codes.to_string(), "RESOURCE_EXHAUSTED,ABORTED,UNAVAILABLE");
+        assert_eq!(Codes::default(), Codes::of(&[Code::Unavailable]));
+        assert_eq!(Codes::default().to_string(), "UNAVAILABLE");
+        // The set keeps a code at the bit of its discriminant: its number.
+        assert!(CODES.iter().all(|&c| c as u32 == c.number()));
+        for bad in ["", "OK", "0", "UNAVAILABLE,", "17", "busy"] {
+            assert!(bad.parse::<Codes>().is_err(), "{bad}");
         }
     }
 }

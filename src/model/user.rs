@@ -368,7 +368,7 @@ impl<R: Rng> User<R> {
     /// other clients count every failure.
     fn grpc_counts(&self, rules: &Rules, failure: &Failure) -> bool {
         match rules.hedging {
-            Some(_) => grpc_retryable(failure.status, failure.grpc),
+            Some(h) => grpc_retryable(failure.status, failure.grpc, h.non_fatal),
             None => rules.strategy.grpc_counts(failure),
         }
     }
@@ -431,7 +431,9 @@ impl<R: Rng> User<R> {
         };
         let request = if outcome == Outcome::Ok {
             Some(ended(Some(elapsed), false))
-        } else if self.hedges.is_some() && !grpc_retryable(hints.status, hints.grpc) {
+        } else if let (Some(_), Some(policy)) = (&self.hedges, &rules.hedging)
+            && !grpc_retryable(hints.status, hints.grpc, policy.non_fatal)
+        {
             // A fatal status commits the hedged call: it ends with it, and
             // the copies still out are cancelled.
             Some(ended(None, false))

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use super::grpc::{Code, DEFAULT_RETRYABLE, HEALTH_CHECK};
+use super::grpc::HEALTH_CHECK;
 
 /// The streams an HTTP/2 server lets one connection carry at once when it
 /// says nothing else (`SETTINGS_MAX_CONCURRENT_STREAMS`): hyper's server
@@ -75,19 +75,17 @@ pub struct Trust {
 pub struct GrpcCall {
     /// The method, `package.Service/Method`.
     pub method: String,
-    /// The request message's protobuf bytes (unframed).
+    /// The request message's protobuf bytes (unframed). Which of its
+    /// statuses are retried is the retry policy's (`--grpc-retryable`).
     pub message: Vec<u8>,
-    /// The status codes gRPC's retry policy retries.
-    pub retryable: Vec<Code>,
 }
 
 impl Default for GrpcCall {
-    /// The health check with an empty request, retrying `UNAVAILABLE`.
+    /// The health check with an empty request.
     fn default() -> Self {
         GrpcCall {
             method: HEALTH_CHECK.to_string(),
             message: Vec::new(),
-            retryable: DEFAULT_RETRYABLE.to_vec(),
         }
     }
 }
@@ -136,6 +134,6 @@ mod tests {
         assert!(wire.request.body.is_empty() && wire.grpc.is_none());
         let call = GrpcCall::default();
         assert_eq!(call.method, "grpc.health.v1.Health/Check");
-        assert_eq!(call.retryable, vec![Code::Unavailable]);
+        assert!(call.message.is_empty());
     }
 }

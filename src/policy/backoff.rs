@@ -184,15 +184,15 @@ impl Strategy {
 
     /// Whether a client with this strategy retries `failure` at all: all
     /// do, but the AWS SDKs up to botocore 1.43 do not retry a 429 without
-    /// an AWS throttling error code, and gRPC retries only what it maps to
-    /// `UNAVAILABLE` ([`crate::policy::shipped::grpc_retryable`]).
+    /// an AWS throttling error code, and gRPC retries only its retryable
+    /// codes ([`crate::policy::shipped::grpc_retryable`]).
     pub fn retries(&self, failure: &Failure) -> bool {
         match self {
             Strategy::Shipped(ShippedBackoff::Aws { variant_2026, .. }) => {
                 crate::policy::shipped::aws_retries(*variant_2026, failure)
             }
-            Strategy::Shipped(ShippedBackoff::Grpc { .. }) => {
-                crate::policy::shipped::grpc_retryable(failure.status, failure.grpc)
+            Strategy::Shipped(ShippedBackoff::Grpc { retryable, .. }) => {
+                crate::policy::shipped::grpc_retryable(failure.status, failure.grpc, *retryable)
             }
             _ => true,
         }

@@ -19,6 +19,7 @@
 
 use std::time::Duration;
 
+use crate::model::grpc::Codes;
 use crate::model::timescale::compress;
 use crate::policy::shipped::GrpcImplementation;
 
@@ -35,6 +36,9 @@ pub struct Hedging {
     pub max_attempts: u32,
     /// The gRPC implementation whose hedging this is.
     pub implementation: GrpcImplementation,
+    /// nonFatalStatusCodes: a failure with one of these sends the next
+    /// copy at once; any other ends the call.
+    pub non_fatal: Codes,
 }
 
 impl Hedging {
@@ -45,6 +49,15 @@ impl Hedging {
             delay,
             max_attempts: max_attempts.min(MAX_HEDGED_ATTEMPTS),
             implementation: GrpcImplementation::default(),
+            non_fatal: Codes::default(),
+        }
+    }
+
+    /// The same policy with `codes` as its non-fatal codes.
+    pub fn non_fatal(self, codes: Codes) -> Hedging {
+        Hedging {
+            non_fatal: codes,
+            ..self
         }
     }
 

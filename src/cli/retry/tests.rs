@@ -5,8 +5,9 @@ use clap::Parser;
 
 use crate::cli::client::ClientCli;
 use crate::model::client::ClientConfig;
-use crate::policy::shipped::GrpcImplementation;
-use crate::policy::{Hedging, ThrottleConfig};
+use crate::model::grpc::{Code, Codes};
+use crate::policy::shipped::{GrpcImplementation, ShippedBackoff};
+use crate::policy::{Hedging, Strategy, ThrottleConfig};
 
 fn client(args: &[&str]) -> Result<ClientConfig, String> {
     let mut argv = vec!["client"];
@@ -57,6 +58,39 @@ fn hedging_takes_a6s_example_and_grpcs_throttle_by_default() {
     let c = client(&["--hedge-delay", "1s", "--time-scale", "10"]).unwrap();
     assert_eq!(c.hedging.map(|h| h.delay), Some(ms(100)));
     assert_eq!(client(&[]).unwrap().hedging, None);
+}
+
+#[test]
+fn grpc_retryable_lists_the_statuses_of_grpcs_retries_and_hedges_only() {
+    let codes = Codes::of(&[Code::ResourceExhausted, Code::Unavailable]);
+    let c = client(&[
+        "--strategy",
+        "grpc",
+        "--grpc-retryable",
+        "resource-exhausted,14",
+    ])
+    .unwrap();
+    match c.strategy {
+        Strategy::Shipped(ShippedBackoff::Grpc { retryable, .. }) => assert_eq!(retryable, codes),
+        other => panic!("{other:?}"),
+    }
+    let c = client(&["--strategy", "grpc"]).unwrap();
+    match c.strategy {
+        Strategy::Shipped(ShippedBackoff::Grpc { retryable, .. }) => {
+            assert_eq!(retryable, Codes::of(&[Code::Unavailable]));
+        }
+        other => panic!("{other:?}"),
+    }
+    let c = client(&["--hedge-delay", "5ms", "--grpc-retryable", "ABORTED"]).unwrap();
+    let aborted = Codes::of(&[Code::Aborted]);
+    assert_eq!(c.hedging, Some(Hedging::new(ms(5), 4).non_fatal(aborted)));
+    let err = client(&["--strategy", "fixed", "--grpc-retryable", "UNAVAILABLE"]).unwrap_err();
+    assert!(
+        err.contains("--grpc-retryable does not apply to --strategy fixed"),
+        "{err}"
+    );
+    let err = client(&["--strategy", "grpc", "--grpc-retryable", "OK"]).unwrap_err();
+    assert!(err.contains("OK is a success"), "{err}");
 }
 
 #[test]

@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::model::arrivals::user_rng;
+use crate::model::grpc::Codes;
 use crate::policy::ThrottleConfig;
 use crate::policy::shipped::{GrpcImplementation, ShippedBackoff};
 
@@ -22,6 +23,7 @@ fn grpc(implementation: GrpcImplementation) -> Rules {
             multiplier: 2.0,
             max: ms(1000),
             implementation,
+            retryable: Codes::default(),
         }),
         limits: RetryLimits {
             max_attempts: Some(4),

@@ -247,6 +247,7 @@ fn a_rate_limiter_makes_the_attempt_wait_for_its_token() {
 
 #[test]
 fn a_grpc_client_obeys_pushback_and_others_ignore_it() {
+    use crate::model::grpc::Codes;
     use crate::policy::shipped::{GrpcImplementation, ShippedBackoff};
     let grpc = Rules {
         strategy: Strategy::Shipped(ShippedBackoff::Grpc {
@@ -254,6 +255,7 @@ fn a_grpc_client_obeys_pushback_and_others_ignore_it() {
             multiplier: 2.0,
             max: ms(1000),
             implementation: GrpcImplementation::Core,
+            retryable: Codes::default(),
         }),
         ..rules(Some(4))
     };

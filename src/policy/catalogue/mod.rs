@@ -19,6 +19,7 @@ pub use throttle::{ThrottleKind, ThrottleParam, ThrottleParams};
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::grpc::Codes;
     use crate::policy::backoff::Strategy;
     use crate::policy::retry_limits::RetryLimits;
     use crate::policy::throttle::ThrottleConfig;
@@ -159,7 +160,8 @@ mod tests {
                 initial: ms(100),
                 multiplier: 2.0,
                 max: secs(1),
-                implementation: GrpcImplementation::Js
+                implementation: GrpcImplementation::Js,
+                retryable: Codes::default(),
             }))
         );
         assert_eq!(
@@ -175,7 +177,8 @@ mod tests {
                 initial: ms(100),
                 multiplier: 2.0,
                 max: secs(1),
-                implementation: GrpcImplementation::Core
+                implementation: GrpcImplementation::Core,
+                retryable: Codes::default(),
             })
         );
         assert_eq!(

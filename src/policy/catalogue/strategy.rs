@@ -6,6 +6,7 @@ use std::time::Duration;
 use super::implementation::Implementation;
 use super::not_read::NotRead;
 use super::throttle::ThrottleKind;
+use crate::model::grpc::Codes;
 use crate::policy::backoff::Strategy;
 use crate::policy::retry_limits::RetryLimits;
 use crate::policy::shipped::{AWS_HINT_CAP, ShippedBackoff};
@@ -68,11 +69,13 @@ pub enum StrategyParam {
     StayAtCeiling,
     /// The shipped strategies: the implementation and release followed.
     Implementation,
+    /// grpc: the status codes retried (retryableStatusCodes).
+    GrpcRetryable,
 }
 
 impl StrategyParam {
     /// Every parameter, in the order they are checked.
-    pub const ALL: [StrategyParam; 9] = [
+    pub const ALL: [StrategyParam; 10] = [
         StrategyParam::FixedDelay,
         StrategyParam::MinDelay,
         StrategyParam::MaxDelay,
@@ -82,6 +85,7 @@ impl StrategyParam {
         StrategyParam::Ceiling,
         StrategyParam::StayAtCeiling,
         StrategyParam::Implementation,
+        StrategyParam::GrpcRetryable,
     ];
 }
 
@@ -109,6 +113,8 @@ pub struct StrategyParams {
     /// The implementation and release followed (default: the current
     /// release of the strategy's library).
     pub implementation: Option<Implementation>,
+    /// grpc: the status codes retried (default `UNAVAILABLE`).
+    pub grpc_retryable: Option<Codes>,
 }
 
 impl StrategyParams {
@@ -124,6 +130,7 @@ impl StrategyParams {
             StrategyParam::Ceiling => self.ceiling.is_some(),
             StrategyParam::StayAtCeiling => self.stay_at_ceiling,
             StrategyParam::Implementation => self.implementation.is_some(),
+            StrategyParam::GrpcRetryable => self.grpc_retryable.is_some(),
         }
     }
 }
@@ -224,6 +231,7 @@ impl StrategyKind {
                 self == StrategyKind::TruncatedBinary
             }
             StrategyParam::Implementation => self.default_implementation().is_some(),
+            StrategyParam::GrpcRetryable => self == StrategyKind::Grpc,
         }
     }
 
@@ -394,6 +402,7 @@ impl StrategyKind {
                 implementation: implementation
                     .and_then(Implementation::grpc)
                     .unwrap_or_default(),
+                retryable: params.grpc_retryable.unwrap_or_default(),
             }),
             StrategyKind::Envoy => Strategy::Shipped(ShippedBackoff::Envoy { base: min, max }),
             StrategyKind::Finagle => Strategy::Shipped(ShippedBackoff::Finagle { start: min, max }),

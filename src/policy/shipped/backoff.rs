@@ -8,6 +8,7 @@ use std::time::Duration;
 use rand::{Rng, RngExt};
 
 use super::grpc::GrpcImplementation;
+use crate::model::grpc::Codes;
 use crate::model::timescale::compress;
 use crate::policy::failure::Failure;
 
@@ -163,6 +164,8 @@ pub enum ShippedBackoff {
         max: Duration,
         /// The implementation followed.
         implementation: GrpcImplementation,
+        /// retryableStatusCodes.
+        retryable: Codes,
     },
     /// Envoy's router: base 25 ms, max 10 times the base.
     Envoy {
@@ -291,11 +294,13 @@ impl ShippedBackoff {
                 multiplier,
                 max,
                 implementation,
+                retryable,
             } => ShippedBackoff::Grpc {
                 initial: s(initial),
                 multiplier,
                 max: s(max),
                 implementation,
+                retryable,
             },
             ShippedBackoff::Envoy { base, max } => ShippedBackoff::Envoy {
                 base: s(base),

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use common::ServerChild;
 use retry_storm::model::fit::gone::Gone;
 use retry_storm::model::fit::{FitOptions, Twin, fit};
+use retry_storm::model::wire::Wire;
 use retry_storm::net::probe::{
     GoneConfig, LevelReport, Probe, ProbeConfig, ProbeEnd, ProbeEvent, gone, run,
 };
@@ -51,6 +52,7 @@ const POOL: [&str; 8] = [
 fn config(target: &str, levels: &[u32], warmup: u64, hold: u64) -> ProbeConfig {
     ProbeConfig {
         target: target.to_string(),
+        wire: Wire::default(),
         levels: levels.to_vec(),
         warmup: ms(warmup),
         hold: ms(hold),
@@ -242,6 +244,7 @@ fn a_target_that_cannot_be_probed_is_refused() {
 fn a_stopped_gone_probe_says_so() {
     let config = GoneConfig {
         target: "http://127.0.0.1:1/".to_string(),
+        wire: Wire::default(),
         abandon: 1,
         hold_open: ms(10),
         repeats: 1,
@@ -280,6 +283,7 @@ fn abandoned(on_disconnect: &str) -> retry_storm::net::probe::GoneProbe {
     ]);
     let config = GoneConfig {
         target: server.url.clone(),
+        wire: Wire::default(),
         abandon: 40,
         hold_open: ms(110),
         repeats: 3,

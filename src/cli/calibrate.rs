@@ -9,6 +9,7 @@ use super::generate::GenerateArgs;
 use super::outage::OutageArgs;
 use super::protocol::{OutputArgs, ProtocolArgs, default_out};
 use super::values::{http_url, positive_duration, probability};
+use super::wire::WireArgs;
 use crate::experiment::calibrate::{CalibrateConfig, Verify};
 use crate::experiment::outage::Outage;
 use crate::experiment::scenario::{Engine, ScenarioError};
@@ -16,7 +17,8 @@ use crate::experiment::sweep::{Search, SweepConfig};
 use crate::experiment::{Stop, Storm};
 use crate::model::fit::FitOptions;
 use crate::model::shard::Shard;
-use crate::net::probe::ProbeConfig;
+use crate::model::wire::Transport;
+use crate::net::probe::{OVER_HTTP2, ProbeConfig};
 use crate::policy::StrategyKind;
 
 /// `storm calibrate --target URL`: a virtual twin of a service of yours.
@@ -29,7 +31,9 @@ use crate::policy::StrategyKind;
 /// pauses around each T50, P(recovered) beside the prediction (verify/).
 #[derive(Debug, Args)]
 pub struct CalibrateArgs {
-    /// The service to calibrate: an http:// URL, asked with GET.
+    /// The service to calibrate: an http:// or https:// URL, asked as the
+    /// request flags say (a GET by default); the storms of --verify's
+    /// clients are given the same flags.
     #[arg(long, value_name = "URL", value_parser = http_url,
           required_unless_present = "generate")]
     pub target: Option<String>,
@@ -120,6 +124,9 @@ pub struct CalibrateArgs {
     /// to add what the probe cannot tell: a defence, a queue's length).
     #[command(flatten)]
     pub protocol: ProtocolArgs,
+    /// How the probe's requests go on the wire, as the client's.
+    #[command(flatten)]
+    pub wire: WireArgs,
     /// Results and how they are shown.
     #[command(flatten)]
     pub output: OutputArgs,
@@ -170,6 +177,10 @@ impl CalibrateArgs {
                     .join(",")
             )));
         }
+        let wire = self.wire.wire().map_err(ScenarioError)?;
+        if wire.transport == Transport::Http2 && !self.no_gone {
+            return Err(ScenarioError(OVER_HTTP2.to_string()));
+        }
         let mut cases = self
             .protocol
             .scenario(&self.strategies, Duration::from_secs(20))?;
@@ -182,6 +193,9 @@ impl CalibrateArgs {
                 "--timeout".to_string(),
                 crate::experiment::scenario::format_duration(self.timeout),
             ]);
+            // The twin's clients speak as the probe did (the virtual engine
+            // reads the transport), and so do --verify's.
+            case.client.extend(self.wire.argv());
             case.client.extend(own);
         }
         let out = self
@@ -234,6 +248,7 @@ impl CalibrateArgs {
         Ok(CalibrateConfig {
             probe: ProbeConfig {
                 target,
+                wire,
                 levels,
                 warmup: self.level_warmup,
                 hold: self.hold,

@@ -102,6 +102,45 @@ impl WireArgs {
             grpc,
         })
     }
+
+    /// These flags as a client's command line gives them (the default
+    /// method left out), for the clients of storms run with them.
+    pub fn argv(&self) -> Vec<String> {
+        let mut argv: Vec<String> = Vec::new();
+        let mut flag = |name: &str, value: Option<String>| {
+            argv.push(name.to_string());
+            argv.extend(value);
+        };
+        if self.method != "GET" {
+            flag("--method", Some(self.method.clone()));
+        }
+        for (name, value) in &self.headers {
+            flag("--header", Some(format!("{name}: {value}")));
+        }
+        let path = |p: &PathBuf| Some(p.display().to_string());
+        if let Some(body) = &self.body {
+            flag("--body", Some(body.clone()));
+        }
+        if let Some(file) = &self.body_file {
+            flag("--body-file", path(file));
+        }
+        if self.http2 {
+            flag("--http2", None);
+        }
+        if let Some(file) = &self.ca_cert {
+            flag("--ca-cert", path(file));
+        }
+        if self.insecure {
+            flag("--insecure", None);
+        }
+        if let Some(method) = &self.grpc {
+            flag("--grpc", Some(method.clone()));
+        }
+        if let Some(file) = &self.grpc_message_file {
+            flag("--grpc-message-file", path(file));
+        }
+        argv
+    }
 }
 
 #[cfg(test)]
@@ -168,6 +207,31 @@ mod tests {
             let e = wire(args).unwrap_err();
             assert!(e.contains(says), "{args:?}: {e}");
         }
+    }
+
+    #[test]
+    fn the_flags_given_back_make_the_same_wire() {
+        for args in [
+            &[][..],
+            &[
+                "--method", "PUT", "-H", "A: 1 2", "-H", "b:3", "--body", "{} x",
+            ][..],
+            &["--http2", "--ca-cert", "/c.pem", "--body-file", "/dev/null"][..],
+            &["--grpc", "a.B/C", "--insecure"][..],
+            &["--grpc", "--grpc-message-file", "/dev/null"][..],
+        ] {
+            let argv = |args: &[&str]| {
+                let cli =
+                    Cli::try_parse_from(std::iter::once("t").chain(args.iter().copied())).unwrap();
+                cli.wire.argv()
+            };
+            let again = argv(args);
+            let words: Vec<&str> = again.iter().map(String::as_str).collect();
+            assert_eq!(wire(&words), wire(args), "{args:?} gave {again:?}");
+            assert_eq!(argv(&words), again, "{args:?}");
+        }
+        let cli = Cli::try_parse_from(["t", "-H", "A: 1 2", "--http2"]).unwrap();
+        assert_eq!(cli.wire.argv(), ["--header", "A: 1 2", "--http2"]);
     }
 
     #[test]

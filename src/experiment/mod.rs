@@ -52,13 +52,15 @@ pub async fn run(
 ) -> Result<StormReport, StormError> {
     storm.validate(flags)?;
     let mut shutdown = pin!(shutdown);
+    let mut wires = target::Wires::default();
     // Against a target, nothing is written before it has answered (a
-    // target still busy with a run before is waited for) and its outage
-    // is known to be possible.
+    // target still busy with a run before is waited for), as each case's
+    // clients will ask it, and its outage is known to be possible.
     if let (Engine::Real, Some(url), Some(outage)) =
         (storm.engine, &storm.scenario.target, &storm.scenario.outage)
     {
-        target::check(url, outage, target::FIRST_ANSWER, shutdown.as_mut()).await?;
+        wires = target::Wires::of(storm, url, flags)?;
+        target::check(url, &wires, outage, target::FIRST_ANSWER, shutdown.as_mut()).await?;
         // Before the first outage: whatever ends this storm, its guardian
         // undoes what the outage holds. A fault proxy's ends with it.
         if outage.fault().is_none() {
@@ -85,7 +87,7 @@ pub async fn run(
     }
     let runs = match storm.engine {
         Engine::Sim => simulate::run(storm, flags, &mut commands)?,
-        Engine::Real => runner::run(storm, &mut commands, shutdown).await?,
+        Engine::Real => runner::run(storm, &wires, &mut commands, shutdown).await?,
     };
     commands.flush().map_err(io_err("write commands.txt"))?;
     judge::write(storm, flags, runs)

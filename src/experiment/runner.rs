@@ -25,7 +25,7 @@ use super::error::{StormError, io_err};
 use super::scenario::{Case, join_flags};
 use super::storm::{Storm, confirmation};
 use super::summary::CaseRun;
-use super::target;
+use super::target::{self, Wires};
 use crate::model::timescale::compress;
 use crate::report::output::{read_rows, say};
 use crate::report::rows::unix_ms;
@@ -69,6 +69,7 @@ type Shutdown<'a> = Pin<&'a mut dyn Future<Output = ()>>;
 /// at once.
 pub(super) async fn run(
     storm: &Storm,
+    wires: &Wires,
     commands: &mut File,
     mut shutdown: Pin<&mut impl Future<Output = ()>>,
 ) -> Result<Vec<CaseRun>, StormError> {
@@ -90,6 +91,7 @@ pub(super) async fn run(
         let batch_of = (index, batch);
         let result = drive(
             storm,
+            wires,
             batch_of,
             &mut children,
             commands,
@@ -442,6 +444,7 @@ fn tell(storm: &Storm, feed: Feed) {
 /// `index`, its runs.
 async fn drive<'a>(
     storm: &Storm,
+    wires: &Wires,
     (index, batch): (usize, &[(&'a Case, u32)]),
     runs: &mut Vec<Run<'a>>,
     commands: &mut File,
@@ -452,8 +455,13 @@ async fn drive<'a>(
     let p = &storm.scenario.protocol;
     if let Some(url) = &storm.scenario.target {
         let names: Vec<String> = batch.iter().map(|&(c, r)| storm.run_name(c, r)).collect();
+        // Against a target the runs go one at a time (`batch_size`): the
+        // batch is one case, and the target is asked as its clients will
+        // ask it. Were there more, the first case's wire would be used.
+        let wire = batch.first().map(|&(case, _)| wires.of_case(case));
+        let wire = wire.unwrap_or_default();
         tokio::select! {
-            calm = target::calm(url, p.calm, k, &names, commands) => calm?,
+            calm = target::calm(url, &wire, p.calm, k, &names, commands) => calm?,
             _ = shutdown.as_mut() => return Err(StormError::Interrupted),
         }
     }

@@ -12,14 +12,17 @@ use std::io::Write;
 use std::pin::Pin;
 use std::time::Duration;
 
-use hyper::Uri;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use super::error::{StormError, io_err};
 use super::outage::{Log, Ongoing, Outage};
+use super::scenario::Case;
+use super::storm::{Flags, Storm};
 use crate::model::timescale::compress;
+use crate::model::wire::Wire;
+use crate::net::once::{self, Reply, Unanswered};
+use crate::net::preflight;
+use crate::net::target::{self as net_target, Target};
 
 /// How long a probe may take to be answered by a calm target: not
 /// scaled, as a target's own times are not.
@@ -30,43 +33,68 @@ const CALM_ANSWER: Duration = Duration::from_secs(1);
 const CALM_WITHIN: Duration = Duration::from_secs(300);
 
 /// How the storm waits for a target's first answer before any load: each
-/// GET may take 10 s; one taken in and not answered is tried again, for
-/// at most [`CALM_WITHIN`], with a line every 30 s.
+/// request may take 10 s; one taken in and not answered is tried again,
+/// for at most [`CALM_WITHIN`], with a line every 30 s.
 pub(super) const FIRST_ANSWER: Patience = Patience {
     each: Duration::from_secs(10),
     within: CALM_WITHIN,
     say_every: Duration::from_secs(30),
 };
 
-/// The most bytes read looking for the status line.
-const MAX_HEAD: usize = 8192;
+/// How each case's clients go on the wire, as their own flags say
+/// (parsed by the client's own parser): the storm's own requests to the
+/// target, its check before any load and its wait for calm before each
+/// run, go the same way, so that an https, HTTP/2 or gRPC service is
+/// asked as its clients will ask it.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Wires(Vec<(String, Wire)>);
 
-/// Where a GET to `url` goes: host, port, authority (`HOST:PORT`) and
-/// path; or why the URL cannot be used.
-fn parts(url: &str) -> Result<(String, u16, String, String), String> {
-    let uri: Uri = url
-        .parse()
-        .map_err(|e| format!("'{url}' is not a URL: {e}"))?;
-    let (Some("http"), Some(authority), Some(host)) =
-        (uri.scheme_str(), uri.authority(), uri.host())
-    else {
-        return Err(format!("'{url}' is not an http://host:port/path URL"));
-    };
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    let port = uri.port_u16().unwrap_or(80);
-    let path = uri.path_and_query().map_or("/", |p| p.as_str());
-    Ok((host.into(), port, authority.to_string(), path.into()))
-}
+impl Wires {
+    /// Each case's wire, its flags checked against `url` without sending
+    /// anything (a method, header or certificate file that cannot be
+    /// used is refused naming its case).
+    pub(super) fn of(storm: &Storm, url: &str, flags: &dyn Flags) -> Result<Wires, StormError> {
+        storm
+            .scenario
+            .cases
+            .iter()
+            .map(|case| {
+                let wire = storm.client_config(case, 0, flags)?.wire;
+                net_target::check_wire(url, &wire).map_err(|e| {
+                    StormError::Flags(format!("case {}: client flags: {e}", case.name))
+                })?;
+                Ok((case.name.clone(), wire))
+            })
+            .collect::<Result<_, StormError>>()
+            .map(Wires)
+    }
 
-/// Checks that `url` is an `http://host:port/path` URL.
-pub(super) fn check_url(url: &str) -> Result<(), String> {
-    parts(url).map(drop)
+    /// The wire of `case`'s clients (plain HTTP/1.1 for a case not known).
+    pub(super) fn of_case(&self, case: &Case) -> Wire {
+        self.0
+            .iter()
+            .find(|(name, _)| *name == case.name)
+            .map(|(_, wire)| wire.clone())
+            .unwrap_or_default()
+    }
+
+    /// The different wires, each with the first case that speaks it, in
+    /// the cases' order.
+    fn distinct(&self) -> Vec<(&str, &Wire)> {
+        let mut seen: Vec<(&str, &Wire)> = Vec::new();
+        for (name, wire) in &self.0 {
+            if !seen.iter().any(|(_, w)| *w == wire) {
+                seen.push((name, wire));
+            }
+        }
+        seen
+    }
 }
 
 /// How long the storm waits for a target's first answer.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Patience {
-    /// How long each GET may take.
+    /// How long each request may take.
     pub(super) each: Duration,
     /// How long the whole wait may take.
     pub(super) within: Duration,
@@ -74,7 +102,7 @@ pub(super) struct Patience {
     pub(super) say_every: Duration,
 }
 
-/// Why a GET had no answer.
+/// Why a request had no answer.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) enum NoAnswer {
     /// The connection was made and the request sent, then nothing came
@@ -85,9 +113,9 @@ pub(super) enum NoAnswer {
     /// (a firewall drops what is sent there), or its listen queue is full
     /// (the kernel drops a connection's first packet then).
     Unconnected(String, Duration),
-    /// Anything else, each the user's to fix: a URL that cannot be used,
-    /// a connection refused, closed without an answer, or an answer that
-    /// is not HTTP.
+    /// Anything else, each the user's to fix: a connection refused,
+    /// closed without an answer, an answer that is not HTTP, a TLS
+    /// handshake that fails, a server that does not speak HTTP/2.
     Failed(String),
 }
 
@@ -113,56 +141,18 @@ fn span(d: Duration) -> String {
     }
 }
 
-/// One GET to `url`: its status line (any status will do), or why none
-/// came within `limit`.
-pub(super) async fn probe(url: &str, limit: Duration) -> Result<String, NoAnswer> {
-    let (host, port, authority, path) = parts(url).map_err(NoAnswer::Failed)?;
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n");
-    let deadline = Instant::now() + limit;
-    let connect = TcpStream::connect((host.as_str(), port));
-    let mut stream = match tokio::time::timeout_at(deadline, connect).await {
-        Ok(Ok(stream)) => stream,
-        Ok(Err(e)) => {
-            return Err(NoAnswer::Failed(format!(
-                "cannot connect to {authority}: {e}"
-            )));
-        }
-        Err(_) => return Err(NoAnswer::Unconnected(authority, limit)),
-    };
-    let exchange = async {
-        stream
-            .write_all(request.as_bytes())
-            .await
-            .map_err(|e| format!("cannot send a request to {authority}: {e}"))?;
-        let mut head = Vec::new();
-        let mut buf = [0u8; 1024];
-        while !head.contains(&b'\n') && head.len() < MAX_HEAD {
-            let n = stream
-                .read(&mut buf)
-                .await
-                .map_err(|e| format!("no answer from {authority}: {e}"))?;
-            if n == 0 {
-                break;
-            }
-            head.extend_from_slice(&buf[..n]);
-        }
-        let text = String::from_utf8_lossy(&head);
-        let line = text.lines().next().unwrap_or("").trim().to_string();
-        match line {
-            _ if line.starts_with("HTTP/") => Ok(line),
-            _ if head.is_empty() => Err(format!(
-                "{authority} closed the connection without an answer"
-            )),
-            _ => Err(format!("{authority} answered '{line}', not HTTP")),
-        }
-    };
-    match tokio::time::timeout_at(deadline, exchange).await {
-        Ok(answer) => answer.map_err(NoAnswer::Failed),
-        Err(_) => Err(NoAnswer::Silent(limit)),
-    }
+/// One request to `target`, as its clients' wire says: its answer (any
+/// status will do, and any gRPC status), or why none came within
+/// `limit`.
+pub(super) async fn probe(target: &Target, limit: Duration) -> Result<Reply, NoAnswer> {
+    once::send(target, limit).await.map_err(|no| match no {
+        Unanswered::Unconnected => NoAnswer::Unconnected(target.authority.clone(), limit),
+        Unanswered::Silent => NoAnswer::Silent(limit),
+        Unanswered::Never(why) | Unanswered::Failed(why) => NoAnswer::Failed(why),
+    })
 }
 
-/// What the wait for a first answer does after a GET that had none,
+/// What the wait for a first answer does after a request that had none,
 /// `elapsed` into the wait: tries again, first saying the line given if
 /// it is time for one (`said`: when the last was said, none before the
 /// first silence), or gives up, saying why. Silence is waited for, up to
@@ -189,7 +179,7 @@ fn after(
     }
     if elapsed >= patience.within {
         return Err(format!(
-            "no answer within {} of waiting (each GET given {}): still working through a \
+            "no answer within {} of waiting (each request given {}): still working through a \
              backlog, or stopped",
             span(patience.within),
             span(patience.each)
@@ -218,16 +208,16 @@ fn after(
     }
 }
 
-/// Waits for the first answer to a GET to `url`: a GET taken in and not
-/// answered within `patience.each` is tried again, anew, for at most
-/// `patience.within` in all, saying so through `say` at once and every
-/// `patience.say_every`; any other failure ends the wait at once. The
-/// first answer's status line, or why none came.
+/// Waits for the first answer to a request to `target`: one taken in
+/// and not answered within `patience.each` is tried again, anew, for at
+/// most `patience.within` in all, saying so through `say` at once and
+/// every `patience.say_every`; any other failure ends the wait at once.
+/// The first answer, or why none came.
 pub(super) async fn first_answer(
-    url: &str,
+    target: &Target,
     patience: Patience,
     say: &mut dyn FnMut(&str),
-) -> Result<String, String> {
+) -> Result<Reply, String> {
     let start = Instant::now();
     let mut said = None;
     loop {
@@ -237,8 +227,8 @@ pub(super) async fn first_answer(
         let no = if limit.is_zero() {
             NoAnswer::Silent(limit)
         } else {
-            match probe(url, limit).await {
-                Ok(line) => return Ok(line),
+            match probe(target, limit).await {
+                Ok(reply) => return Ok(reply),
                 Err(no) => no,
             }
         };
@@ -249,50 +239,75 @@ pub(super) async fn first_answer(
 }
 
 /// Checks, before any load, that the outage can be caused and that the
-/// target answers a GET, waiting for a first answer as `patience` says.
-/// Either failing is the user's to fix: exit 2. A signal while it waits
-/// (`shutdown`) ends the storm with nothing done.
+/// target answers a request of each of the wires `wires` (each case's
+/// clients'), waiting for a first answer as `patience` says. A gRPC
+/// method the target does not serve (UNIMPLEMENTED) is refused, as the
+/// client refuses it. Any failing is the user's to fix: exit 2. A signal
+/// while it waits (`shutdown`) ends the storm with nothing done.
 pub(super) async fn check(
     url: &str,
+    wires: &Wires,
     outage: &Outage,
     patience: Patience,
-    shutdown: Pin<&mut impl Future<Output = ()>>,
+    mut shutdown: Pin<&mut impl Future<Output = ()>>,
 ) -> Result<(), StormError> {
     outage
         .check()
         .map_err(|e| StormError::Target(format!("--outage {outage}: {e}")))?;
+    let refuse = |e: String| StormError::Target(format!("--target {url}: {e}"));
     let mut say = |line: &str| eprintln!("--target {url}: {line}");
-    tokio::select! {
-        answer = first_answer(url, patience, &mut say) => answer
-            .map(drop)
-            .map_err(|e| StormError::Target(format!("--target {url}: {e}"))),
-        () = shutdown => Err(StormError::InterruptedBeforeLoad),
+    // One request per wire: cases that speak alike are asked once.
+    let distinct = wires.distinct();
+    let default = ("", &Wire::default());
+    let asked = if distinct.is_empty() {
+        vec![default]
+    } else {
+        distinct
+    };
+    for (case, wire) in asked {
+        let target = Target::resolve(url, wire).await.map_err(refuse)?;
+        let answer = tokio::select! {
+            answer = first_answer(&target, patience, &mut say) => answer,
+            () = shutdown.as_mut() => return Err(StormError::InterruptedBeforeLoad),
+        };
+        let reply = answer.map_err(refuse)?;
+        if let Some(call) = &wire.grpc
+            && let Some(why) = preflight::refused(&target, &reply, &call.method)
+        {
+            return Err(refuse(format!("case {case}: {why}")));
+        }
     }
+    Ok(())
 }
 
 /// Waits, before the runs `names` begin, until the target is calm: it
-/// has answered a GET every second (a tenth of that with `--quick`, as
-/// the protocol's phases), each within [`CALM_ANSWER`], for `calm_for`
-/// (the protocol's `calm`, likewise scaled) in a row; and says in
-/// `commands.txt` how long that took. A run before may have left it a backlog of work for clients that
-/// have gone, or connections its clients gave up still arriving (the
-/// kernel retransmits for them after they close), and a warm-up against
-/// that would measure no baseline. Fails after [`CALM_WITHIN`].
+/// has answered a request, as `wire` says (their clients'), every second
+/// (a tenth of that with `--quick`, as the protocol's phases), each
+/// within [`CALM_ANSWER`], for `calm_for` (the protocol's `calm`,
+/// likewise scaled) in a row; and says in `commands.txt` how long that
+/// took. A run before may have left it a backlog of work for clients
+/// that have gone, or connections its clients gave up still arriving
+/// (the kernel retransmits for them after they close), and a warm-up
+/// against that would measure no baseline. Fails after [`CALM_WITHIN`].
 pub(super) async fn calm(
     url: &str,
+    wire: &Wire,
     calm_for: Duration,
     time_scale: f64,
     names: &[String],
     commands: &mut File,
 ) -> Result<(), StormError> {
     let names = names.join(", ");
+    let target = Target::resolve(url, wire)
+        .await
+        .map_err(|e| StormError::Child(format!("the target {url} before {names}: {e}")))?;
     let every = compress(Duration::from_secs(1), time_scale);
     let needed = compress(calm_for, time_scale);
     let start = Instant::now();
     let mut since: Option<Instant> = None;
     loop {
         let sent = Instant::now();
-        match probe(url, CALM_ANSWER).await {
+        match probe(&target, CALM_ANSWER).await {
             Ok(_) => {
                 let calm_since = *since.get_or_insert(sent);
                 if sent - calm_since >= needed {
@@ -312,7 +327,8 @@ pub(super) async fn calm(
     }
     writeln!(
         commands,
-        "# {names}: the target calm after {:.1} s (a GET answered within {} s every {} s for {} s)",
+        "# {names}: the target calm after {:.1} s (a request answered within {} s every {} s \
+         for {} s)",
         start.elapsed().as_secs_f64(),
         CALM_ANSWER.as_secs_f64(),
         every.as_secs_f64(),

@@ -4,15 +4,13 @@
 //! does not serve. A refused connection, a timeout or any answer else is
 //! left to the run: a stopped or overloaded server is what a storm is for.
 //! Plain HTTP/1.1 has nothing of the kind to check, and is sent no such
-//! request: the server sees only the run's attempts.
+//! request: the server sees only the run's attempts. The request is the
+//! one the storm's checks of a target send ([`super::once`]).
 
 use std::time::Duration;
 
-use tokio::time::Instant;
-
-use super::multiplex::Multiplex;
-use super::pool::Pool;
-use super::target::{BoxError, Target};
+use super::once::{self, Unanswered};
+use super::target::Target;
 use crate::model::grpc::Code;
 use crate::model::wire::Transport;
 
@@ -25,50 +23,20 @@ pub(crate) async fn check(target: &Target, what: &str) -> Result<(), String> {
     if target.transport == Transport::Http1 && !target.dialer.is_tls() && !target.is_grpc() {
         return Ok(());
     }
-    let deadline = Instant::now() + LIMIT;
-    let sent = async {
-        match target.transport {
-            Transport::Http1 => Pool::new(target.clone()).send(deadline).await,
-            Transport::Http2 => Multiplex::new(target.clone(), None).send(deadline).await,
-        }
-    };
-    let authority = &target.authority;
-    match tokio::time::timeout_at(deadline, sent).await {
-        Err(_) => Ok(()),
-        Ok(Ok(answer)) => match answer.hints.grpc {
-            Some(Code::Unimplemented) => Err(format!(
-                "{authority} does not serve {what}: it answered UNIMPLEMENTED"
-            )),
-            _ => Ok(()),
-        },
-        Ok(Err(e)) => match fatal(&e, target.transport) {
-            Some(why) => Err(format!("{authority}: {why}: {e}")),
-            None => Ok(()),
-        },
+    match once::send(target, LIMIT).await {
+        Ok(reply) => refused(target, &reply, what).map_or(Ok(()), Err),
+        Err(Unanswered::Never(why)) => Err(why),
+        Err(Unanswered::Unconnected | Unanswered::Silent | Unanswered::Failed(_)) => Ok(()),
     }
 }
 
-/// Why the failure `e` means that no attempt can ever succeed, if it
-/// does.
-fn fatal(e: &BoxError, transport: Transport) -> Option<&'static str> {
-    if let Some(io) = e.downcast_ref::<std::io::Error>() {
-        let tls = io
-            .get_ref()
-            .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some());
-        return tls.then_some("the TLS handshake failed");
-    }
-    if let Some(http) = e.downcast_ref::<hyper::Error>() {
-        return match transport {
-            // A server without h2c answers the preface in HTTP/1.1 and
-            // closes: anything but a timeout says it does not speak it.
-            Transport::Http2 if !http.is_timeout() => Some("it does not speak HTTP/2"),
-            Transport::Http1 if http.is_parse() => Some("it does not speak HTTP/1.1"),
-            _ => None,
-        };
-    }
-    // Said by the client itself: a TLS server that chose another
-    // protocol than HTTP/2 by ALPN.
-    e.to_string()
-        .contains("ALPN")
-        .then_some("it does not speak HTTP/2")
+/// Why the answer `reply` of `target` says that no call to `what` can
+/// ever succeed, if it does: a gRPC method the server does not serve.
+pub(crate) fn refused(target: &Target, reply: &once::Reply, what: &str) -> Option<String> {
+    (reply.grpc == Some(Code::Unimplemented)).then(|| {
+        format!(
+            "{} does not serve {what}: it answered UNIMPLEMENTED",
+            target.authority
+        )
+    })
 }

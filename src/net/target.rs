@@ -195,6 +195,20 @@ impl Target {
     }
 }
 
+/// Checks that `url` is an `http://` or `https://` URL with a host,
+/// without resolving it.
+pub(crate) fn check_url(url: &str) -> Result<(), String> {
+    parse(url).map(drop)
+}
+
+/// Checks that `wire` makes a request to `url`: its method, headers,
+/// gRPC method and TLS trust (a `--ca-cert` file read), without resolving
+/// the host, so that a bad flag is refused before anything is sent.
+pub(crate) fn check_wire(url: &str, wire: &Wire) -> Result<(), String> {
+    let nowhere = SocketAddr::from(([127, 0, 0, 1], 0));
+    Target::at(parse(url)?, Some(nowhere), wire).map(drop)
+}
+
 /// `url` taken apart: an `http://` or `https://` URL with a host.
 fn parse(url: &str) -> Result<Parsed, String> {
     let parsed: Uri = url

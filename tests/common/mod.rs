@@ -216,7 +216,7 @@ impl ServerChild {
         };
         let url = banner
             .split_whitespace()
-            .find(|w| w.starts_with("http://"))
+            .find(|w| w.starts_with("http://") || w.starts_with("https://"))
             .unwrap()
             .trim_end_matches(':')
             .to_string();

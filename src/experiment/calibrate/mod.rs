@@ -334,6 +334,7 @@ fn gone(
     let probe = probe::gone(
         &GoneConfig {
             target: config.probe.target.clone(),
+            wire: config.probe.wire.clone(),
             abandon,
             hold_open,
             repeats: 3,

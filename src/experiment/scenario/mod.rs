@@ -51,8 +51,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::outage::Outage;
-use super::target::check_url;
 use crate::model::units::parse_duration;
+use crate::net::target::check_url;
 
 /// Which engine runs an experiment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

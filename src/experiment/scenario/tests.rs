@@ -245,8 +245,12 @@ fn a_target_takes_cases_of_client_flags_only_and_a_known_outage() {
     let stall = TARGET.replace("sigstop=4321", "stall,fraction=0.5");
     let scenario = Scenario::from_toml(&stall).unwrap();
     assert_eq!(scenario.outage.unwrap().to_string(), "stall,fraction=0.5");
+    // An https:// service is stormed as its clients reach it; another
+    // scheme is refused.
     let https = TARGET.replace("http://", "https://");
-    let err = Scenario::from_toml(&https).unwrap_err().to_string();
+    assert!(Scenario::from_toml(&https).is_ok());
+    let ftp = TARGET.replace("http://", "ftp://");
+    let err = Scenario::from_toml(&ftp).unwrap_err().to_string();
     assert!(err.contains("target (--target)"), "{err}");
 }
 

@@ -1,4 +1,4 @@
-//! The GET that checks a target, the wait for its first answer and the
+//! The request that checks a target, the wait for its first answer and the
 //! wait for it to be calm: against listeners of the tests' own on
 //! loopback, the decisions of the first wait also without any network.
 
@@ -6,7 +6,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use super::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
+
+/// `url` as the storm asks it by default: a GET over plain HTTP/1.1.
+fn at(url: &str) -> Target {
+    Target::resolve_now(url, &Wire::default()).unwrap()
+}
 
 #[tokio::test]
 async fn any_status_is_an_answer_and_a_refusal_is_not() {
@@ -23,9 +29,9 @@ async fn any_status_is_an_answer_and_a_refusal_is_not() {
             .unwrap();
         request
     });
-    let url = format!("http://{addr}/health?x=1");
+    let url = at(&format!("http://{addr}/health?x=1"));
     let line = probe(&url, Duration::from_secs(5)).await.unwrap();
-    assert_eq!(line, "HTTP/1.1 503 Service Unavailable");
+    assert_eq!(line.to_string(), "HTTP/1.1 503 Service Unavailable");
     let request = server.await.unwrap();
     assert!(
         request.starts_with("GET /health?x=1 HTTP/1.1\r\n"),
@@ -43,18 +49,18 @@ async fn silence_and_nonsense_are_no_answer() {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     // Accepted by the kernel, never read: a stopped process.
-    let err = probe(&format!("http://{addr}/"), Duration::from_millis(200))
+    let err = probe(&at(&format!("http://{addr}/")), Duration::from_millis(200))
         .await
         .unwrap_err();
     assert_eq!(err, NoAnswer::Silent(Duration::from_millis(200)));
     assert_eq!(err.to_string(), "no answer within 0.2 s");
     let other = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let at = other.local_addr().unwrap();
+    let other_at = other.local_addr().unwrap();
     let server = tokio::spawn(async move {
         let (mut socket, _) = other.accept().await.unwrap();
         socket.write_all(b"SSH-2.0-OpenSSH\r\n").await.unwrap();
     });
-    let err = probe(&format!("http://{at}/"), Duration::from_secs(5))
+    let err = probe(&at(&format!("http://{other_at}/")), Duration::from_secs(5))
         .await
         .unwrap_err();
     assert!(
@@ -62,8 +68,10 @@ async fn silence_and_nonsense_are_no_answer() {
         "{err:?}"
     );
     server.await.unwrap();
-    for bad in ["https://example.com/", "not a url", "/path"] {
-        assert!(probe(bad, Duration::from_secs(1)).await.is_err(), "{bad}");
+    // https:// is taken now; what is neither is refused before any
+    // request.
+    for bad in ["ftp://example.com/", "not a url", "/path"] {
+        assert!(net_target::check_url(bad).is_err(), "{bad}");
     }
 }
 
@@ -86,6 +94,7 @@ async fn a_target_that_answers_every_probe_is_calm_after_the_window() {
     let start = Instant::now();
     calm(
         &format!("http://{addr}/"),
+        &Wire::default(),
         Duration::from_secs(30),
         100.0,
         &names,
@@ -163,7 +172,7 @@ fn silence_is_waited_for_saying_so_at_once_then_every_so_often_up_to_the_limit()
     assert_eq!(
         after(silent(), s(300), &mut said, &STORM),
         Err(
-            "no answer within 5 min of waiting (each GET given 10 s): still working \
+            "no answer within 5 min of waiting (each request given 10 s): still working \
              through a backlog, or stopped"
                 .into()
         )
@@ -185,7 +194,7 @@ fn a_failure_while_waiting_ends_it_and_says_how_long_it_waited() {
     );
 }
 
-/// A test's patience: each GET 200 ms, which a loopback answer takes
+/// A test's patience: each request 200 ms, which a loopback answer takes
 /// well within even on a loaded machine (if not, the wait goes on and
 /// the test only takes longer), a line at every silence.
 fn quick(within: Duration) -> Patience {
@@ -227,12 +236,15 @@ async fn a_target_that_takes_the_connection_in_and_answers_later_is_waited_for()
         through.store(true, Ordering::SeqCst);
     };
     let answer = first_answer(
-        &format!("http://{addr}/"),
+        &at(&format!("http://{addr}/")),
         quick(Duration::from_secs(60)),
         &mut say,
     )
     .await;
-    assert_eq!(answer, Ok("HTTP/1.1 200 OK".to_string()));
+    assert_eq!(
+        answer.map(|reply| reply.to_string()),
+        Ok("HTTP/1.1 200 OK".to_string())
+    );
     assert!(
         lines[0].starts_with(
             "it accepted the connection but has not answered within 0.2 s: still working"
@@ -247,16 +259,18 @@ async fn a_target_that_takes_the_connection_in_and_answers_later_is_waited_for()
 #[tokio::test]
 async fn a_refusal_or_a_failure_ends_the_wait_at_once_before_it_and_during_it() {
     // Nothing listens there (bound, so that no one else takes the port):
-    // no line, no wait, though each GET may take 10 s and the wait 5
+    // no line, no wait, though each request may take 10 s and the wait 5
     // minutes.
     let bound = tokio::net::TcpSocket::new_v4().unwrap();
     bound.bind("127.0.0.1:0".parse().unwrap()).unwrap();
     let nowhere = format!("http://{}/", bound.local_addr().unwrap());
     let mut lines = Vec::new();
     let start = Instant::now();
-    let err = first_answer(&nowhere, STORM, &mut |l: &str| lines.push(l.to_string()))
-        .await
-        .unwrap_err();
+    let err = first_answer(&at(&nowhere), STORM, &mut |l: &str| {
+        lines.push(l.to_string())
+    })
+    .await
+    .unwrap_err();
     assert!(err.contains("cannot connect"), "{err}");
     assert!(start.elapsed() < STORM.each, "at once");
     assert!(lines.is_empty(), "{lines:?}");
@@ -275,7 +289,7 @@ async fn a_refusal_or_a_failure_ends_the_wait_at_once_before_it_and_during_it() 
     });
     let mut lines = Vec::new();
     let err = first_answer(
-        &format!("http://{addr}/"),
+        &at(&format!("http://{addr}/")),
         quick(Duration::from_secs(60)),
         &mut |l: &str| lines.push(l.to_string()),
     )
@@ -301,13 +315,15 @@ async fn a_target_silent_to_the_end_of_the_wait_fails_it() {
     };
     let mut lines = Vec::new();
     let start = Instant::now();
-    let err = first_answer(&url, patience, &mut |l: &str| lines.push(l.to_string()))
-        .await
-        .unwrap_err();
+    let err = first_answer(&at(&url), patience, &mut |l: &str| {
+        lines.push(l.to_string())
+    })
+    .await
+    .unwrap_err();
     assert!(start.elapsed() >= patience.within);
     assert_eq!(
         err,
-        "no answer within 0.15 s of waiting (each GET given 0.05 s): still working through a \
+        "no answer within 0.15 s of waiting (each request given 0.05 s): still working through a \
          backlog, or stopped"
     );
     assert!(
@@ -341,9 +357,16 @@ async fn a_signal_while_waiting_ends_the_check_with_nothing_done() {
     let outage: Outage = "stall".parse().unwrap();
     let within = Duration::from_secs(60);
     let start = Instant::now();
-    let err = check(&format!("http://{addr}/"), &outage, quick(within), shutdown)
-        .await
-        .unwrap_err();
+    let wires = Wires::default();
+    let err = check(
+        &format!("http://{addr}/"),
+        &wires,
+        &outage,
+        quick(within),
+        shutdown,
+    )
+    .await
+    .unwrap_err();
     assert!(matches!(err, StormError::InterruptedBeforeLoad), "{err}");
     assert!(start.elapsed() < within);
     server.abort();

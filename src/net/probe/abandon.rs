@@ -18,11 +18,18 @@
 //! `model::fit::gone::verdict`'s. Every lone GET opens a connection of its
 //! own (connecting counts in its latency, in the baseline as after), and
 //! one that times out counts as the timeout, a lower bound.
+//!
+//! Every request is the wire's (method, headers and body; TLS for an
+//! `https://` target), a GET by default. HTTP/1.1 only: an abandoned
+//! client here is a connection closed with its request unanswered, which
+//! HTTP/2 does not do (a client that goes resets its stream, and the
+//! connection stays), so over HTTP/2 the probe is refused.
 
 use std::io;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
+use http_body_util::BodyExt;
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -31,9 +38,11 @@ use tokio::time::Instant;
 use super::config::invalid;
 use super::connection::{Answer, Client};
 use super::stop::{interrupted, unless_stopped, wait_until};
+use crate::model::deadline::GRPC_TIMEOUT_HEADER;
 use crate::model::fit::gone::{Gone, median, verdict};
-use crate::model::wire::Wire;
+use crate::model::wire::{Transport, Wire};
 use crate::net::target::Target;
+use crate::net::tls::Stream;
 
 /// A lone GET within this many times the baseline's median says the
 /// service has drained its backlog.
@@ -46,8 +55,12 @@ pub const DRAIN_TRIES: u32 = 10;
 /// What the second probe does.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GoneConfig {
-    /// The service: an `http://` URL, as the closed-loop probe's.
+    /// The service: an `http://` or `https://` URL, as the closed-loop
+    /// probe's.
     pub target: String,
+    /// How the requests go on the wire, as the closed-loop probe's; over
+    /// HTTP/1.1 only (module doc).
+    pub wire: Wire,
     /// Requests sent, each on a connection of its own, then abandoned (at
     /// least 1; within the service's queue, or the lone request after
     /// them is refused).
@@ -84,13 +97,13 @@ pub struct GoneProbe {
 
 /// The probe (module doc).
 pub(super) async fn probe(config: &GoneConfig, stop: &AtomicBool) -> io::Result<GoneProbe> {
-    let target = Target::resolve(&config.target, &Wire::default())
+    if config.wire.transport == Transport::Http2 {
+        return Err(invalid(OVER_HTTP2));
+    }
+    let target = Target::resolve(&config.target, &config.wire)
         .await
         .map_err(invalid)?;
-    let request = format!(
-        "GET {} HTTP/1.1\r\nHost: {}\r\n\r\n",
-        target.path, target.authority
-    );
+    let request = raw_request(&target).await?;
     let lone = |what: &'static str| lone(&target, config.timeout, stop, what);
 
     let mut baseline_s = Vec::new();
@@ -111,7 +124,7 @@ pub(super) async fn probe(config: &GoneConfig, stop: &AtomicBool) -> io::Result<
     let baseline = median(&baseline_s).expect("at least one lone request");
     let given_up = config.timeout.as_secs_f64();
 
-    let held = send_and_hold(&target, request.as_bytes(), config.abandon, stop).await?;
+    let held = send_and_hold(&target, &request, config.abandon, stop).await?;
     let loaded_s = lone("beside the requests held").await?.unwrap_or(given_up);
     drop(held);
     drain(&target, config.timeout, baseline, stop).await?;
@@ -119,7 +132,7 @@ pub(super) async fn probe(config: &GoneConfig, stop: &AtomicBool) -> io::Result<
 
     let mut after_s = Vec::new();
     for _ in 0..config.repeats {
-        let held = send_and_hold(&target, request.as_bytes(), config.abandon, stop).await?;
+        let held = send_and_hold(&target, &request, config.abandon, stop).await?;
         if !wait_until(Instant::now() + config.hold_open, stop).await {
             return Err(interrupted());
         }
@@ -137,20 +150,55 @@ pub(super) async fn probe(config: &GoneConfig, stop: &AtomicBool) -> io::Result<
     })
 }
 
-/// Opens `count` connections and writes `request` on each, in turn; they
-/// close when the vector is dropped.
+/// Why the probe cannot be made over HTTP/2: its clients go by closing
+/// their connections.
+pub const OVER_HTTP2: &str = "the gone-client probe abandons requests by closing their \
+    HTTP/1.1 connections; over HTTP/2 (--http2, --grpc) a client that goes resets its stream \
+    on a connection that stays, which this probe does not do: give --no-gone";
+
+/// The request `target` sends, as HTTP/1.1's bytes on the wire (its
+/// method, path, `Host`, the wire's headers and body), without the
+/// `grpc-timeout` every attempt of the client carries: an abandoned
+/// request asks for no deadline.
+async fn raw_request(target: &Target) -> io::Result<Vec<u8>> {
+    let (mut parts, body) = target.request("").into_parts();
+    parts.headers.remove(GRPC_TIMEOUT_HEADER);
+    let body = body
+        .collect()
+        .await
+        .map_err(|e| io::Error::other(format!("the request's body: {e}")))?
+        .to_bytes();
+    let mut raw = format!("{} {} HTTP/1.1\r\n", parts.method, parts.uri).into_bytes();
+    for (name, value) in &parts.headers {
+        raw.extend_from_slice(name.as_str().as_bytes());
+        raw.extend_from_slice(b": ");
+        raw.extend_from_slice(value.as_bytes());
+        raw.extend_from_slice(b"\r\n");
+    }
+    if !body.is_empty() {
+        raw.extend_from_slice(format!("content-length: {}\r\n", body.len()).as_bytes());
+    }
+    raw.extend_from_slice(b"\r\n");
+    raw.extend_from_slice(&body);
+    Ok(raw)
+}
+
+/// Opens `count` connections (TLS too for an `https://` target) and
+/// writes `request` on each, in turn; they close when the vector is
+/// dropped.
 async fn send_and_hold(
     target: &Target,
     request: &[u8],
     count: u32,
     stop: &AtomicBool,
-) -> io::Result<Vec<TcpStream>> {
+) -> io::Result<Vec<Stream>> {
     let open = async {
         let mut held = Vec::with_capacity(count as usize);
         for _ in 0..count {
-            let mut stream = TcpStream::connect(target.addr).await?;
-            let _ = stream.set_nodelay(true);
+            let tcp = TcpStream::connect(target.addr).await?;
+            let mut stream = target.dialer.dial(tcp).await?;
             stream.write_all(request).await?;
+            stream.flush().await?;
             held.push(stream);
         }
         Ok(held)

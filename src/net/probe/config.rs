@@ -3,12 +3,19 @@
 use std::io;
 use std::time::Duration;
 
+use crate::model::wire::Wire;
+
 /// What the closed-loop probe does.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProbeConfig {
-    /// The service: an `http://` URL, whose path is requested and whose
-    /// host and port are sent as `Host`.
+    /// The service: an `http://` or `https://` URL, whose path is
+    /// requested and whose host and port are sent as `Host` (or
+    /// `:authority`).
     pub target: String,
+    /// How the requests go on the wire: method, headers and body, TLS's
+    /// trust, HTTP/2, a gRPC call (each client then has a connection of
+    /// its own with one stream at a time).
+    pub wire: Wire,
     /// The concurrencies to probe, in this order (each at least 1).
     pub levels: Vec<u32>,
     /// How long each level runs before it is measured.
@@ -20,7 +27,7 @@ pub struct ProbeConfig {
     /// The probe stops after the first level whose error share passes
     /// this (0 to 1).
     pub max_error_share: f64,
-    /// A GET unanswered this long (connecting included) is an error, timed
+    /// A request unanswered this long (connecting included) is an error, timed
     /// out, and its connection is closed (more than zero).
     pub timeout: Duration,
 }

@@ -2,8 +2,9 @@
 //! `model::fit` fits, measured over the network.
 //!
 //! **The closed loop** ([`run`]). At each concurrency N of the list, N
-//! clients, each on its own keep-alive HTTP/1.1 connection, send GETs with
-//! no think time: each sends its next the instant its answer arrives. An
+//! clients, each on its own keep-alive HTTP/1.1 connection (over HTTP/2,
+//! its own connection with one stream at a time), send requests as the
+//! wire says (a GET by default) with no think time: each sends its next the instant its answer arrives. An
 //! answer is a success when its status is 2xx and its body has arrived;
 //! anything else (another status, a broken connection, no answer within
 //! the timeout) is an error, and a client whose connection broke or timed
@@ -47,11 +48,10 @@ use std::io;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-pub use abandon::{DRAIN_TRIES, DRAINED, GoneConfig, GoneProbe};
+pub use abandon::{DRAIN_TRIES, DRAINED, GoneConfig, GoneProbe, OVER_HTTP2};
 pub use config::ProbeConfig;
 pub use report::{BUSY_FROM, LITTLE_BELOW, LevelReport, Probe, ProbeEnd, ProbeEvent};
 
-use crate::model::wire::Wire;
 use crate::net::target::Target;
 use closed_loop::Held;
 use config::invalid;
@@ -63,7 +63,7 @@ use config::invalid;
 /// dropped (not reported: it was not held its full time) and the levels
 /// finished before are returned with [`ProbeEnd::Interrupted`].
 /// `progress` is called on each event. Fails on a configuration that
-/// cannot be probed (not an `http://` URL, a host that does not resolve, a
+/// cannot be probed (not an `http://` or `https://` URL, a host that does not resolve, a
 /// concurrency of 0, a zero hold or timeout) or a runtime that cannot
 /// start; a service that refuses or fails is measured, not an error.
 pub fn run(
@@ -74,7 +74,7 @@ pub fn run(
     config.check()?;
     runtime()?.block_on(async {
         let target = Arc::new(
-            Target::resolve(&config.target, &Wire::default())
+            Target::resolve(&config.target, &config.wire)
                 .await
                 .map_err(invalid)?,
         );

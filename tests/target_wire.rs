@@ -168,6 +168,12 @@ fn a_server_of_http2_only_is_stormed_with_http2_and_refused_without() {
     let out = dir.join("http2");
     let output = short_storm(&url, &NO_OUTAGE, "--strategy fixed --http2", &out);
     answered(&output, &out);
+    // The fault proxy speaks HTTP/1.1 only for now: refused before any
+    // load, rather than a proxy its clients cannot speak to.
+    let out = dir.join("stall");
+    let stall = ["--outage", "stall"];
+    let output = short_storm(&url, &stall, "--strategy fixed --http2", &out);
+    refused(&output, &out, "case fixed's clients speak HTTP/2");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -10,11 +10,17 @@
 # Scenarios (default: peers storm rate sim open):
 #   peers     4,500 req/s (5,000 users, 1 s mean think) against
 #             `server --limit 1000000`, interleaved with oha (-c 500 -q 4500)
-#             and hey (-c 500 -q 9) against the same server, and with the
-#             same client against examples/sleep_floor (a plain 100 ms
-#             sleep on the same lanes) and against the server on 1 ms
-#             timer steps, and the client on 1 ms steps (oha's) against
-#             the server; 20 s measured each, N rounds
+#             against the same server; then the same over HTTP/2 (h2c):
+#             `client --http2` and `oha --http2 -c 3 -p 167 -q 4500` (the
+#             client's connections and streams, see OHA_H2_CONNECTIONS);
+#             hey (-c 500 -q 9) against the same server, and the same
+#             client against examples/sleep_floor (a plain 100 ms sleep on
+#             the same lanes) and against the server on 1 ms timer steps,
+#             and the client on 1 ms steps (oha's) against the server;
+#             20 s measured each, N rounds
+#   peers-h2  only the two pairs of targets 1 and 1b (client and oha over
+#             HTTP/1.1, then over HTTP/2), 4 runs a round: a quicker look
+#             at the client's CPU per request over both protocols
 #   storm     the fixed-retry storm against the server and, side by side
 #             at the same time, against examples/storm_floor and against
 #             examples/sleep_floor holding each request for an hour (hyper
@@ -60,9 +66,11 @@
 #               tree's release build (to compare two builds).
 # BENCH_BASE=REV passes --base-rev REV to scripts/bench-sim.sh.
 #
-# Needs oha (`cargo install oha`) and hey (`apt-get install hey`) for the
-# peers scenario, and oha for the rate scenario's ceiling and its 80 % run;
-# a missing peer's runs are skipped and said so. The lateness scenario
+# Needs oha (`cargo install oha --version 1.16.0 --locked`, the version
+# measured; its `--http2` is prior knowledge in clear) and hey
+# (`apt-get install hey`) for the peers scenarios, and oha for the rate
+# scenario's ceiling and its 80 % run; a missing peer's runs are skipped
+# and said so. The lateness scenario
 # reads the client's status lines with jq, and the open scenario its runs'
 # lines. The open scenario takes about 2 GB of memory at once.
 #
@@ -93,7 +101,7 @@ while (( $# )); do
   esac
 done
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || { echo "--rounds: a positive whole number, not '$ROUNDS'" >&2; exit 2; }
-ALL=(peers storm rate sim open search proxy memory lateness ks)
+ALL=(peers peers-h2 storm rate sim open search proxy memory lateness ks)
 [[ ${#scenarios[@]} -gt 0 ]] || scenarios=(peers storm rate sim open)
 for s in "${scenarios[@]}"; do
   [[ " ${ALL[*]} " == *" $s "* ]] || { echo "unknown scenario: $s (${ALL[*]})" >&2; exit 2; }
@@ -238,6 +246,20 @@ steady() {
 HAVE_OHA=0; command -v oha > /dev/null && HAVE_OHA=1
 HAVE_HEY=0; command -v hey > /dev/null && HAVE_HEY=1
 
+# oha over HTTP/2 as the client: oha's -c is its connections and -p the
+# streams each carries at once (c * p workers, each taking the next of
+# -q's evenly paced requests when free; oha 1.16.0's client.rs). The
+# client deals 4,500 req/s to one lane (a lane per 20,000), whose users
+# share its connections, opening another only when every one has its 200
+# streams (the server's SETTINGS_MAX_CONCURRENT_STREAMS) in use: about
+# 460 streams in flight (4,500 a second for 101 ms), so three
+# connections. oha gets the same three, and 501 streams on them (at most
+# 200 each), the concurrency of its HTTP/1.1 run (-c 500). Each round
+# prints the most connections the client had open: four when the
+# balance spread its users over two lanes (two each).
+OHA_H2_CONNECTIONS=3
+OHA_H2_STREAMS=167
+
 # peer_run LOADER TARGET ROUND: 28 s of LOADER (client, client-1ms, oha or
 # hey) at about 4,500 req/s against TARGET (server, server-1ms or floor),
 # measured from 6 s to 26 s;
@@ -257,7 +279,11 @@ peer_run() {
     # The client starting attempts on 1 ms steps, as oha's tokio timer
     # does, instead of its default 500 us.
     client-1ms) start_client "$name" --clients 5000 --lambda 1 --duration 28s --ramp-up 2s --timer-resolution 1ms ;;
+    # The same users, each attempt a stream on the connections they
+    # share (h2c by prior knowledge).
+    client-h2) start_client "$name" --clients 5000 --lambda 1 --duration 28s --ramp-up 2s --http2 ;;
     oha) start_loader "$name" oha --no-tui -c 500 -q 4500 -z 28s "$URL" ;;
+    oha-h2) start_loader "$name" oha --no-tui --http2 -c "$OHA_H2_CONNECTIONS" -p "$OHA_H2_STREAMS" -q 4500 -z 28s "$URL" ;;
     hey) start_loader "$name" hey -c 500 -q 9 -z 28s "$URL" ;;
   esac
   steady 6 20
@@ -271,6 +297,11 @@ peer_run() {
   echo "$loader $target $LOADER_CPU $SERVER_CPU $requests $3" >> "$WORK/peers.txt"
   figure "  round $3: $loader -> $target, req/s" "$(per_second "$requests")" "req/s" "~4,500" "-"
   figure "  round $3: $loader, $target CPU per request" "$(us_per "$LOADER_CPU" "$requests"), $(us_per "$SERVER_CPU" "$requests")" "us" "-" "-"
+  if [[ $loader == client-h2 ]]; then
+    figure "  round $3: client --http2, connections (most open)" \
+      "$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "connections") c = i; next } $c > m { m = $c } END { print m + 0 }' "$WORK/$name.client.csv")" \
+      "" "$OHA_H2_CONNECTIONS" "-"
+  fi
 }
 
 # peer_cost LOADER TARGET FIELD: microseconds per request of FIELD (3: the
@@ -289,15 +320,60 @@ round_ratios() {
     END { for (r in a) if ((r in b) && b[r] > 0) printf "%.2f\n", a[r] / b[r] }' "$WORK/peers.txt"
 }
 
+# peer_runs RUN...: every RUN (LOADER:TARGET) in turn, ROUNDS times.
+peer_runs() {
+  local round run
+  for round in $(seq "$ROUNDS"); do
+    for run in "$@"; do peer_run "${run%:*}" "${run#*:}" "$round"; done
+  done
+}
+
+# peer_ran LOADER TARGET: whether that pair ran.
+peer_ran() { awk -v l="$1" -v t="$2" '$1 == l && $2 == t { found = 1 } END { exit !found }' "$WORK/peers.txt"; }
+
+# peer_target NAME OURS THEIRS: the target "NAME <= 0.8", the client's CPU
+# per request over oha's, OURS and THEIRS the loaders against the server.
+peer_target() {
+  local rounds
+  mapfile -t rounds < <(round_ratios "$2" server 3 "$3" server 3)
+  RATIOS+=("$(target "$1" "$(ratio "$(peer_cost "$2" server 3)" "$(peer_cost "$3" server 3)")" "<=" 0.8 "${rounds[@]}")")
+}
+
+# peers_http2: the HTTP/2 pair's figures and target 1b, if it ran.
+peers_http2() {
+  peer_ran client-h2 server || return 0
+  figure "client --http2 CPU per request" "$(peer_cost client-h2 server 3)" "us" "-" "-"
+  figure "server CPU per request under it" "$(peer_cost client-h2 server 4)" "us" "-" "-"
+  peer_ran oha-h2 server || return 0
+  figure "oha --http2 CPU per request" "$(peer_cost oha-h2 server 3)" "us" "-" "-"
+  figure "server CPU per request under oha --http2" "$(peer_cost oha-h2 server 4)" "us" "-" "-"
+  peer_target "1b. client / oha, CPU per request, HTTP/2" client-h2 oha-h2
+  RATIOS+=("$(figure "    server under the client / under oha, HTTP/2" \
+    "$(ratio "$(peer_cost client-h2 server 4)" "$(peer_cost oha-h2 server 4)")" "x" "-" "-")")
+}
+
+# The HTTP/1.1 pair, then the HTTP/2 pair: the client over each protocol
+# against oha over the same one.
+PEER_PROTOCOLS=(client:server oha:server client-h2:server oha-h2:server)
+
+# peers-h2: only the two pairs of targets 1 and 1b, four runs a round.
+bench_peers-h2() {
+  if (( ! HAVE_OHA )); then figure "oha" "skipped" "" "-" "(cargo install oha)"; return; fi
+  peer_runs "${PEER_PROTOCOLS[@]}"
+  figure "client CPU per request, $ROUNDS rounds" "$(peer_cost client server 3)" "us" "-" "-"
+  figure "oha CPU per request" "$(peer_cost oha server 3)" "us" "-" "-"
+  peer_target "1. client / oha, CPU per request" client oha
+  peers_http2
+}
+
 bench_peers() {
-  local round loader runs=(client:server)
-  (( HAVE_OHA )) && runs+=(oha:server) || figure "oha" "skipped" "" "-" "(cargo install oha)"
+  local runs=(client:server)
+  if (( HAVE_OHA )); then runs=("${PEER_PROTOCOLS[@]}")
+  else figure "oha" "skipped" "" "-" "(cargo install oha)"; runs+=(client-h2:server); fi
   (( HAVE_HEY )) && runs+=(hey:server) || figure "hey" "skipped" "" "-" "(apt-get install hey)"
   runs+=(client:floor client:server-1ms)
   if (( HAVE_OHA )); then runs+=(client-1ms:server); fi
-  for round in $(seq "$ROUNDS"); do
-    for loader in "${runs[@]}"; do peer_run "${loader%:*}" "${loader#*:}" "$round"; done
-  done
+  peer_runs "${runs[@]}"
   local ours server floor rounds
   ours=$(peer_cost client server 3); server=$(peer_cost client server 4); floor=$(peer_cost client floor 4)
   figure "client CPU per request, $ROUNDS rounds" "$ours" "us" "-" "-"
@@ -308,8 +384,7 @@ bench_peers() {
     oha=$(peer_cost oha server 3); served=$(peer_cost oha server 4)
     figure "oha CPU per request" "$oha" "us" "-" "-"
     figure "server CPU per request under oha" "$served" "us" "-" "-"
-    mapfile -t rounds < <(round_ratios client server 3 oha server 3)
-    RATIOS+=("$(target "1. client / oha, CPU per request" "$(ratio "$ours" "$oha")" "<=" 0.8 "${rounds[@]}")")
+    peer_target "1. client / oha, CPU per request" client oha
     mapfile -t rounds < <(round_ratios client server 4 oha server 4)
     RATIOS+=("$(target "2b. server under the client / under oha" "$(ratio "$server" "$served")" "<=" 1.0 "${rounds[@]}")")
     local stepped
@@ -334,6 +409,7 @@ bench_peers() {
   RATIOS+=("$(target "2a. server on 1 ms steps / sleep_floor, CPU" "$(ratio "$coarse" "$floor")" "<=" 1.1 "${rounds[@]}")")
   mapfile -t rounds < <(round_ratios client server 4 client floor 4)
   RATIOS+=("$(target "    the 500 us step: server / sleep_floor, CPU" "$(ratio "$server" "$floor")" "" "-" "${rounds[@]}")")
+  peers_http2
 }
 
 # ---- storm: the server's CPU in the fixed-retry storm against the floors

@@ -41,11 +41,34 @@ pub fn encode_grpc_timeout(remaining: Duration) -> String {
     }
     for (unit, size) in UNITS {
         let count = nanos.div_ceil(size);
-        if count <= MAX_VALUE || unit == 'H' {
+        if count <= MAX_VALUE {
+            return with_unit(count, unit);
+        }
+        if unit == 'H' {
             return format!("{count}{unit}");
         }
     }
     unreachable!("hours always fit")
+}
+
+/// `count` (at most 8 digits) in decimal, then `unit`: written by hand,
+/// since every attempt sends one and `format!` of a `u128` cost about 1 %
+/// of the client's CPU.
+fn with_unit(mut count: u128, unit: char) -> String {
+    let mut text = [0u8; 9];
+    let mut start = 8;
+    text[8] = unit as u8;
+    loop {
+        start -= 1;
+        text[start] = b'0' + (count % 10) as u8;
+        count /= 10;
+        if count == 0 {
+            break;
+        }
+    }
+    std::str::from_utf8(&text[start..])
+        .expect("ASCII digits and unit")
+        .to_string()
 }
 
 /// The remaining time a `grpc-timeout` value says, or why it is not one.
@@ -131,6 +154,9 @@ mod tests {
         // 100,000 s: 100,000,000 ms is one digit too many.
         assert_eq!(encode_grpc_timeout(Duration::from_secs(100_000)), "100000S");
         assert_eq!(encode_grpc_timeout(Duration::ZERO), "0n");
+        // One digit, and the carry into a second one.
+        assert_eq!(encode_grpc_timeout(Duration::from_nanos(7)), "7n");
+        assert_eq!(encode_grpc_timeout(Duration::from_nanos(10)), "10n");
         // A year: 31,536,000 s fit in 8 digits of seconds.
         assert_eq!(
             encode_grpc_timeout(Duration::from_secs(31_536_000)),

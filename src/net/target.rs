@@ -20,6 +20,10 @@ use crate::model::outcome::{Hints, PUSHBACK_HEADER};
 use crate::model::wire::{Transport, Wire};
 use crate::policy::read_hints;
 
+/// `grpc-timeout` as a header name, made once: a name given as text is
+/// parsed again at every insert.
+const GRPC_TIMEOUT: HeaderName = HeaderName::from_static(GRPC_TIMEOUT_HEADER);
+
 /// An error from the connection or the exchange.
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -40,6 +44,9 @@ pub(crate) struct Target {
     pub(crate) addr: SocketAddr,
     /// `host:port` as the URL wrote it, for `Host` or `:authority`.
     pub(crate) authority: String,
+    /// The same as HTTP/1.1's `Host` header, made once rather than for
+    /// every attempt.
+    host: HeaderValue,
     /// The path and query requested (a gRPC call's method path).
     pub(crate) path: Uri,
     /// The whole URI, as HTTP/2 sends it (`:scheme`, `:authority`,
@@ -102,6 +109,8 @@ impl Target {
             .authority()
             .expect("a URL with a host")
             .to_string();
+        let host_header = HeaderValue::from_str(&authority)
+            .map_err(|e| format!("'{authority}' is not a Host header: {e}"))?;
         let scheme = if parsed.https { "https" } else { "http" };
         let absolute = format!("{scheme}://{authority}{path}")
             .parse()
@@ -109,6 +118,7 @@ impl Target {
         Ok(Target {
             addr,
             authority,
+            host: host_header,
             path: path
                 .parse()
                 .map_err(|e| format!("'{path}' is not a path: {e}"))?,
@@ -132,14 +142,13 @@ impl Target {
         *request.uri_mut() = uri;
         let headers = request.headers_mut();
         if self.transport == Transport::Http1 {
-            headers.insert(
-                header::HOST,
-                HeaderValue::from_str(&self.authority).expect("an authority is a header value"),
-            );
+            headers.insert(header::HOST, self.host.clone());
         }
-        headers.extend(prepared.headers.clone());
+        if !prepared.headers.is_empty() {
+            headers.extend(prepared.headers.clone());
+        }
         if let Ok(left) = HeaderValue::from_str(left) {
-            headers.insert(GRPC_TIMEOUT_HEADER, left);
+            headers.insert(GRPC_TIMEOUT, left);
         }
         request
     }
@@ -157,7 +166,7 @@ impl Target {
 pub(crate) struct Answer {
     /// A success: a 2xx, or gRPC's `OK`.
     pub(crate) ok: bool,
-    /// What it told a retry policy.
+    /// What it told a retry policy (of a plain success, only its status).
     pub(crate) hints: Hints,
     /// The server said it closes the connection after this answer.
     pub(crate) closing: bool,
@@ -166,19 +175,35 @@ pub(crate) struct Answer {
 impl Target {
     /// Reads `response` to its end (body and trailers) and classifies it.
     pub(crate) async fn read(&self, response: Response<Incoming>) -> Result<Answer, BoxError> {
-        let status = response.status();
-        let headers = response.headers().clone();
+        // Taken apart, so that the headers are kept without a copy while
+        // the body is read.
+        let (parts, body) = response.into_parts();
+        let status = parts.status;
+        let headers = parts.headers;
         // A server that closes after its answer (one request a connection,
         // as gunicorn's sync workers) says so: the connection is not kept.
         let closing = headers
             .get(header::CONNECTION)
             .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"close"));
-        let collected = response.into_body().collect().await?;
-        let trailers = collected.trailers().cloned().unwrap_or_default();
+        let collected = body.collect().await?;
+        if !self.request.grpc && status.is_success() {
+            // A success tells a retry policy nothing: its headers are not
+            // looked up, nor the clock read for them.
+            let hints = Hints {
+                status: Some(status.as_u16()),
+                ..Hints::default()
+            };
+            return Ok(Answer {
+                ok: true,
+                hints,
+                closing,
+            });
+        }
+        let trailers = collected.trailers();
         // A Trailers-Only answer holds its status in its headers.
         let field = |name: &str| {
             trailers
-                .get(name)
+                .and_then(|t| t.get(name))
                 .or_else(|| headers.get(name))
                 .and_then(|v| v.to_str().ok())
         };
@@ -189,7 +214,7 @@ impl Target {
             hints.pushback_ms = field(PUSHBACK_HEADER).and_then(|v| v.trim().parse().ok());
             code == Code::Ok
         } else {
-            status.is_success()
+            false
         };
         Ok(Answer { ok, hints, closing })
     }

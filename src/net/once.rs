@@ -12,9 +12,10 @@
 use std::fmt;
 use std::time::Duration;
 
+use hyper::body::Incoming;
 use hyper::client::conn::{http1, http2};
 use hyper::header::{self, HeaderValue};
-use hyper::{StatusCode, Version};
+use hyper::{Response, StatusCode, Version};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
@@ -90,6 +91,19 @@ impl Driver {
     }
 }
 
+/// The answer `sent` brings on the connection `driver` drives, with the
+/// driver kept alive beside it; or, when it fails, the connection's own
+/// reason ([`Driver::why`]).
+async fn answered(
+    mut driver: Driver,
+    sent: impl Future<Output = Result<Response<Incoming>, hyper::Error>>,
+) -> Result<(Response<Incoming>, Driver), hyper::Error> {
+    match sent.await {
+        Ok(response) => Ok((response, driver)),
+        Err(e) => Err(driver.why(e).await),
+    }
+}
+
 /// One request to `target`, as its wire says, on a connection of its
 /// own: its answer, or why none came within `limit` (connecting
 /// included). Over HTTP/1.1 it asks the server to close the connection
@@ -136,15 +150,13 @@ async fn exchange(target: &Target, tcp: TcpStream, limit: Duration) -> Result<Re
                 .handshake(TokioIo::new(stream))
                 .await
                 .map_err(hyper_failed)?;
-            let mut driver = Driver(tokio::spawn(connection));
-            let sent = match sender.ready().await {
-                Ok(()) => sender.send_request(request).await,
-                Err(e) => Err(e),
+            let sent = async {
+                sender.ready().await?;
+                sender.send_request(request).await
             };
-            match sent {
-                Ok(response) => (response, driver),
-                Err(e) => return Err(hyper_failed(driver.why(e).await)),
-            }
+            answered(Driver(tokio::spawn(connection)), sent)
+                .await
+                .map_err(hyper_failed)?
         }
         Transport::Http2 => {
             if target.dialer.is_tls() && !stream.alpn_h2() {
@@ -157,15 +169,13 @@ async fn exchange(target: &Target, tcp: TcpStream, limit: Duration) -> Result<Re
                 .handshake(TokioIo::new(stream))
                 .await
                 .map_err(hyper_failed)?;
-            let mut driver = Driver(tokio::spawn(connection));
-            let sent = match sender.ready().await {
-                Ok(()) => sender.send_request(request).await,
-                Err(e) => Err(e),
+            let sent = async {
+                sender.ready().await?;
+                sender.send_request(request).await
             };
-            match sent {
-                Ok(response) => (response, driver),
-                Err(e) => return Err(hyper_failed(driver.why(e).await)),
-            }
+            answered(Driver(tokio::spawn(connection)), sent)
+                .await
+                .map_err(hyper_failed)?
         }
     };
     let (version, status) = (response.version(), response.status());

@@ -3,8 +3,6 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use std::path::PathBuf;
-
 use clap::Args;
 use clap::error::ErrorKind;
 use hyper::Uri;
@@ -13,8 +11,9 @@ use super::generate::GenerateArgs;
 use super::report::ReportArgs;
 use super::values::positive_duration;
 use super::view::ViewArgs;
+use super::wire::TrustArgs;
 use crate::model::fault::{FAULT_FORMS, Fault, FaultKind};
-use crate::model::wire::{Transport, Trust};
+use crate::model::wire::Transport;
 use crate::net::proxy::ProxyConfig;
 use crate::net::server::default_backlog;
 
@@ -42,13 +41,9 @@ pub struct ProxyArgs {
     /// to the service].
     #[arg(long)]
     pub http2: bool,
-    /// Trust the certificates in this PEM file for an https:// service,
-    /// instead of the system's.
-    #[arg(long, value_name = "PATH")]
-    pub ca_cert: Option<PathBuf>,
-    /// Trust any certificate of an https:// service (a test server's own).
-    #[arg(long, conflicts_with = "ca_cert")]
-    pub insecure: bool,
+    /// Whom to trust over https://.
+    #[command(flatten)]
+    pub trust: TrustArgs,
     /// The fault while it is on: stall (the proxy stops as a SIGSTOPped
     /// process: nothing accepted, read or written), blackhole (the same,
     /// with a listen queue of one), reset (connections reset),
@@ -126,10 +121,7 @@ impl ProxyArgs {
         let upstream: Uri = url
             .parse()
             .map_err(|e| error(ErrorKind::ValueValidation, format!("--upstream {url}: {e}")))?;
-        let trust = Trust {
-            ca_cert: self.ca_cert.clone(),
-            insecure: self.insecure,
-        };
+        let trust = self.trust.trust();
         let https = upstream.scheme_str() == Some("https");
         if !https && (trust.ca_cert.is_some() || trust.insecure) {
             return Err(error(
@@ -180,6 +172,7 @@ impl ProxyArgs {
 mod tests {
     use super::*;
     use crate::cli::{StormCli, StormCommand};
+    use crate::model::wire::Trust;
     use clap::Parser;
 
     fn proxy(args: &[&str]) -> Result<ProxyConfig, clap::Error> {

@@ -143,10 +143,10 @@ impl WireArgs {
         if self.http2 {
             flag("--http2", None);
         }
-        if let Some(file) = &self.ca_cert {
+        if let Some(file) = &self.trust.ca_cert {
             flag("--ca-cert", path(file));
         }
-        if self.insecure {
+        if self.trust.insecure {
             flag("--insecure", None);
         }
         if let Some(method) = &self.grpc {

@@ -143,9 +143,12 @@ where
     };
     let tcp = match &stream {
         Stream::Plain(tcp) => tcp,
-        Stream::Tls(tls) => tls.get_ref().0,
+        Stream::Tls(tls) => {
+            let tcp = tls.get_ref().0;
+            tcp.set_nodelay(false)?;
+            tcp
+        }
     };
-    tcp.set_nodelay(false)?;
     cork(tcp)?;
     let progress = Arc::new(Progress::default());
     let io = Departing {
@@ -359,7 +362,7 @@ struct Departing {
 
 impl Departing {
     /// `n` bytes of `bufs` were written: HTTP/2 reads its frames.
-    fn wrote(&mut self, bufs: &[&[u8]], mut n: usize) {
+    fn wrote<'a>(&mut self, bufs: impl IntoIterator<Item = &'a [u8]>, mut n: usize) {
         if let Some(written) = &mut self.h2 {
             for buf in bufs {
                 let part = &buf[..n.min(buf.len())];
@@ -399,7 +402,7 @@ impl AsyncWrite for Departing {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let n = ready!(Pin::new(&mut self.stream).poll_write(cx, buf))?;
-        self.wrote(&[buf], n);
+        self.wrote([buf], n);
         Poll::Ready(Ok(n))
     }
 
@@ -409,8 +412,7 @@ impl AsyncWrite for Departing {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let n = ready!(Pin::new(&mut self.stream).poll_write_vectored(cx, bufs))?;
-        let slices: Vec<&[u8]> = bufs.iter().map(|b| &b[..]).collect();
-        self.wrote(&slices, n);
+        self.wrote(bufs.iter().map(|b| &**b), n);
         Poll::Ready(Ok(n))
     }
 

@@ -12,14 +12,15 @@ use std::sync::Arc;
 
 use std::os::fd::{AsRawFd, RawFd};
 
+use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
 use tokio::net::{TcpListener, TcpStream};
 
 use super::connection::{Connection, Watched};
 use super::forward::Forward;
 use super::gate::Gated;
+use super::sniff::{Speaks, sniff};
 use super::switch::Switch;
 use crate::net::accept::AcceptPause;
 use crate::report::proxy::{Occupancy, ProxyEvent};
@@ -74,8 +75,11 @@ pub(super) async fn accept_loop(
     }
 }
 
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
 /// Serves `stream`, a client connection just accepted, in a task of its
-/// own: every request through `forward`, the whole behind `switch`'s gate.
+/// own: every request through `forward`, in the protocol its first bytes
+/// say, the whole behind `switch`'s gate.
 fn serve(stream: TcpStream, switch: &Arc<Switch>, forward: &Arc<Forward>) {
     let recorder = forward.recorder().clone();
     let fd = stream.as_raw_fd();
@@ -83,7 +87,7 @@ fn serve(stream: TcpStream, switch: &Arc<Switch>, forward: &Arc<Forward>) {
     let connection = Connection::new(recorder.clone());
     let registered = switch.register(connection.resetter());
     let watched = Watched::new(stream, connection.clone());
-    let io = TokioIo::new(Gated::new(watched, switch.gate().clone()));
+    let io = Gated::new(watched, switch.gate().clone());
     let service = {
         let (forward, connection) = (forward.clone(), connection.clone());
         service_fn(move |req| forward.handle(req, &connection))
@@ -93,16 +97,30 @@ fn serve(stream: TcpStream, switch: &Arc<Switch>, forward: &Arc<Forward>) {
         // (a stopped process times nothing out either), and no HTTP/2
         // keep-alive ping. Idle connections stay open until their client
         // closes them.
-        let mut builder = auto::Builder::new(TokioExecutor::new());
-        builder.http1().keep_alive(true).header_read_timeout(None);
-        // Streams its client reset before they were taken in (at a
-        // stall's end: the request, then the reset of a client that gave
-        // up) are taken in all the same, and forwarded with their
-        // client's departure; h2 would otherwise end the connection
-        // after 20 of them (ENHANCE_YOUR_CALM), which the target, not the
-        // proxy, should decide.
-        builder.http2().max_pending_accept_reset_streams(usize::MAX);
-        let mut serving = pin!(builder.serve_connection(io, service));
+        let serving = async move {
+            let (speaks, io) = sniff(io).await?;
+            let io = TokioIo::new(io);
+            match speaks {
+                Speaks::Http1 => http1::Builder::new()
+                    .keep_alive(true)
+                    .header_read_timeout(None)
+                    .serve_connection(io, service)
+                    .await
+                    .map_err(BoxError::from),
+                // Streams its client reset before they were taken in (at
+                // a stall's end: the request, then the reset of a client
+                // that gave up) are taken in all the same, and forwarded
+                // with their client's departure; h2 would otherwise end
+                // the connection after 20 of them (ENHANCE_YOUR_CALM),
+                // which the target, not the proxy, should decide.
+                Speaks::Http2 => http2::Builder::new(TokioExecutor::new())
+                    .max_pending_accept_reset_streams(usize::MAX)
+                    .serve_connection(io, service)
+                    .await
+                    .map_err(BoxError::from),
+            }
+        };
+        let mut serving = pin!(serving);
         tokio::select! {
             // Errors here are a client's doing (reset, garbage): the
             // connection ends, the proxy goes on.

@@ -16,6 +16,7 @@
 //! - `departure`: a request whose client had gone, forwarded with its
 //!   client's departure (the request, then a FIN, or its stream's reset);
 //! - `frames`: what an HTTP/2 connection has written, read from its bytes;
+//! - `sniff`: which protocol a client connection speaks, from its first read;
 //! - `unsent`: a request handed to the pooled client, taken back if its
 //!   client goes before any of it is written;
 //! - `control`: the control endpoint.
@@ -27,6 +28,7 @@ mod forward;
 mod frames;
 pub mod gate;
 mod listener;
+mod sniff;
 mod switch;
 mod unsent;
 

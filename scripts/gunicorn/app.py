@@ -7,7 +7,11 @@ socket as environ["gunicorn.socket"], and a recv(1, MSG_PEEK |
 MSG_DONTWAIT) that returns b"" means the client has closed its side (the
 storm's client sends one GET and closes only when it gives up, so this
 is a client that has gone), BlockingIOError that it is still there, a
-reset that it has gone too.
+reset that it has gone too. Over TLS (gunicorn's --certfile) the socket
+is an ssl.SSLSocket, whose recv takes no flags (ValueError), and a peek
+at its TCP bytes would find a TLS record (a close_notify) before the end
+of the stream: there the kernel is asked instead, by a poll for
+POLLRDHUP (the peer shut its side down) or POLLHUP and POLLERR (reset).
 
 Each worker appends one line per request to its own file,
 requests.PID.tsv, in the folder GUNICORN_CHECK_LOG_DIR: the unix times
@@ -19,7 +23,9 @@ exit.
 
 import atexit
 import os
+import select
 import socket
+import ssl
 import threading
 import time
 
@@ -57,6 +63,8 @@ def _file():
 
 def _gone(sock):
     """Whether the client has closed its side of the connection."""
+    if isinstance(sock, ssl.SSLSocket):
+        return _gone_tls(sock)
     try:
         return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
     except BlockingIOError:
@@ -64,6 +72,15 @@ def _gone(sock):
     except OSError:
         # Reset: gone as well.
         return True
+
+
+def _gone_tls(sock):
+    """Whether the client of a TLS connection has closed or reset it."""
+    poll = select.poll()
+    poll.register(sock.fileno(), select.POLLRDHUP)
+    events = poll.poll(0)
+    ended = select.POLLRDHUP | select.POLLHUP | select.POLLERR
+    return bool(events and events[0][1] & ended)
 
 
 def app(environ, start_response):

@@ -102,8 +102,9 @@
 #                       client flags in a copy of the scenario written to
 #                       the temporary folder (storm run takes no client
 #                       flags of its own). sigstop, exec and freeze only:
-#                       the storm's fault proxy does not front a TLS target
-#                       yet, so its kinds (and all) are refused, exit 2;
+#                       the storm's fault proxy fronts a TLS target, but
+#                       not yet checked against gunicorn here, so its kinds
+#                       (and all) are refused, exit 2;
 #                       gunicorn only. With --quick the handshakes (about
 #                       1.6 ms of a worker's CPU each) are not compressed:
 #                       1,000 clients' TLS connections ten times denser
@@ -270,7 +271,7 @@ if [[ $tls == 1 ]]; then
     if [[ $kind == all || $kind =~ $proxy_kind ]]; then
       why=""
       [[ $kind != all ]] || why=" all holds the fault proxy's kinds, and"
-      echo "--tls --outage $kind:$why the storm's fault proxy does not front a TLS target yet" \
+      echo "--tls --outage $kind:$why the fault proxy in front of a TLS gunicorn is not checked here yet" \
         "(docs/protocols.md, Not yet); over https give sigstop, exec or freeze" >&2
       exit 2
     fi

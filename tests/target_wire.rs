@@ -4,6 +4,7 @@
 //! clients' flags give, so the storm runs where they can, and is refused
 //! before any load, exit 2, where they cannot: a certificate not trusted,
 //! a server of HTTP/2 only asked in HTTP/1.1, a gRPC method not served.
+//! The fault proxy in front of such a target speaks its clients' wire.
 //! Each storm is a short protocol (`--quick`, phases of a second or less).
 
 mod common;
@@ -125,6 +126,21 @@ fn an_https_target_is_stormed_with_its_certificate_trusted_and_refused_without()
         commands.contains("# fixed: the target calm after"),
         "{commands}"
     );
+    // Through the fault proxy, which trusts what the clients trust and
+    // speaks HTTP/2 to the target by ALPN, as they do.
+    let out = dir.join("stall");
+    let client = format!("--strategy fixed --http2 --ca-cert {cert}");
+    let output = short_storm(&url, &["--outage", "stall"], &client, &out);
+    answered(&output, &out);
+    let commands = std::fs::read_to_string(out.join("commands.txt")).unwrap();
+    let proxy = commands
+        .lines()
+        .find(|l| l.contains(" proxy --listen "))
+        .unwrap();
+    assert!(
+        proxy.contains(&format!(" --http2 --ca-cert {cert}")),
+        "{proxy}"
+    );
     drop(server);
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -168,12 +184,14 @@ fn a_server_of_http2_only_is_stormed_with_http2_and_refused_without() {
     let out = dir.join("http2");
     let output = short_storm(&url, &NO_OUTAGE, "--strategy fixed --http2", &out);
     answered(&output, &out);
-    // The fault proxy speaks HTTP/1.1 only for now: refused before any
-    // load, rather than a proxy its clients cannot speak to.
+    // The fault proxy speaks to the target as the clients do.
     let out = dir.join("stall");
     let stall = ["--outage", "stall"];
     let output = short_storm(&url, &stall, "--strategy fixed --http2", &out);
-    refused(&output, &out, "case fixed's clients speak HTTP/2");
+    answered(&output, &out);
+    let commands = std::fs::read_to_string(out.join("commands.txt")).unwrap();
+    let proxy = commands.lines().find(|l| l.contains(" proxy --listen "));
+    assert!(proxy.unwrap().contains(" --http2 "), "{commands}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

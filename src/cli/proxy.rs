@@ -9,9 +9,11 @@ use hyper::Uri;
 
 use super::generate::GenerateArgs;
 use super::report::ReportArgs;
-use super::values::{http_url, positive_duration};
+use super::values::positive_duration;
 use super::view::ViewArgs;
+use super::wire::TrustArgs;
 use crate::model::fault::{FAULT_FORMS, Fault, FaultKind};
+use crate::model::wire::Transport;
 use crate::net::proxy::ProxyConfig;
 use crate::net::server::default_backlog;
 
@@ -22,19 +24,32 @@ pub struct ProxyArgs {
     /// --upstream URL's path and query.
     #[arg(long, default_value = "127.0.0.1:8081", value_name = "ADDR")]
     pub listen: SocketAddr,
-    /// The service to forward to, http://host:port[/path]: requests go to
+    /// The service to forward to, http://host:port[/path] or https://...
+    /// (the proxy listens in clear and connects by TLS): requests go to
     /// its host and port with the path and query their client sent.
     #[arg(
         long,
+        visible_alias = "target",
         value_name = "URL",
-        value_parser = http_url,
+        value_parser = upstream_url,
         required_unless_present = "generate"
     )]
     pub upstream: Option<String>,
+    /// Speak HTTP/2 to the service: by prior knowledge (h2c) to http://,
+    /// by ALPN to https:// (a service that cannot fails). Clients may
+    /// speak HTTP/1.1 or h2c to the proxy either way [default: HTTP/1.1
+    /// to the service].
+    #[arg(long)]
+    pub http2: bool,
+    /// Whom to trust over https://.
+    #[command(flatten)]
+    pub trust: TrustArgs,
     /// The fault while it is on: stall (the proxy stops as a SIGSTOPped
     /// process: nothing accepted, read or written), blackhole (the same,
     /// with a listen queue of one), reset (connections reset),
-    /// status=CODE[,retry-after=D] (the proxy answers CODE), delay=D
+    /// status=CODE[,retry-after=D] (the proxy answers CODE; a gRPC
+    /// status's name, such as status=unavailable, answers gRPC requests
+    /// Trailers-Only with grpc-retry-pushback-ms), delay=D
     /// (requests forwarded D late); each to a fraction of requests with
     /// ,fraction=F (docs/proxy.md) [default: stall, the outage of the
     /// original experiment: the proxy as a stopped server].
@@ -73,6 +88,18 @@ pub struct ProxyArgs {
     pub generate: GenerateArgs,
 }
 
+/// The service's URL, as `--upstream` takes it: http:// or https://,
+/// with a host.
+fn upstream_url(s: &str) -> Result<String, String> {
+    let uri: Uri = s.parse().map_err(|e| format!("'{s}' is not a URL: {e}"))?;
+    if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
+        return Err(format!(
+            "'{s}' is not an http://host:port/path or https://host:port/path URL"
+        ));
+    }
+    Ok(s.to_string())
+}
+
 /// A fault, as `--fault` takes it.
 fn fault(s: &str) -> Result<Fault, String> {
     s.parse()
@@ -94,6 +121,24 @@ impl ProxyArgs {
         let upstream: Uri = url
             .parse()
             .map_err(|e| error(ErrorKind::ValueValidation, format!("--upstream {url}: {e}")))?;
+        let trust = self.trust.trust();
+        let https = upstream.scheme_str() == Some("https");
+        if !https && (trust.ca_cert.is_some() || trust.insecure) {
+            return Err(error(
+                ErrorKind::ArgumentConflict,
+                format!("--ca-cert and --insecure are for an https:// --upstream, not {url}"),
+            ));
+        }
+        let transport = if self.http2 {
+            Transport::Http2
+        } else {
+            Transport::Http1
+        };
+        if https {
+            // A CA file that cannot be read is bad input: said now.
+            crate::net::tls::client_config(&trust, transport)
+                .map_err(|e| error(ErrorKind::ValueValidation, e))?;
+        }
         if let (Some(control), Some(metrics)) = (self.control, self.report.metrics_listen)
             && control == metrics
             && control.port() != 0
@@ -106,6 +151,8 @@ impl ProxyArgs {
         Ok(ProxyConfig {
             listen: self.listen,
             upstream,
+            transport,
+            trust,
             fault: self.fault.unwrap_or(Fault {
                 kind: FaultKind::Stall,
                 fraction: 1.0,
@@ -125,6 +172,7 @@ impl ProxyArgs {
 mod tests {
     use super::*;
     use crate::cli::{StormCli, StormCommand};
+    use crate::model::wire::Trust;
     use clap::Parser;
 
     fn proxy(args: &[&str]) -> Result<ProxyConfig, clap::Error> {
@@ -146,6 +194,10 @@ mod tests {
         assert_eq!(c.backlog, default_backlog());
         assert_eq!((c.seed, c.control, c.csv), (3, None, None));
         assert_eq!(c.report_interval, Duration::from_secs(1));
+        assert_eq!(
+            (c.transport, c.trust.clone()),
+            (Transport::Http1, Trust::default())
+        );
         let c = proxy(&[
             "--upstream",
             "http://localhost:1",
@@ -172,6 +224,22 @@ mod tests {
     }
 
     #[test]
+    fn an_https_target_takes_its_trust_and_http2() {
+        let c = proxy(&[
+            "--target",
+            "https://127.0.0.1:8443/api",
+            "--insecure",
+            "--http2",
+        ])
+        .unwrap();
+        assert_eq!(c.upstream.scheme_str(), Some("https"));
+        assert_eq!(c.transport, Transport::Http2);
+        assert!(c.trust.insecure && c.trust.ca_cert.is_none());
+        let c = proxy(&["--upstream", "http://127.0.0.1:8000/", "--http2"]).unwrap();
+        assert_eq!((c.transport, c.trust), (Transport::Http2, Trust::default()));
+    }
+
+    #[test]
     fn bad_input_names_the_flag() {
         for (args, said) in [
             (&[][..], "--upstream"),
@@ -187,6 +255,26 @@ mod tests {
             (
                 &["--upstream", "http://x/", "--backlog", "0"][..],
                 "--backlog",
+            ),
+            (&["--upstream", "http://x/", "--insecure"][..], "https://"),
+            (
+                &[
+                    "--upstream",
+                    "https://x/",
+                    "--ca-cert",
+                    "/nonexistent/ca.pem",
+                ][..],
+                "--ca-cert /nonexistent/ca.pem",
+            ),
+            (
+                &[
+                    "--upstream",
+                    "https://x/",
+                    "--ca-cert",
+                    "a.pem",
+                    "--insecure",
+                ][..],
+                "--insecure",
             ),
             (
                 &["--upstream", "http://x/", "--report-interval", "0s"][..],

@@ -37,13 +37,9 @@ pub struct WireArgs {
     /// connection stays.
     #[arg(long)]
     pub http2: bool,
-    /// Trust the certificates in this PEM file, instead of the system's,
-    /// for an https:// URL.
-    #[arg(long, value_name = "PATH")]
-    pub ca_cert: Option<PathBuf>,
-    /// Trust any certificate of an https:// URL (a test server's own).
-    #[arg(long, conflicts_with = "ca_cert")]
-    pub insecure: bool,
+    /// Whom to trust over https://.
+    #[command(flatten)]
+    pub trust: TrustArgs,
     /// Call a gRPC method instead of sending an HTTP request (over
     /// HTTP/2): package.Service/Method, with no value the standard health
     /// check. The outcome is the answer's grpc-status.
@@ -53,6 +49,29 @@ pub struct WireArgs {
     /// needed; `protoc --encode` makes one) [default: empty].
     #[arg(long, value_name = "PATH", requires = "grpc")]
     pub grpc_message_file: Option<PathBuf>,
+}
+
+/// Whom a program trusts over https://: the client's and the proxy's
+/// flags alike.
+#[derive(Debug, Clone, Default, Args)]
+pub struct TrustArgs {
+    /// Trust the certificates in this PEM file, instead of the system's,
+    /// for an https:// URL.
+    #[arg(long, value_name = "PATH")]
+    pub ca_cert: Option<PathBuf>,
+    /// Trust any certificate of an https:// URL (a test server's own).
+    #[arg(long, conflicts_with = "ca_cert")]
+    pub insecure: bool,
+}
+
+impl TrustArgs {
+    /// The trust these flags ask for.
+    pub fn trust(&self) -> Trust {
+        Trust {
+            ca_cert: self.ca_cert.clone(),
+            insecure: self.insecure,
+        }
+    }
 }
 
 /// A gRPC method's name, checked.
@@ -95,10 +114,7 @@ impl WireArgs {
                 headers: self.headers.clone(),
                 body,
             },
-            trust: Trust {
-                ca_cert: self.ca_cert.clone(),
-                insecure: self.insecure,
-            },
+            trust: self.trust.trust(),
             grpc,
         })
     }
@@ -127,10 +143,10 @@ impl WireArgs {
         if self.http2 {
             flag("--http2", None);
         }
-        if let Some(file) = &self.ca_cert {
+        if let Some(file) = &self.trust.ca_cert {
             flag("--ca-cert", path(file));
         }
-        if self.insecure {
+        if self.trust.insecure {
             flag("--insecure", None);
         }
         if let Some(method) = &self.grpc {

@@ -60,14 +60,6 @@ pub async fn run(
         (storm.engine, &storm.scenario.target, &storm.scenario.outage)
     {
         wires = target::Wires::of(storm, url, flags)?;
-        if outage.fault().is_some() {
-            wires.through_proxy(url).map_err(|e| {
-                StormError::Flags(format!(
-                    "--outage {outage}: {e}; stop the target itself (sigstop=PID, exec, \
-                     freeze)"
-                ))
-            })?;
-        }
         target::check(url, &wires, outage, target::FIRST_ANSWER, shutdown.as_mut()).await?;
         // Before the first outage: whatever ends this storm, its guardian
         // undoes what the outage holds. A fault proxy's ends with it.

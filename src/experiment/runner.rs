@@ -168,11 +168,12 @@ async fn start_process(
 
 /// Starts a run's servers (the run at `place` in its batch): the backend,
 /// then its tiers from the innermost outward, each calling the one
-/// started before it. Its client goes to the outermost.
+/// started before it. Its client goes to the outermost. Against a target
+/// through the fault proxy, the proxy alone, speaking the case's `wires`.
 async fn start_server<'a>(
     storm: &Storm,
-    case: &'a Case,
-    rep: u32,
+    wires: &Wires,
+    (case, rep): (&'a Case, u32),
     place: usize,
 ) -> Result<Run<'a>, StormError> {
     let name = storm.run_name(case, rep);
@@ -197,7 +198,7 @@ async fn start_server<'a>(
     if let Some(url) = &storm.scenario.target {
         run.url = url.clone();
         if let Some(fault) = storm.scenario.outage.as_ref().and_then(|o| o.fault()) {
-            let argv = storm.proxy_argv(case, rep, url, fault);
+            let argv = storm.proxy_argv((case, rep), url, fault, &wires.of_case(case));
             let (proxy, at) =
                 start_process(storm, (case, rep), "proxy", &argv, run.live.clone()).await?;
             (run.server, run.proxied, run.url) = (Some(proxy), true, at);
@@ -242,7 +243,7 @@ fn start_client(storm: &Storm, run: &mut Run) -> Result<(), StormError> {
 }
 
 /// The exact command lines, for the results folder.
-fn command_lines(storm: &Storm, runs: &[Run]) -> String {
+fn command_lines(storm: &Storm, wires: &Wires, runs: &[Run]) -> String {
     let line = |role: &str, args: Vec<String>| {
         let mut words = vec![storm.program.display().to_string(), role.to_string()];
         words.extend(args);
@@ -256,7 +257,7 @@ fn command_lines(storm: &Storm, runs: &[Run]) -> String {
             if let Some(fault) = outage.fault() {
                 out.push_str(&line(
                     "proxy",
-                    storm.proxy_argv(run.case, run.rep, url, fault),
+                    storm.proxy_argv((run.case, run.rep), url, fault, &wires.of_case(run.case)),
                 ));
                 out.push('\n');
             }
@@ -466,9 +467,9 @@ async fn drive<'a>(
         }
     }
     for &(case, rep) in batch {
-        runs.push(start_server(storm, case, rep, runs.len()).await?);
+        runs.push(start_server(storm, wires, (case, rep), runs.len()).await?);
     }
-    let lines = command_lines(storm, runs);
+    let lines = command_lines(storm, wires, runs);
     commands
         .write_all(lines.as_bytes())
         .map_err(io_err("write commands.txt"))?;

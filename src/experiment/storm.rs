@@ -14,6 +14,7 @@ use crate::model::fault::Fault;
 use crate::model::server::{DEFAULT_BACKLOG, ServerConfig};
 use crate::model::shard::Shard;
 use crate::model::timescale::compress;
+use crate::model::wire::{Transport, Wire};
 use crate::report::chain::TierRows;
 use crate::report::output::read_rows;
 use crate::report::verdict::{STREAK, Timeline};
@@ -205,9 +206,16 @@ impl Storm {
 
     /// The flags of the fault proxy of repetition `rep` of `case`, in
     /// front of the target `url` with `fault` (off until the pause),
-    /// exactly as its process gets them. Its rows come as often as the
-    /// client's.
-    pub fn proxy_argv(&self, case: &Case, rep: u32, url: &str, fault: &Fault) -> Vec<String> {
+    /// exactly as its process gets them. It speaks to the target as the
+    /// case's clients (`wire`) do: HTTP/2 if they do, trusting whom they
+    /// trust over https. Its rows come as often as the client's.
+    pub fn proxy_argv(
+        &self,
+        (case, rep): (&Case, u32),
+        url: &str,
+        fault: &Fault,
+        wire: &Wire,
+    ) -> Vec<String> {
         let interval = compress(self.scenario.protocol.report_interval, self.time_scale);
         let mut argv: Vec<String> = [
             "--listen",
@@ -225,6 +233,17 @@ impl Storm {
         ]
         .map(String::from)
         .into();
+        if wire.transport == Transport::Http2 {
+            argv.push("--http2".to_string());
+        }
+        if url.starts_with("https://") {
+            if let Some(file) = &wire.trust.ca_cert {
+                argv.extend(["--ca-cert".to_string(), file.display().to_string()]);
+            }
+            if wire.trust.insecure {
+                argv.push("--insecure".to_string());
+            }
+        }
         self.status_flag(&mut argv);
         argv
     }

@@ -19,7 +19,7 @@ use super::outage::{Log, Ongoing, Outage};
 use super::scenario::Case;
 use super::storm::{Flags, Storm};
 use crate::model::timescale::compress;
-use crate::model::wire::{Transport, Wire};
+use crate::model::wire::Wire;
 use crate::net::once::{self, Reply, Unanswered};
 use crate::net::preflight;
 use crate::net::target::{self as net_target, Target};
@@ -76,25 +76,6 @@ impl Wires {
             .find(|(name, _)| *name == case.name)
             .map(|(_, wire)| wire.clone())
             .unwrap_or_default()
-    }
-
-    /// Whether the fault proxy can stand between these clients and `url`:
-    /// it speaks HTTP/1.1 in clear only for now (docs/protocols.md), so
-    /// an https target or clients speaking HTTP/2 or gRPC are refused
-    /// before any load rather than failing in every run.
-    pub(super) fn through_proxy(&self, url: &str) -> Result<(), String> {
-        if url.starts_with("https://") {
-            return Err(format!(
-                "the fault proxy speaks HTTP/1.1 in clear only for now, and {url} is https"
-            ));
-        }
-        match self.0.iter().find(|(_, w)| w.transport != Transport::Http1) {
-            Some((name, _)) => Err(format!(
-                "the fault proxy speaks HTTP/1.1 in clear only for now, and case {name}'s \
-                 clients speak HTTP/2"
-            )),
-            None => Ok(()),
-        }
     }
 
     /// The different wires, each with the first case that speaks it, in

@@ -18,6 +18,7 @@ use std::time::Duration;
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 
+use crate::model::grpc::Code;
 use crate::model::units::parse_duration;
 
 /// What the fault does.
@@ -30,11 +31,11 @@ pub enum FaultKind {
     /// The request's connection reset, without an answer.
     Reset,
     /// The request answered with `code` by the proxy, unforwarded, with
-    /// `Retry-After` when given.
+    /// `Retry-After` (or gRPC's pushback) when given.
     Status {
-        /// The HTTP status, 200 to 599.
-        code: u16,
-        /// The `Retry-After` header's wait, if any.
+        /// The status: HTTP's, or gRPC's.
+        code: Status,
+        /// The wait before a retry the answer asks for, if any.
         retry_after: Option<Duration>,
     },
     /// The request forwarded after this wait.
@@ -64,22 +65,92 @@ pub enum Action {
     Swallow,
     /// Reset its connection without an answer.
     Reset,
-    /// Answer it with `code` (and `Retry-After`, if given), unforwarded.
+    /// Answer it with `code` (and `Retry-After`, if given), unforwarded:
+    /// as [`Status::reply`] says for the request.
     Answer {
-        /// The HTTP status.
-        code: u16,
-        /// The `Retry-After` header's wait, if any.
+        /// The status.
+        code: Status,
+        /// The wait before a retry the answer asks for, if any.
         retry_after: Option<Duration>,
     },
     /// Forward it after this wait.
     Delay(Duration),
 }
 
+/// The status a `status=` fault answers with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// An HTTP status, 200 to 599 (`status=503`).
+    Http(u16),
+    /// A gRPC status, by its name (`status=unavailable`).
+    Grpc(Code),
+}
+
+/// The answer the proxy writes for a `status=` fault, by the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reply {
+    /// An HTTP answer with this status (and `Retry-After`).
+    Http(u16),
+    /// gRPC's Trailers-Only answer: HTTP 200, `content-type:
+    /// application/grpc`, this `grpc-status` (and
+    /// `grpc-retry-pushback-ms`), no message.
+    TrailersOnly(Code),
+}
+
+impl Status {
+    /// The answer to a request, gRPC (`content-type: application/grpc`)
+    /// or not. A gRPC status answers a gRPC request as a gRPC server
+    /// does (Trailers-Only), and any other request with the HTTP status
+    /// [`http_of`] gives it. An HTTP status answers every request as it
+    /// is, a gRPC one too: it is what a hop that knows nothing of gRPC (a
+    /// load balancer's 503) sends, and a gRPC client maps it to its code
+    /// itself ([`Code::from_http`]: 503 is `UNAVAILABLE` either way).
+    pub fn reply(self, grpc_request: bool) -> Reply {
+        match self {
+            Status::Http(code) => Reply::Http(code),
+            Status::Grpc(code) if grpc_request => Reply::TrailersOnly(code),
+            Status::Grpc(code) => Reply::Http(http_of(code)),
+        }
+    }
+}
+
+impl fmt::Display for Status {
+    /// As `status=` takes it: `503`, `resource-exhausted`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Status::Http(code) => write!(f, "{code}"),
+            Status::Grpc(code) => f.write_str(&code.name().to_ascii_lowercase().replace('_', "-")),
+        }
+    }
+}
+
+/// The HTTP status that stands for gRPC's `code` to a client that does
+/// not speak gRPC: the mapping of `google/rpc/code.proto` (which
+/// grpc-gateway answers by): `UNAVAILABLE` 503, `RESOURCE_EXHAUSTED`
+/// 429, `DEADLINE_EXCEEDED` 504, `CANCELLED` 499, ...
+pub fn http_of(code: Code) -> u16 {
+    match code {
+        Code::Ok => 200,
+        Code::Cancelled => 499,
+        Code::Unknown | Code::Internal | Code::DataLoss => 500,
+        Code::InvalidArgument | Code::FailedPrecondition | Code::OutOfRange => 400,
+        Code::DeadlineExceeded => 504,
+        Code::NotFound => 404,
+        Code::AlreadyExists | Code::Aborted => 409,
+        Code::PermissionDenied => 403,
+        Code::Unauthenticated => 401,
+        Code::ResourceExhausted => 429,
+        Code::Unimplemented => 501,
+        Code::Unavailable => 503,
+    }
+}
+
 /// The fault kinds, as `--outage` names them.
 pub const FAULT_KINDS: [&str; 5] = ["stall", "blackhole", "reset", "status", "delay"];
 
 /// What a fault is written as, for messages.
-pub const FAULT_FORMS: &str = "stall, blackhole, reset, status=CODE[,retry-after=D] or delay=D, \
+pub const FAULT_FORMS: &str = "stall, blackhole, reset, status=CODE[,retry-after=D] (CODE an HTTP \
+                               status or a gRPC status's name, such as unavailable) or delay=D, \
                                each optionally followed by ,fraction=F";
 
 impl Fault {
@@ -141,11 +212,27 @@ impl Fault {
                 "every connection reset at once, new ones as they come".to_string()
             }
             FaultKind::Reset => "their connections reset without an answer".to_string(),
-            FaultKind::Status { code, retry_after } => {
+            FaultKind::Status {
+                code: Status::Http(code),
+                retry_after,
+            } => {
                 let hint = retry_after.map_or(String::new(), |d| {
                     format!(" and Retry-After {}", crate::policy::format_retry_after(d))
                 });
                 format!("answered {code}{hint} by the proxy, unforwarded")
+            }
+            FaultKind::Status {
+                code: Status::Grpc(code),
+                retry_after,
+            } => {
+                let hint = retry_after.map_or(String::new(), |d| {
+                    format!(" and a pushback of {} ms", d.as_millis())
+                });
+                format!(
+                    "answered {code}{hint} by the proxy, unforwarded (gRPC requests Trailers-Only, \
+                     others HTTP {})",
+                    http_of(code)
+                )
             }
             FaultKind::Delay(d) => format!("forwarded {} late", humantime::format_duration(d)),
         };
@@ -190,6 +277,22 @@ fn wait(text: &str) -> Result<Duration, String> {
     }
 }
 
+/// Parses the status of `status=`: an HTTP status from 200 to 599, or a
+/// gRPC status's name (not its number, which would read as HTTP's).
+fn status(text: &str) -> Result<Status, String> {
+    let why = "status= takes an HTTP status from 200 to 599, such as status=503, or a gRPC \
+               status's name, such as status=unavailable";
+    if text.bytes().all(|b| b.is_ascii_digit()) {
+        return match text.parse::<u16>() {
+            Ok(code @ 200..=599) => Ok(Status::Http(code)),
+            _ => Err(why.to_string()),
+        };
+    }
+    text.parse::<Code>()
+        .map(Status::Grpc)
+        .map_err(|_| why.to_string())
+}
+
 impl FromStr for Fault {
     type Err = String;
 
@@ -204,16 +307,9 @@ impl FromStr for Fault {
             ("stall" | "blackhole" | "reset", _) => {
                 return Err(format!("'{s}': {name} takes no value"));
             }
-            ("status", code) => match code.parse::<u16>() {
-                Ok(code @ 200..=599) => FaultKind::Status {
-                    code,
-                    retry_after: None,
-                },
-                _ => {
-                    return Err(format!(
-                        "'{s}': status= takes an HTTP status from 200 to 599, such as status=503"
-                    ));
-                }
+            ("status", code) => FaultKind::Status {
+                code: status(code).map_err(|e| format!("'{s}': {e}"))?,
+                retry_after: None,
             },
             ("delay", d) => FaultKind::Delay(
                 parse_duration(d).map_err(|e| format!("'{s}': delay= takes a duration: {e}"))?,
@@ -305,6 +401,8 @@ mod tests {
             "delay=2s",
             "delay=150ms,fraction=0.5",
             "stall,fraction=0.3",
+            "status=unavailable",
+            "status=resource-exhausted,retry-after=2s,fraction=0.5",
         ] {
             assert_eq!(fault(text).to_string(), text);
         }
@@ -312,7 +410,7 @@ mod tests {
             fault("status=503, fraction=0.3 ,retry-after=2"),
             Fault {
                 kind: FaultKind::Status {
-                    code: 503,
+                    code: Status::Http(503),
                     retry_after: Some(Duration::from_secs(2)),
                 },
                 fraction: 0.3,
@@ -327,6 +425,9 @@ mod tests {
             ("status=99", "from 200 to 599"),
             ("status=600", "from 200 to 599"),
             ("status", "from 200 to 599"),
+            ("status=14", "gRPC status's name"),
+            ("status=busy", "gRPC status's name"),
+            ("status=unavailable,retry-after=x", "duration or seconds"),
             ("delay=soon", "takes a duration"),
             ("stall=2s", "takes no value"),
             ("stall,fraction=0", "above 0 and at most 1"),
@@ -347,7 +448,7 @@ mod tests {
     fn a_request_is_among_the_fraction_when_its_draw_is_below_it() {
         let f = fault("status=503,retry-after=1s,fraction=0.3");
         let answer = Action::Answer {
-            code: 503,
+            code: Status::Http(503),
             retry_after: Some(Duration::from_secs(1)),
         };
         assert_eq!(f.action(0.0), answer);
@@ -403,7 +504,95 @@ mod tests {
     }
 
     #[test]
+    fn grpc_statuses_are_read_by_name_in_any_case_with_hyphens_or_underscores() {
+        for (text, code) in [
+            ("status=unavailable", Code::Unavailable),
+            ("status=UNAVAILABLE", Code::Unavailable),
+            ("status=resource-exhausted", Code::ResourceExhausted),
+            ("status=resource_exhausted", Code::ResourceExhausted),
+            ("status=deadline-exceeded", Code::DeadlineExceeded),
+        ] {
+            assert_eq!(
+                fault(text).kind,
+                FaultKind::Status {
+                    code: Status::Grpc(code),
+                    retry_after: None
+                },
+                "{text}"
+            );
+        }
+        // Today's meaning of a number is kept: an HTTP status.
+        assert_eq!(
+            fault("status=503,retry-after=1500ms").action(0.0),
+            Action::Answer {
+                code: Status::Http(503),
+                retry_after: Some(Duration::from_millis(1_500)),
+            }
+        );
+    }
+
+    #[test]
+    fn a_grpc_status_answers_grpc_trailers_only_and_others_by_its_http_status() {
+        let unavailable = Status::Grpc(Code::Unavailable);
+        assert_eq!(
+            unavailable.reply(true),
+            Reply::TrailersOnly(Code::Unavailable)
+        );
+        assert_eq!(unavailable.reply(false), Reply::Http(503));
+        let exhausted = Status::Grpc(Code::ResourceExhausted);
+        assert_eq!(
+            exhausted.reply(true),
+            Reply::TrailersOnly(Code::ResourceExhausted)
+        );
+        assert_eq!(exhausted.reply(false), Reply::Http(429));
+        // An HTTP status goes as it is, to gRPC requests too; their
+        // clients map it (503 is UNAVAILABLE, 500 UNKNOWN).
+        assert_eq!(Status::Http(503).reply(true), Reply::Http(503));
+        assert_eq!(Status::Http(500).reply(false), Reply::Http(500));
+    }
+
+    #[test]
+    fn grpc_codes_map_to_http_as_google_rpc_code_says() {
+        for (code, http) in [
+            (Code::Ok, 200),
+            (Code::Cancelled, 499),
+            (Code::Unknown, 500),
+            (Code::InvalidArgument, 400),
+            (Code::DeadlineExceeded, 504),
+            (Code::NotFound, 404),
+            (Code::AlreadyExists, 409),
+            (Code::PermissionDenied, 403),
+            (Code::ResourceExhausted, 429),
+            (Code::FailedPrecondition, 400),
+            (Code::Aborted, 409),
+            (Code::OutOfRange, 400),
+            (Code::Unimplemented, 501),
+            (Code::Internal, 500),
+            (Code::Unavailable, 503),
+            (Code::DataLoss, 500),
+            (Code::Unauthenticated, 401),
+        ] {
+            assert_eq!(http_of(code), http, "{code}");
+        }
+        // Where both directions are defined for the statuses a storm
+        // sees, they meet: 503 and UNAVAILABLE, 401 and UNAUTHENTICATED.
+        for code in [
+            Code::Unavailable,
+            Code::Unauthenticated,
+            Code::PermissionDenied,
+        ] {
+            assert_eq!(Code::from_http(http_of(code)), code);
+        }
+    }
+
+    #[test]
     fn descriptions_name_the_share_and_the_answer() {
+        let grpc = fault("status=unavailable,retry-after=250ms").describe();
+        assert!(
+            grpc.contains("answered UNAVAILABLE and a pushback of 250 ms")
+                && grpc.contains("others HTTP 503"),
+            "{grpc}"
+        );
         assert!(
             fault("status=503,retry-after=2s,fraction=0.3")
                 .describe()

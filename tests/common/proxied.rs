@@ -1,5 +1,6 @@
-//! The fault proxy's tests' harness, for `tests/proxy.rs` alone (it
-//! includes this file; no other test binary compiles it): a small echo
+//! The fault proxy's tests' harness, for `tests/proxy.rs` and
+//! `tests/proxy_protocols.rs` (each includes this file; no other test
+//! binary compiles it): a small echo
 //! service on a thread of its own, a raw HTTP/1.1 client connection, and
 //! the proxy as a child started as the storm's runner starts it, killed
 //! if a test fails.

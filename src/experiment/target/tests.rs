@@ -371,25 +371,3 @@ async fn a_signal_while_waiting_ends_the_check_with_nothing_done() {
     assert!(start.elapsed() < within);
     server.abort();
 }
-
-#[test]
-fn the_fault_proxy_takes_plain_http1_clients_of_a_plain_target_only() {
-    let plain = ("plain".to_string(), Wire::default());
-    let h2 = (
-        "streams".to_string(),
-        Wire {
-            transport: Transport::Http2,
-            ..Wire::default()
-        },
-    );
-    let url = "http://127.0.0.1:1/api";
-    assert!(Wires(vec![plain.clone()]).through_proxy(url).is_ok());
-    let err = Wires(vec![plain.clone(), h2])
-        .through_proxy(url)
-        .unwrap_err();
-    assert!(err.contains("case streams's clients speak HTTP/2"), "{err}");
-    let err = Wires(vec![plain])
-        .through_proxy("https://127.0.0.1:1/api")
-        .unwrap_err();
-    assert!(err.contains("is https"), "{err}");
-}

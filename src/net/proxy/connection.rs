@@ -86,11 +86,6 @@ impl Watched {
     pub(super) fn new(stream: TcpStream, connection: Arc<Connection>) -> Watched {
         Watched { stream, connection }
     }
-
-    /// The socket.
-    pub(super) fn stream(&self) -> &TcpStream {
-        &self.stream
-    }
 }
 
 impl AsyncRead for Watched {

@@ -27,6 +27,15 @@
 //! cancelling target, fixed retries, `--quick`, single runs: 1.86 to
 //! 2.00 attempts a request, median 1.89; corked 1.84 to 2.03, median
 //! 1.86; through SIGSTOP 1.75 to 1.83).
+//!
+//! Over TLS the end is TLS's: a `close_notify` alert, then the FIN, both
+//! in the request's last segment. Over HTTP/2 a client that gives up
+//! resets its stream (RST_STREAM, CANCEL) and keeps its connection: the
+//! request goes on a connection of its own all the same, then its
+//! stream's reset once hyper has written it whole ([`Written`] reads the
+//! frames as they go), then the connection's end. A stopped HTTP/2
+//! server would find the request and the reset on the client's own
+//! connection: the stream's fate is the same, the connection is one more.
 
 use std::io;
 use std::pin::{Pin, pin};
@@ -35,16 +44,50 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, ready};
 
 use hyper::body::{Body, Frame, SizeHint};
-use hyper::client::conn::http1;
+use hyper::client::conn::{http1, http2};
 use hyper::header::{self, HeaderValue};
-use hyper::http::uri::Authority;
+use hyper::http::uri::{Authority, Scheme};
 use hyper::{Request, Uri};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
+use super::frames::{PING, Pong, Written};
+use crate::model::wire::Transport;
+use crate::net::tls::{Dialer, Stream};
+
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// How a request whose client has gone reaches the target: how to
+/// connect (in clear or by TLS), and in which protocol.
+#[derive(Clone)]
+pub(super) struct Route {
+    dialer: Dialer,
+    transport: Transport,
+}
+
+impl Route {
+    /// By `dialer`, in `transport`.
+    pub(super) fn new(dialer: Dialer, transport: Transport) -> Route {
+        Route { dialer, transport }
+    }
+
+    /// The protocol spoken to the target.
+    pub(super) fn transport(&self) -> Transport {
+        self.transport
+    }
+
+    /// [`carry`] by this route.
+    pub(super) async fn carry<B>(&self, req: Request<B>) -> Result<(), BoxError>
+    where
+        B: Body + Unpin + Send + 'static,
+        B::Data: Send,
+        B::Error: Into<BoxError>,
+    {
+        carry(req, &self.dialer, self.transport).await
+    }
+}
 
 /// How far one request carried with its client's departure has gone.
 #[derive(Default)]
@@ -52,20 +95,30 @@ struct Progress {
     /// hyper has dropped the body: what it writes of the request is in
     /// its buffer, or written.
     body_done: AtomicBool,
-    /// The FIN has followed the request.
+    /// HTTP/1.1: the FIN has followed the request. HTTP/2: the request
+    /// is written whole, for its stream to be reset.
     departed: AtomicBool,
-    /// Notified when it has.
+    /// HTTP/2: the stream's reset is written, and the target has answered
+    /// the PING after it.
+    closed: AtomicBool,
+    /// Notified at each of those.
     told: Notify,
 }
 
 /// Sends `req` to the target its URI names (`http://host:port/path`, as
-/// the pooled client takes it), on a connection of its own, its target
-/// in origin form and with a `Host` if it has none (as the pooled client
-/// sends it); shuts down the sending side once the whole request is
-/// written, and returns then, closing the connection without reading an
-/// answer. An error if the target could not be reached, or closed the
-/// connection before the request was written.
-pub(super) async fn carry<B>(req: Request<B>) -> Result<(), BoxError>
+/// the pooled client takes it), on a connection of its own made by
+/// `dialer`, in `transport`. Over HTTP/1.1 its target in origin form and
+/// with a `Host` if it has none (as the pooled client sends it); the
+/// sending side shut down once the whole request is written. Over
+/// HTTP/2 its stream reset once the whole request is written, then the
+/// sending side shut down. It returns then, closing the connection
+/// without reading an answer. An error if the target could not be
+/// reached, or closed the connection before the request was written.
+pub(super) async fn carry<B>(
+    req: Request<B>,
+    dialer: &Dialer,
+    transport: Transport,
+) -> Result<(), BoxError>
 where
     B: Body + Unpin + Send + 'static,
     B::Data: Send,
@@ -77,14 +130,37 @@ where
         .authority()
         .ok_or("a forwarded request names its target")?
         .clone();
-    let port = parts.uri.port_u16().unwrap_or(80);
-    let stream = TcpStream::connect((host_of(&authority), port)).await?;
-    cork(&stream)?;
+    let https = parts.uri.scheme() == Some(&Scheme::HTTPS);
+    let port = parts.uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+    let tcp = TcpStream::connect((host_of(&authority), port)).await?;
+    // In clear the socket is left as it was made (the dialer would set
+    // TCP_NODELAY, which the cork has no need of); over TLS it is corked
+    // once the handshake is done (corked before, each of its flights
+    // would wait for the cork's 200 ms), with TCP_NODELAY off again.
+    let stream = match dialer {
+        Dialer::Plain => Stream::Plain(tcp),
+        Dialer::Tls { .. } => dialer.dial(tcp).await?,
+    };
+    let tcp = match &stream {
+        Stream::Plain(tcp) => tcp,
+        Stream::Tls(tls) => {
+            let tcp = tls.get_ref().0;
+            tcp.set_nodelay(false)?;
+            tcp
+        }
+    };
+    cork(tcp)?;
     let progress = Arc::new(Progress::default());
     let io = Departing {
         stream,
         progress: progress.clone(),
+        h2: (transport == Transport::Http2).then(Written::new),
+        ping: 0,
+        pong: Pong::default(),
     };
+    if transport == Transport::Http2 {
+        return carry_h2(parts, body, io, progress).await;
+    }
     let (mut sender, connection) = http1::handshake(TokioIo::new(io)).await?;
     if !parts.headers.contains_key(header::HOST) {
         let host = HeaderValue::from_str(authority.as_str())?;
@@ -108,6 +184,52 @@ where
         ended = &mut connection => ended?,
     }
     if progress.departed.load(Ordering::SeqCst) {
+        Ok(())
+    } else {
+        Err("the target closed the connection before the request was written".into())
+    }
+}
+
+/// [`carry`] over HTTP/2: the request on a stream of its own connection,
+/// the stream reset (CANCEL, by dropping its answer's future) once the
+/// request is written whole, the connection closed once the target has
+/// read the reset (it answered the PING sent after it): not shut down,
+/// since h2 ends the connection at its end of file anyway.
+async fn carry_h2<B>(
+    mut parts: hyper::http::request::Parts,
+    body: B,
+    io: Departing,
+    progress: Arc<Progress>,
+) -> Result<(), BoxError>
+where
+    B: Body + Unpin + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
+    let (mut sender, connection) = http2::handshake(TokioExecutor::new(), TokioIo::new(io)).await?;
+    parts.version = hyper::Version::HTTP_2;
+    let body = EndAtReset(Some(body));
+    let answer = sender.send_request(Request::from_parts(parts, body));
+    let mut connection = pin!(connection);
+    let written = |flag: &AtomicBool| flag.load(Ordering::SeqCst);
+    let mut answer = Some(answer);
+    while !written(&progress.closed) {
+        if written(&progress.departed) {
+            // Dropped, its stream is reset: CANCEL, as a client that gave
+            // up sends.
+            answer = None;
+        }
+        tokio::select! {
+            biased;
+            () = progress.told.notified() => {}
+            ended = &mut connection => {
+                ended?;
+                break;
+            }
+        }
+    }
+    drop((answer, sender));
+    if written(&progress.closed) {
         Ok(())
     } else {
         Err("the target closed the connection before the request was written".into())
@@ -148,6 +270,47 @@ fn cork(stream: &TcpStream) -> io::Result<()> {
     }
 }
 
+/// The body of a gone HTTP/2 client's request: it ends where its
+/// client's reset cut it (the error hyper's server gives), so that the
+/// target reads what the client sent, then the stream's reset, CANCEL, as
+/// a client that gave up sends. Ended with an error instead, hyper would
+/// reset the stream at once and h2 drop the body's frames still queued.
+/// A request its client reset halfway through its body reaches the
+/// target as a shorter whole one (hyper does not tell the two apart);
+/// the reset follows it at once.
+struct EndAtReset<B>(Option<B>);
+
+impl<B: Body + Unpin> Body for EndAtReset<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
+        let Some(body) = self.0.as_mut() else {
+            return Poll::Ready(None);
+        };
+        match ready!(Pin::new(body).poll_frame(cx)) {
+            Some(Ok(frame)) => Poll::Ready(Some(Ok(frame))),
+            Some(Err(_)) | None => {
+                self.0 = None;
+                Poll::Ready(None)
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.0.as_ref().is_none_or(Body::is_end_stream)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.0
+            .as_ref()
+            .map_or_else(|| SizeHint::with_exact(0), Body::size_hint)
+    }
+}
+
 /// A request's body as hyper writes it: marks when hyper drops it.
 struct Tracked<B> {
     body: B,
@@ -180,12 +343,37 @@ impl<B> Drop for Tracked<B> {
     }
 }
 
-/// The socket of a request carried with its client's departure: at the
-/// first flush once hyper has dropped the body, it shuts down its
-/// sending side, a FIN after the request.
+/// The connection of a request carried with its client's departure.
+/// HTTP/1.1: at the first flush once hyper has dropped the body, it
+/// shuts down its sending side, a FIN after the request. HTTP/2: at the
+/// first flush once the request's last frame is written, it says so; at
+/// the first once a reset is written, it sends a PING of its own, and
+/// says so when the target answers it.
 struct Departing {
-    stream: TcpStream,
+    stream: Stream,
     progress: Arc<Progress>,
+    /// HTTP/2: what the frames written say.
+    h2: Option<Written>,
+    /// HTTP/2: the bytes of [`PING`] written.
+    ping: usize,
+    /// HTTP/2: the PING's answer.
+    pong: Pong,
+}
+
+impl Departing {
+    /// `n` bytes of `bufs` were written: HTTP/2 reads its frames.
+    fn wrote<'a>(&mut self, bufs: impl IntoIterator<Item = &'a [u8]>, mut n: usize) {
+        if let Some(written) = &mut self.h2 {
+            for buf in bufs {
+                let part = &buf[..n.min(buf.len())];
+                written.scan(part);
+                n -= part.len();
+                if n == 0 {
+                    break;
+                }
+            }
+        }
+    }
 }
 
 impl AsyncRead for Departing {
@@ -194,7 +382,16 @@ impl AsyncRead for Departing {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_read(cx, buf)
+        let before = buf.filled().len();
+        ready!(Pin::new(&mut self.stream).poll_read(cx, buf))?;
+        if self.ping == PING.len() && !self.pong.come {
+            self.pong.scan(&buf.filled()[before..]);
+            if self.pong.come {
+                self.progress.closed.store(true, Ordering::SeqCst);
+                self.progress.told.notify_one();
+            }
+        }
+        Poll::Ready(Ok(()))
     }
 }
 
@@ -204,7 +401,9 @@ impl AsyncWrite for Departing {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write(cx, buf)
+        let n = ready!(Pin::new(&mut self.stream).poll_write(cx, buf))?;
+        self.wrote([buf], n);
+        Poll::Ready(Ok(n))
     }
 
     fn poll_write_vectored(
@@ -212,7 +411,9 @@ impl AsyncWrite for Departing {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+        let n = ready!(Pin::new(&mut self.stream).poll_write_vectored(cx, bufs))?;
+        self.wrote(bufs.iter().map(|b| &**b), n);
+        Poll::Ready(Ok(n))
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -222,10 +423,30 @@ impl AsyncWrite for Departing {
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         ready!(Pin::new(&mut self.stream).poll_flush(cx))?;
         let progress = self.progress.clone();
-        if progress.body_done.load(Ordering::SeqCst) && !progress.departed.load(Ordering::SeqCst) {
-            ready!(Pin::new(&mut self.stream).poll_shutdown(cx))?;
+        let done = |flag: &AtomicBool| flag.load(Ordering::SeqCst);
+        let Some(written) = &self.h2 else {
+            if done(&progress.body_done) && !done(&progress.departed) {
+                ready!(Pin::new(&mut self.stream).poll_shutdown(cx))?;
+                progress.departed.store(true, Ordering::SeqCst);
+                progress.told.notify_one();
+            }
+            return Poll::Ready(Ok(()));
+        };
+        let (ended, reset, boundary) = (written.ended, written.reset, written.at_boundary());
+        if ended && !done(&progress.departed) {
             progress.departed.store(true, Ordering::SeqCst);
             progress.told.notify_one();
+        }
+        if reset && boundary && self.ping < PING.len() {
+            while self.ping < PING.len() {
+                let from = self.ping;
+                let n = ready!(Pin::new(&mut self.stream).poll_write(cx, &PING[from..]))?;
+                if n == 0 {
+                    return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+                }
+                self.ping += n;
+            }
+            ready!(Pin::new(&mut self.stream).poll_flush(cx))?;
         }
         Poll::Ready(Ok(()))
     }
@@ -273,7 +494,7 @@ mod tests {
             .header("x-custom", "kept")
             .body(Empty::<Bytes>::new())
             .unwrap();
-        carry(req).await.unwrap();
+        carry(req, &Dialer::Plain, Transport::Http1).await.unwrap();
         let (read, fin) = reading.await.unwrap();
         let read = String::from_utf8(read).unwrap();
         assert!(fin, "a FIN after the request: {read:?}");
@@ -315,7 +536,7 @@ mod tests {
             .method("POST")
             .body(TwoFrames(vec!["second", "first"], false))
             .unwrap();
-        carry(req).await.unwrap();
+        carry(req, &Dialer::Plain, Transport::Http1).await.unwrap();
         let (read, fin) = reading.await.unwrap();
         let read = String::from_utf8(read).unwrap();
         assert!(fin, "{read:?}");
@@ -343,6 +564,6 @@ mod tests {
         let req = Request::get(format!("http://{addr}/api"))
             .body(Empty::<Bytes>::new())
             .unwrap();
-        assert!(carry(req).await.is_err());
+        assert!(carry(req, &Dialer::Plain, Transport::Http1).await.is_err());
     }
 }

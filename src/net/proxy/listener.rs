@@ -1,22 +1,26 @@
 //! The proxy's accept loop: connections accepted while the switch lets it
 //! (a stalled proxy accepts none, so that they wait in the kernel's
 //! listen queue as in a stopped process's), each served by hyper over
-//! HTTP/1.1 with keep-alive in a task of its own, behind the switch's
-//! gate, and reset with RST when the fault asks; or reset at once while
-//! `reset` is given to every request.
+//! HTTP/1.1 with keep-alive or HTTP/2 by prior knowledge (h2c), as its
+//! client speaks, in a task of its own, behind the switch's gate, and
+//! reset with RST when the fault asks; or reset at once while `reset` is
+//! given to every request.
 
 use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
 
-use hyper::server::conn::http1;
+use std::os::fd::{AsRawFd, RawFd};
+
+use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::{TcpListener, TcpStream};
 
 use super::connection::{Connection, Watched};
 use super::forward::Forward;
 use super::gate::Gated;
+use super::sniff::{Speaks, sniff};
 use super::switch::Switch;
 use crate::net::accept::AcceptPause;
 use crate::report::proxy::{Occupancy, ProxyEvent};
@@ -71,39 +75,85 @@ pub(super) async fn accept_loop(
     }
 }
 
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
 /// Serves `stream`, a client connection just accepted, in a task of its
-/// own: every request through `forward`, the whole behind `switch`'s gate.
+/// own: every request through `forward`, in the protocol its first bytes
+/// say, the whole behind `switch`'s gate.
 fn serve(stream: TcpStream, switch: &Arc<Switch>, forward: &Arc<Forward>) {
     let recorder = forward.recorder().clone();
+    let fd = stream.as_raw_fd();
     let open = recorder.enter(Occupancy::Connection);
     let connection = Connection::new(recorder.clone());
     let registered = switch.register(connection.resetter());
     let watched = Watched::new(stream, connection.clone());
-    let io = TokioIo::new(Gated::new(watched, switch.gate().clone()));
+    let io = Gated::new(watched, switch.gate().clone());
     let service = {
         let (forward, connection) = (forward.clone(), connection.clone());
         service_fn(move |req| forward.handle(req, &connection))
     };
     tokio::spawn(async move {
         // No timer: no timeout may end a connection that the gate holds
-        // (a stopped process times nothing out either). Idle connections
-        // stay open until their client closes them.
-        let mut serving = http1::Builder::new()
-            .keep_alive(true)
-            .header_read_timeout(None)
-            .serve_connection(io, service);
+        // (a stopped process times nothing out either), and no HTTP/2
+        // keep-alive ping. Idle connections stay open until their client
+        // closes them.
+        let serving = async move {
+            let (speaks, io) = sniff(io).await?;
+            let io = TokioIo::new(io);
+            match speaks {
+                Speaks::Http1 => http1::Builder::new()
+                    .keep_alive(true)
+                    .header_read_timeout(None)
+                    .serve_connection(io, service)
+                    .await
+                    .map_err(BoxError::from),
+                // Streams its client reset before they were taken in (at
+                // a stall's end: the request, then the reset of a client
+                // that gave up) are taken in all the same, and forwarded
+                // with their client's departure; h2 would otherwise end
+                // the connection after 20 of them (ENHANCE_YOUR_CALM),
+                // which the target, not the proxy, should decide.
+                Speaks::Http2 => http2::Builder::new(TokioExecutor::new())
+                    .max_pending_accept_reset_streams(usize::MAX)
+                    .serve_connection(io, service)
+                    .await
+                    .map_err(BoxError::from),
+            }
+        };
+        let mut serving = pin!(serving);
         tokio::select! {
             // Errors here are a client's doing (reset, garbage): the
             // connection ends, the proxy goes on.
             _ = &mut serving => {}
             () = connection.reset_asked() => {
-                let parts = serving.into_parts();
-                let stream = parts.io.inner().get_ref().stream();
                 // Closed with a linger of zero: RST, and nothing more.
-                let _ = stream.set_zero_linger();
+                // The socket is still open: `serving` owns it until it is
+                // dropped, after this.
+                zero_linger(fd);
                 recorder.count(ProxyEvent::Reset);
             }
         }
         drop((registered, open));
     });
+}
+
+/// Sets a linger of zero on the socket `fd`, so that closing it sends an
+/// RST. Its owner keeps it open.
+fn zero_linger(fd: RawFd) {
+    use nix::libc;
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: setsockopt on a descriptor its owner keeps open, with a
+    // pointer to a linger and its size.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
+    }
 }

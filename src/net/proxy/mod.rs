@@ -1,6 +1,7 @@
-//! The fault proxy (`storm proxy`): an HTTP/1.1 proxy between clients and
-//! a service the user runs, forwarding faithfully with keep-alive on both
-//! sides until its fault is switched on (SIGUSR1, the live view's key,
+//! The fault proxy (`storm proxy`): an HTTP proxy between clients and a
+//! service the user runs (HTTP/1.1 or h2c from its clients; HTTP/1.1 or
+//! HTTP/2, in clear or over TLS, to the service), forwarding faithfully
+//! with keep-alive on both sides until its fault is switched on (SIGUSR1, the live view's key,
 //! the control endpoint), then doing to requests and connections what
 //! the fault says ([`crate::model::fault`]), until it is switched off
 //! (SIGUSR2). It reports what passes through it each interval, as the
@@ -13,7 +14,9 @@
 //! - `connection`: what is known of one client connection;
 //! - `forward`: each request's action, and forwarding to the target;
 //! - `departure`: a request whose client had gone, forwarded with its
-//!   client's departure (the request, then a FIN);
+//!   client's departure (the request, then a FIN, or its stream's reset);
+//! - `frames`: what an HTTP/2 connection has written, read from its bytes;
+//! - `sniff`: which protocol a client connection speaks, from its first read;
 //! - `unsent`: a request handed to the pooled client, taken back if its
 //!   client goes before any of it is written;
 //! - `control`: the control endpoint.
@@ -22,8 +25,10 @@ mod connection;
 mod control;
 mod departure;
 mod forward;
+mod frames;
 pub mod gate;
 mod listener;
+mod sniff;
 mod switch;
 mod unsent;
 
@@ -49,6 +54,7 @@ use super::endpoint::EndpointError;
 use super::server::BindError;
 use super::signals::UserSignals;
 use crate::model::fault::Fault;
+use crate::model::wire::{Transport, Trust};
 use crate::report::metrics::ProxyMetrics;
 use crate::report::output::{CsvRow, CsvSink, say, write_row};
 use crate::report::proxy::{ProxyRecorder, ProxyRow, ProxySummary};
@@ -60,9 +66,13 @@ use crate::report::status::{Status, StatusSink};
 pub struct ProxyConfig {
     /// Where it listens.
     pub listen: SocketAddr,
-    /// The target: `http://host:port`, and the path and query its clients
-    /// use, which the proxy's own URL carries.
+    /// The target: `http://host:port` or `https://host:port`, and the
+    /// path and query its clients use, which the proxy's own URL carries.
     pub upstream: Uri,
+    /// The protocol spoken to the target (clients speak either).
+    pub transport: Transport,
+    /// Whom the proxy trusts when the target is `https://`.
+    pub trust: Trust,
     /// The fault.
     pub fault: Fault,
     /// Whether the fault is on from the start.
@@ -89,6 +99,8 @@ pub enum ProxyError {
     Bind(BindError),
     /// The control endpoint's address could not be bound.
     Control(EndpointError),
+    /// The target's TLS configuration could not be made.
+    Tls(String),
 }
 
 impl fmt::Display for ProxyError {
@@ -96,6 +108,7 @@ impl fmt::Display for ProxyError {
         match self {
             ProxyError::Bind(e) => e.fmt(f),
             ProxyError::Control(e) => e.fmt(f),
+            ProxyError::Tls(e) => e.fmt(f),
         }
     }
 }
@@ -137,12 +150,16 @@ impl Proxy {
             config.backlog,
             recorder.clone(),
         );
-        let forward = Arc::new(forward::Forward::new(
-            &config.upstream,
-            switch.clone(),
-            config.seed,
-            recorder.clone(),
-        ));
+        let forward = Arc::new(
+            forward::Forward::new(
+                &config.upstream,
+                (config.transport, &config.trust),
+                switch.clone(),
+                config.seed,
+                recorder.clone(),
+            )
+            .map_err(ProxyError::Tls)?,
+        );
         let control = config
             .control
             .map(|addr| ControlEndpoint::serve(addr, switch.clone()))
@@ -274,9 +291,13 @@ pub fn describe(config: &ProxyConfig, url: &str) -> String {
     let state = if config.fault_on { "on" } else { "off" };
     let pid = std::process::id();
     format!(
-        "listening on {url}: fault proxy to {}, fault {} ({state}; kill -USR1 {pid} turns it \
+        "listening on {url}: fault proxy to {}{}, fault {} ({state}; kill -USR1 {pid} turns it \
          on, kill -USR2 {pid} off): {}, backlog {}, seed {}",
         config.upstream,
+        match config.transport {
+            Transport::Http1 => "",
+            Transport::Http2 => " by HTTP/2",
+        },
         config.fault,
         config.fault.describe(),
         config.backlog,

@@ -38,6 +38,7 @@ use tokio::runtime::Runtime;
 use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
 
+use common::h2::frame;
 use common::temp_dir;
 use proxied::{PATIENCE, Proxy, SILENCE};
 
@@ -468,16 +469,6 @@ fn read_until(conn: &mut std::net::TcpStream, needle: &[u8]) {
         assert!(n > 0, "the proxy closed the connection: {got:?}");
         got.extend_from_slice(&buf[..n]);
     }
-}
-
-/// An HTTP/2 frame: its header (length, type, flags, stream), then its
-/// payload.
-fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-    let mut out = (payload.len() as u32).to_be_bytes()[1..].to_vec();
-    out.extend([kind, flags]);
-    out.extend(stream.to_be_bytes());
-    out.extend(payload);
-    out
 }
 
 /// A header block of literal fields without indexing (RFC 7541, section

@@ -136,14 +136,7 @@ mod frames {
     pub const CANCEL: u32 = 0x8;
     pub const ENHANCE_YOUR_CALM: u32 = 0xb;
 
-    pub fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-        let len = payload.len() as u32;
-        let mut out = len.to_be_bytes()[1..].to_vec();
-        out.extend([kind, flags]);
-        out.extend(stream.to_be_bytes());
-        out.extend(payload);
-        out
-    }
+    pub use crate::common::h2::frame;
 
     /// A GET of /api on `stream`, ended (END_STREAM, END_HEADERS), its
     /// header block in HPACK: `:method GET` and `:scheme http` from the

@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod cgroup;
+pub mod h2;
 pub mod pty;
 pub mod recorder;
 pub mod running;

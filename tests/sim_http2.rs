@@ -2,7 +2,9 @@
 //! HTTP/1.1 opens a new connection for every retry (SYNs, dropped beyond
 //! the backlog) while HTTP/2 sends its retries as streams on the
 //! connection it holds; a `cancel` server drops the reset streams' work at
-//! resume; the server's stream limit forces a second connection.
+//! resume, unless more were reset on a connection than it allows (then
+//! it closes the connection unread); the server's stream limit forces a
+//! second connection.
 
 mod common;
 
@@ -88,6 +90,28 @@ fn with_cancel_the_server_drops_the_reset_streams_work_at_resume() {
     let goes_on = run(&outage(&["--on-disconnect", "continue"], &["--http2"]));
     assert_eq!(goes_on.server.peak_concurrency, 9);
     assert_eq!(goes_on.server.abandoned_held, 6);
+}
+
+#[test]
+fn past_its_reset_limit_the_server_closes_the_connection_unread_at_resume() {
+    // The same outage over HTTP/2: on the one connection six streams were
+    // written and reset while the server was stopped (the first attempts,
+    // reset at 1 s, and the retries of 1.1 s, reset at 2.1 s); the three
+    // retries of 2.2 s are live. A server allowing 5 resets before accept
+    // closes the connection at 2.5 s (GOAWAY ENHANCE_YOUR_CALM): it reads
+    // none of the nine, and the three live ones fail with an error there.
+    let calm = run(&outage(&["--max-pending-resets", "5"], &["--http2"]));
+    let t = &calm.client.totals.tally;
+    assert_eq!((t.timeouts, t.errors), (6, 3), "{t:?}");
+    assert_eq!(calm.server.peak_concurrency, 0);
+    assert_eq!(calm.server.abandoned_held, 0);
+    assert_eq!(calm.connects, 1);
+    // Six resets are within a limit of 6: every stream is read, as above.
+    let within = run(&outage(&["--max-pending-resets", "6"], &["--http2"]));
+    let t = &within.client.totals.tally;
+    assert_eq!((t.timeouts, t.errors), (6, 0), "{t:?}");
+    assert_eq!(within.server.peak_concurrency, 9);
+    assert_eq!(within.server.abandoned_held, 6);
 }
 
 #[test]

@@ -293,6 +293,7 @@ impl ServerArgs {
             csv: self.report.csv.clone(),
             quiet: false,
             max_streams: self.serving.max_streams,
+            pending_resets: self.serving.max_pending_resets,
             grpc_overload: self.serving.grpc_overload,
             tls: self.serving.tls(),
         };

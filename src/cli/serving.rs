@@ -8,7 +8,7 @@ use clap::{Args, ValueEnum};
 
 use crate::model::grpc_status::Overload;
 use crate::model::server::TlsFiles;
-use crate::model::wire::DEFAULT_MAX_STREAMS;
+use crate::model::wire::{DEFAULT_MAX_STREAMS, DEFAULT_PENDING_RESETS};
 
 impl ValueEnum for Overload {
     fn value_variants<'a>() -> &'a [Self] {
@@ -39,6 +39,14 @@ pub struct ServingArgs {
     #[arg(long, default_value_t = DEFAULT_MAX_STREAMS, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..))]
     pub max_streams: u32,
+    /// HTTP/2: the streams a client may reset on a connection before the
+    /// server accepted them, past which the server closes the connection
+    /// with GOAWAY ENHANCE_YOUR_CALM (h2's defence against rapid resets;
+    /// its default). A server that was stopped meets it at its resume,
+    /// when it reads the streams written and reset during the stop: the
+    /// connection goes with that dead work unread, both engines alike.
+    #[arg(long, default_value_t = DEFAULT_PENDING_RESETS, value_name = "N")]
+    pub max_pending_resets: u32,
     /// Serve https with this certificate chain (PEM, the server's own
     /// first), offering h2 and http/1.1 by ALPN; needs --tls-key.
     #[arg(long, value_name = "PATH", requires = "tls_key")]
@@ -92,6 +100,7 @@ mod tests {
     fn by_default_hypers_stream_limit_in_clear_and_overload_unavailable() {
         let s = parse(&[]).unwrap();
         assert_eq!(s.max_streams, 200);
+        assert_eq!(s.max_pending_resets, 20);
         assert_eq!(s.tls(), None);
         assert_eq!(s.grpc_overload, Overload::Unavailable);
     }
@@ -101,6 +110,8 @@ mod tests {
         let s = parse(&[
             "--max-streams",
             "7",
+            "--max-pending-resets",
+            "1000",
             "--tls-cert",
             "c.pem",
             "--tls-key",
@@ -110,6 +121,7 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(s.max_streams, 7);
+        assert_eq!(s.max_pending_resets, 1000);
         assert_eq!(
             s.tls(),
             Some(TlsFiles {

@@ -11,7 +11,7 @@ use super::grpc::Code;
 use super::latency::{Curve, LatencyModel};
 use super::tier::TierCall;
 use super::timescale::compress;
-use super::wire::DEFAULT_MAX_STREAMS;
+use super::wire::{DEFAULT_MAX_STREAMS, DEFAULT_PENDING_RESETS};
 use crate::policy::defence::{AdmissionConfig, CoDel, LimiterConfig, LimiterKind};
 
 /// The listen backlog where none is given and the kernel's cannot be read:
@@ -259,6 +259,10 @@ pub struct ServerConfig {
     /// The streams one HTTP/2 connection may carry at once
     /// (`SETTINGS_MAX_CONCURRENT_STREAMS`).
     pub max_streams: u32,
+    /// HTTP/2: the streams a connection may reset before the server
+    /// accepted them, past which it is closed with GOAWAY
+    /// `ENHANCE_YOUR_CALM` (`model::multiplex::too_many_resets`).
+    pub pending_resets: u32,
     /// The gRPC code a refusal for overload is answered with.
     pub grpc_overload: Overload,
     /// The certificate and key to serve https with, if any.
@@ -332,6 +336,7 @@ impl Default for ServerConfig {
             csv: None,
             quiet: false,
             max_streams: DEFAULT_MAX_STREAMS,
+            pending_resets: DEFAULT_PENDING_RESETS,
             grpc_overload: Overload::default(),
             tls: None,
         }

@@ -12,6 +12,13 @@ use super::grpc::HEALTH_CHECK;
 /// default (`proto/h2/server.rs`, 200).
 pub const DEFAULT_MAX_STREAMS: u32 = 200;
 
+/// The streams an HTTP/2 server lets a connection reset before it accepted
+/// them, past which it closes the connection with GOAWAY
+/// `ENHANCE_YOUR_CALM` (`model::multiplex::too_many_resets`): h2's
+/// `DEFAULT_REMOTE_RESET_STREAM_MAX` (`proto/mod.rs`, 20), which hyper's
+/// server keeps when told nothing.
+pub const DEFAULT_PENDING_RESETS: u32 = 20;
+
 /// The protocol requests travel by.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Transport {

@@ -49,12 +49,10 @@ impl Serving {
             // times out), and a server that was stopped reads each
             // stream's HEADERS and RST_STREAM together when it resumes:
             // streams reset before hyper accepted them. h2 answers more
-            // than 20 of those on a connection (its
-            // DEFAULT_REMOTE_RESET_STREAM_MAX, hyper setting none) with
-            // GOAWAY ENHANCE_YOUR_CALM, a rapid-reset defence. The limit
-            // is set here to h2's own value on purpose: it is what a
-            // hyper server does, and the storm shows it.
-            .max_pending_accept_reset_streams(PENDING_ACCEPT_RESETS);
+            // than this many of those on a connection with GOAWAY
+            // ENHANCE_YOUR_CALM, a rapid-reset defence; by default h2's
+            // own 20, what a hyper server does (`model::multiplex`).
+            .max_pending_accept_reset_streams(config.pending_resets as usize);
         let builder = if keep_alive {
             builder
         } else {
@@ -115,8 +113,3 @@ impl Serving {
             .await;
     }
 }
-
-/// The streams a client may reset before the server accepts them, on
-/// one connection, before the server ends the connection with GOAWAY
-/// (`ENHANCE_YOUR_CALM`): h2's default (`DEFAULT_REMOTE_RESET_STREAM_MAX`).
-pub const PENDING_ACCEPT_RESETS: usize = 20;

@@ -17,7 +17,7 @@ use super::event::{AttemptId, CALL_GENERATION_MASK, Event, GENERATION_MASK};
 use super::host::Delivery;
 use super::layer::{Layer, rules_of};
 use super::slot::{Flight, State, in_flight};
-use crate::model::multiplex::Route;
+use crate::model::multiplex::{Conn, Route};
 use crate::model::outcome::{Hints, Outcome};
 use crate::model::units::nanos;
 use crate::model::user::Attempt;
@@ -152,16 +152,22 @@ impl Engine {
                     CALL_GENERATION_MASK
                 };
                 slot.generation = (slot.generation + 1) & mask;
+                // Over HTTP/2 a stream on an open connection, or on the
+                // one to be opened for it.
+                let (pooled, conn) = match &mut layer.mux {
+                    None => (layer.pool > 0, NO_CONN),
+                    Some(mux) => match mux.stream() {
+                        Route::Open(conn) => (true, conn),
+                        Route::New => (false, mux.next_conn()),
+                    },
+                };
                 slot.flights.push(Flight {
                     generation: id.generation,
                     state: State::Waiting,
                     sent,
+                    conn,
                 });
                 layer.live.set(user, slot.flights.generations());
-                let pooled = match &mut layer.mux {
-                    None => layer.pool > 0,
-                    Some(mux) => mux.stream() == Route::Open,
-                };
                 layer.pool -= u64::from(pooled && layer.mux.is_none());
                 self.push(deadline.max(now), deadline_event::<C>(l, id));
                 let delivery = self.send(l, now, id, deadline, pooled);
@@ -195,7 +201,10 @@ impl Engine {
     ) {
         let state = match delivery {
             Delivery::Admitted(ticket) => State::Admitted(ticket),
-            Delivery::Waiting => State::Waiting,
+            Delivery::Waiting => {
+                self.unread_stream::<C>(l, id);
+                State::Waiting
+            }
             Delivery::Dropped => {
                 let backoff = SYN_TIMEOUT * (1u32 << tries.min(16));
                 self.push(now + backoff, syn_event::<C>(l, id));
@@ -255,7 +264,7 @@ impl Engine {
             .user
             .finish(&rules, layer.throttle.as_mut(), sent, outcome, hints, now);
         layer.recorder.finished_mut(finished);
-        stream_ended(layer, flight.state);
+        stream_ended(layer, &flight);
         if !C {
             layer.calls[id.user as usize].last = Some(outcome);
         }
@@ -335,7 +344,7 @@ impl Engine {
             let layer = &mut self.layer_mut::<C>(l);
             let record = flight.sent.cancel(layer.throttle.as_mut(), now);
             layer.recorder.attempt_finished_mut(record);
-            stream_ended(layer, flight.state);
+            stream_ended(layer, flight);
             match flight.state {
                 State::Admitted(ticket) => self.recomplete |= self.disconnect(l, now, ticket),
                 State::Calling(call) => self.caller_gone(l, call, now),
@@ -376,10 +385,23 @@ impl Engine {
 
     /// Attempt `id` of layer `l` times out at `now`, unless it has ended.
     pub(super) fn deadline<const C: bool>(&mut self, l: usize, id: AttemptId, now: Duration) {
+        self.lost::<C>(l, id, Outcome::Timeout, now);
+    }
+
+    /// Attempt `id` of layer `l` ends at `now` with `outcome` while the
+    /// server still holds it, unless it has ended: a timeout, or its
+    /// connection closed. The server learns its client has gone.
+    pub(super) fn lost<const C: bool>(
+        &mut self,
+        l: usize,
+        id: AttemptId,
+        outcome: Outcome,
+        now: Duration,
+    ) {
         let Some(state) = self.current::<C>(l, id) else {
             return;
         };
-        self.end::<C>(l, id, Outcome::Timeout, Hints::default(), now, false);
+        self.end::<C>(l, id, outcome, Hints::default(), now, false);
         match state {
             // A cancellation lowers the delay: others may be done at once.
             State::Admitted(ticket) => {
@@ -410,37 +432,58 @@ impl Engine {
         let deadline = Duration::from_nanos(deadline);
         let delivery = self.retry_connect(l, now, id, deadline);
         self.layer_mut::<C>(l).syns_dropped += u64::from(delivery == Delivery::Dropped);
-        if delivery != Delivery::Dropped && self.layer::<C>(l).mux.is_some() {
+        if delivery != Delivery::Dropped
+            && let Some(conn) = self.connected::<C>(l)
+        {
             // Connected: the attempt is a stream on the new connection,
             // written, whatever the server does with it next.
-            self.connected::<C>(l);
             let slot = &mut self.layer_mut::<C>(l).slots[id.user as usize];
             if let Some(at) = slot.position(id) {
-                slot.flights.get_mut(at).state = State::Waiting;
+                let flight = slot.flights.get_mut(at);
+                flight.state = State::Waiting;
+                flight.conn = conn;
             }
         }
         self.delivered::<C>(l, id, delivery, now, tries, deadline);
     }
 
     /// A new connection of layer `l` has opened for an attempt: over
-    /// HTTP/2 it carries that attempt's stream, and later ones.
-    fn connected<const C: bool>(&mut self, l: usize) {
+    /// HTTP/2 it carries that attempt's stream, and later ones; it is
+    /// returned.
+    fn connected<const C: bool>(&mut self, l: usize) -> Option<Conn> {
         let layer = self.layer_mut::<C>(l);
-        if let Some(mux) = &mut layer.mux {
-            mux.opened();
-            layer.recorder.set_connections(mux.connections());
+        let mux = layer.mux.as_mut()?;
+        let conn = mux.opened();
+        layer.recorder.set_connections(mux.connections());
+        Some(conn)
+    }
+
+    /// Attempt `id` of layer `l` waits unread in a stopped server: over
+    /// HTTP/2, noted with its connection for the server's resume.
+    fn unread_stream<const C: bool>(&mut self, l: usize, id: AttemptId) {
+        let layer = self.layer_mut::<C>(l);
+        if layer.mux.is_none() {
+            return;
+        }
+        let slot = &layer.slots[id.user as usize];
+        if let Some(at) = slot.position(id) {
+            let conn = slot.flights.iter().nth(at).expect("in flight").conn;
+            layer.unread.push((id, conn));
         }
     }
 }
 
-/// An attempt of `layer` that was in `state` has ended (answered, timed
-/// out or cancelled): over HTTP/2 its stream's slot is free at once (a
-/// timeout or a cancel resets the stream; the connection stays), unless
-/// it never had one (its SYN was still unanswered).
-fn stream_ended(layer: &mut Layer, state: State) {
+/// The connection of an attempt that has none (HTTP/1.1's).
+pub(super) const NO_CONN: Conn = Conn(u32::MAX);
+
+/// An attempt of `layer` has ended (answered, timed out or cancelled):
+/// over HTTP/2 its stream's slot is free at once (a timeout or a cancel
+/// resets the stream; the connection stays), unless it never had one
+/// (its SYN was still unanswered).
+fn stream_ended(layer: &mut Layer, flight: &Flight) {
     if let Some(mux) = &mut layer.mux
-        && !matches!(state, State::Connecting { .. })
+        && !matches!(flight.state, State::Connecting { .. })
     {
-        mux.ended();
+        mux.ended(flight.conn);
     }
 }

@@ -246,13 +246,16 @@ impl Engine {
     #[inline(never)]
     pub(super) fn resume_tier(&mut self, t: usize, now: Duration) {
         let mut reads = Vec::new();
+        let calmed = self.calmed(t, self.tiers[t].host.pending_resets());
         let layer = t.checked_sub(1).map_or(&self.client, |c| &self.calls[c]);
         self.tiers[t].host.resume(
             now,
             |request| !in_flight(&layer.live, &layer.slots, request.id),
+            |request| calmed.unread.contains(&request.id),
             |request, fate| reads.push((request.id, fate)),
         );
         self.read_at_resume(t, reads, now);
+        self.gone_away(t, &calmed, now);
         let unread = std::mem::take(&mut self.tiers[t].unread);
         for slot in unread.cancels {
             self.abort_call(t, slot, now);

@@ -279,14 +279,17 @@ impl Engine {
         }
         let l = self.tiers.len();
         let mut reads = Vec::new();
+        let calmed = self.calmed(l, self.host.pending_resets());
         let layer = self.calls.last().unwrap_or(&self.client);
         self.host.resume(
             now,
             |id| !in_flight(&layer.live, &layer.slots, *id),
+            |id| calmed.unread.contains(id),
             |id, fate| reads.push((id, fate)),
         );
         // Requests whose client is gone stay in the model as wasted work.
         self.read_at_resume(l, reads, now);
+        self.gone_away(l, &calmed, now);
         // What fell due while the server was stopped is answered now.
         self.complete(now);
     }

@@ -9,7 +9,7 @@
 
 /// Identifies one attempt: its user (or call) and that user's attempt
 /// number.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(super) struct AttemptId {
     pub(super) user: u32,
     pub(super) generation: u32,

@@ -111,6 +111,9 @@ pub struct Host<T> {
     keep_alive: bool,
     /// Disconnects the stopped server will notice when it resumes.
     cancels: Vec<Ticket>,
+    /// HTTP/2: the streams a connection may reset before they are
+    /// accepted (`model::multiplex::too_many_resets`).
+    pending_resets: u32,
     books: Books,
 }
 
@@ -128,6 +131,7 @@ impl<T: Request> Host<T> {
             defences: config.reports_defences(),
             keep_alive: !config.waits_in_backlog(),
             cancels: Vec::new(),
+            pending_resets: config.pending_resets,
             books: Books {
                 gone: 0,
                 gone_since: Duration::ZERO,
@@ -174,6 +178,12 @@ impl<T: Request> Host<T> {
     /// answered (a refusal included).
     pub fn keeps_alive(&self) -> bool {
         self.keep_alive
+    }
+
+    /// HTTP/2: the streams a connection may reset before the server
+    /// accepted them, past which it closes the connection at its resume.
+    pub fn pending_resets(&self) -> u32 {
+        self.pending_resets
     }
 
     /// Whether the server is stopped.
@@ -274,15 +284,19 @@ impl<T: Request> Host<T> {
     }
 
     /// SIGCONT at `now`: lets leave what fell due while stopped, notices
-    /// disconnects, then reads every waiting request. `gone` tells whether
-    /// a request's client has closed its connection; each read request is
-    /// passed to `delivered` with its fate (a tier that propagates
-    /// deadlines answers those whose deadline has passed 504, without
-    /// work), but for those a `cancel` server drops at once.
+    /// disconnects, then reads every waiting request but those on a
+    /// connection it closes unread (`closed`: an HTTP/2 connection with
+    /// too many streams reset, `model::multiplex::too_many_resets`).
+    /// `gone` tells whether a request's client has closed its connection
+    /// (or reset its stream); each read request is passed to `delivered`
+    /// with its fate (a tier that propagates deadlines answers those whose
+    /// deadline has passed 504, without work), but for those a `cancel`
+    /// server drops at once.
     pub fn resume(
         &mut self,
         now: Duration,
         gone: impl Fn(&T) -> bool,
+        closed: impl Fn(&T) -> bool,
         mut delivered: impl FnMut(T, Delivery),
     ) {
         self.stopped = false;
@@ -297,6 +311,9 @@ impl<T: Request> Host<T> {
         self.service.advance(now);
         self.queued = 0;
         while let Some((request, _)) = self.unread.pop_front() {
+            if closed(&request) {
+                continue;
+            }
             let fate = self.read(now, request);
             if let (true, Delivery::Admitted(ticket)) = (gone(&request), fate) {
                 // Held for nobody from now on; in `cancel` mode, dropped as

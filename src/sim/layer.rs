@@ -19,7 +19,7 @@ use super::event::AttemptId;
 use super::live::Live;
 use super::slot::Slot;
 use crate::model::client::ClientConfig;
-use crate::model::multiplex::Multiplex;
+use crate::model::multiplex::{Conn, Multiplex};
 use crate::model::outcome::{Hints, Outcome};
 use crate::model::server::ServerConfig;
 use crate::model::service::Refusal;
@@ -120,6 +120,10 @@ pub(super) struct Layer {
     /// The connections to the server called and their streams, when the
     /// layer speaks HTTP/2 (its attempts are streams, `pool` unused).
     pub(super) mux: Option<Multiplex>,
+    /// Over HTTP/2, the streams written to the server called while it is
+    /// stopped, each with its connection: at its resume, those reset by
+    /// then count towards the connection's GOAWAY.
+    pub(super) unread: Vec<(AttemptId, Conn)>,
     /// Connections the layer set out to open (first SYNs), and SYNs the
     /// server's full backlog dropped (first ones and retransmissions).
     pub(super) connects: u64,
@@ -149,6 +153,7 @@ impl Layer {
             recorder: ClientRecorder::new(),
             pool: 0,
             mux: multiplexed(config).then(|| Multiplex::new(called.max_streams)),
+            unread: Vec::new(),
             connects: 0,
             syns_dropped: 0,
             answers: Answers::of(called),

@@ -36,7 +36,10 @@
 //!   its slot at once and leaving the connection open, so a stopped
 //!   server sees no new SYN while slots remain: the attempts wait in the
 //!   sockets of live connections, and at resume the server reads each
-//!   request and then its reset, as it reads a closed connection's.
+//!   request and then its reset, as it reads a closed connection's; but
+//!   a connection on which more of those were reset than the server
+//!   allows (h2's 20) it closes with GOAWAY, all of them unread and the
+//!   attempts on it failed (`model::multiplex`, `goaway.rs`).
 //!
 //! Between the client and the backend a run may have the tiers of a
 //! service chain (docs/chains.md): servers of their own whose
@@ -52,6 +55,7 @@ mod config;
 mod course;
 mod engine;
 mod event;
+mod goaway;
 mod host;
 mod layer;
 mod live;

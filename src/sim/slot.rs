@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::event::AttemptId;
 use super::live::Live;
+use crate::model::multiplex::Conn;
 use crate::model::service::Ticket;
 use crate::model::user::{Sent, User};
 
@@ -31,6 +32,8 @@ pub(super) struct Flight {
     pub(super) generation: u32,
     pub(super) state: State,
     pub(super) sent: Sent,
+    /// Over HTTP/2, the connection its stream is on, once it has one.
+    pub(super) conn: Conn,
 }
 
 /// A user's attempts in flight, in the order a `Vec` would keep them
@@ -164,7 +167,8 @@ mod tests {
     #[test]
     fn a_users_place_takes_the_memory_it_took_before_chains() {
         // What results/bench.md measures per user held: a call's state
-        // and a connection's deadline fit in the room an attempt had.
+        // and a connection's deadline fit in the room an attempt had, and
+        // an HTTP/2 stream's connection in the room left.
         assert_eq!(std::mem::size_of::<State>(), 16);
         assert_eq!(std::mem::size_of::<Flight>(), 64);
         assert_eq!(std::mem::size_of::<Slot>(), 360);

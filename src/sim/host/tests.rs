@@ -109,7 +109,12 @@ fn a_full_backlog_drops_connections_but_not_requests_on_open_ones() {
     );
     // At resume every waiting request is read, gone or not (1 is gone).
     let mut read = Vec::new();
-    h.resume(ms(500), |&id| id == 1, |id, fate| read.push((id, fate)));
+    h.resume(
+        ms(500),
+        |&id| id == 1,
+        |_| false,
+        |id, fate| read.push((id, fate)),
+    );
     assert_eq!(read.iter().map(|r| r.0).collect::<Vec<_>>(), vec![1, 2, 4]);
     assert!(read.iter().all(|r| matches!(r.1, Delivery::Admitted(_))));
     assert_eq!(h.concurrency(), 3);
@@ -133,7 +138,7 @@ fn cancel_mode_drops_gone_requests_when_it_notices() {
     assert!(!h.disconnect(ms(50), ticket), "not noticed yet");
     assert_eq!(h.concurrency(), 1);
     let mut read = Vec::new();
-    h.resume(ms(80), |&id| id == 2, |id, _| read.push(id));
+    h.resume(ms(80), |&id| id == 2, |_| false, |id, _| read.push(id));
     assert_eq!(read, vec![3]);
     assert_eq!(h.concurrency(), 1);
     // Both dropped requests are counted as they are taken.
@@ -190,7 +195,7 @@ fn a_pool_notices_at_resume_who_left_during_the_pause_before_serving() {
     // The second client leaves during the pause; at resume the server
     // notices before its worker, free since 100 ms, takes the request.
     h.disconnect(ms(1000), second);
-    h.resume(ms(2000), |_| false, |_, _| {});
+    h.resume(ms(2000), |_| false, |_| false, |_, _| {});
     assert_eq!(complete_all(&mut h, ms(2000), &[1]), vec![1]);
     assert_eq!(h.concurrency(), 0, "dropped unserved, not started");
     assert_eq!((h.totals().completed, h.totals().abandoned), (1, 1));
@@ -248,10 +253,35 @@ fn a_stopped_pool_waiting_in_the_backlog_counts_its_waiting_connections() {
     assert_eq!(h.send(ms(10), 3, false), Delivery::Waiting);
     assert_eq!(h.send(ms(11), 4, false), Delivery::Dropped);
     let mut read = Vec::new();
-    h.resume(ms(500), |_| false, |id, fate| read.push((id, fate)));
+    h.resume(
+        ms(500),
+        |_| false,
+        |_| false,
+        |id, fate| read.push((id, fate)),
+    );
     assert_eq!(read.len(), 1);
     assert!(matches!(read[0], (3, Delivery::Admitted(_))));
     // The worker, free since 100 ms, took 2 at the resume; 3 waits.
     assert_eq!(step_until(&mut h, 600, &[1, 2, 3]), vec![1, 2]);
     assert_eq!(step_until(&mut h, 700, &[3]), vec![3]);
+}
+
+#[test]
+fn requests_on_a_connection_closed_at_resume_are_not_read() {
+    let mut h = host(8, OnDisconnect::Continue);
+    h.stop();
+    for id in 1..=4u32 {
+        assert_eq!(h.send(ms(u64::from(id)), id, true), Delivery::Waiting);
+    }
+    // 2 and 3 were on a connection the server closes unread; 3 is gone.
+    let mut read = Vec::new();
+    h.resume(
+        ms(500),
+        |&id| id == 3,
+        |&id| id == 2 || id == 3,
+        |id, _| read.push(id),
+    );
+    assert_eq!(read, vec![1, 4]);
+    assert_eq!(h.concurrency(), 2);
+    assert_eq!(h.books.gone, 0, "nothing read was gone");
 }

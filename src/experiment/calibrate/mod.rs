@@ -296,8 +296,14 @@ fn closed_loop(
             }
         }
     };
-    let probe = probe::run(&config.probe, stop, &mut progress)
-        .map_err(|e| StormError::Io(format!("probe {}", config.probe.target), e))?;
+    let probe = probe::run(&config.probe, stop, &mut progress).map_err(|e| {
+        // What the user must fix (the target or the wire flags): exit 2.
+        if e.kind() == std::io::ErrorKind::InvalidInput {
+            StormError::Target(format!("--target {}: {e}", config.probe.target))
+        } else {
+            StormError::Io(format!("probe {}", config.probe.target), e)
+        }
+    })?;
     if let Some(e) = failed {
         return Err(e);
     }

@@ -63,8 +63,12 @@ use config::invalid;
 /// dropped (not reported: it was not held its full time) and the levels
 /// finished before are returned with [`ProbeEnd::Interrupted`].
 /// `progress` is called on each event. Fails on a configuration that
-/// cannot be probed (not an `http://` or `https://` URL, a host that does not resolve, a
-/// concurrency of 0, a zero hold or timeout) or a runtime that cannot
+/// cannot be probed (not an `http://` or `https://` URL, a host that does
+/// not resolve, a concurrency of 0, a zero hold or timeout), on a target
+/// whose one request before any load says no level could succeed
+/// (`net::preflight`: a TLS handshake that fails, a server that does not
+/// speak HTTP/2 when asked to, a gRPC method answered UNIMPLEMENTED), each
+/// of kind [`io::ErrorKind::InvalidInput`], or on a runtime that cannot
 /// start; a service that refuses or fails is measured, not an error.
 pub fn run(
     config: &ProbeConfig,
@@ -78,6 +82,16 @@ pub fn run(
                 .await
                 .map_err(invalid)?,
         );
+        // What no level could ever measure (a TLS handshake that fails,
+        // a server that refuses HTTP/2, a gRPC method not served) is
+        // refused before any load, as the client and the storm refuse it.
+        let what = match &config.wire.grpc {
+            Some(call) => call.method.clone(),
+            None => config.target.clone(),
+        };
+        crate::net::preflight::check(&target, &what)
+            .await
+            .map_err(invalid)?;
         let mut levels = Vec::new();
         for &concurrency in &config.levels {
             if stop.load(Ordering::Relaxed) {

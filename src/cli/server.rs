@@ -57,7 +57,8 @@ pub enum ShedStatusArg {
 /// GET /api answers OK after the modelled delay, and so does a gRPC call
 /// to any method over HTTP/2.
 #[derive(Debug, Parser)]
-#[command(name = "server", version, about, long_about = None, allow_negative_numbers = true)]
+#[command(name = "server", version, about, long_about = None, allow_negative_numbers = true,
+         args_override_self = true)]
 pub struct ServerArgs {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:8070", value_name = "ADDR")]
@@ -329,6 +330,25 @@ mod tests {
         assert_eq!(s.shed, None);
         let s = server(&["--baseDelay", "20ms"]).unwrap();
         assert_eq!(s.model.base, ms(20));
+    }
+
+    #[test]
+    fn a_flag_given_twice_takes_its_last_value() {
+        // So that flags added after a twin's (`storm calibrate
+        // --server-args`) replace the twin's own.
+        let s = server(&[
+            "--max-pending-resets",
+            "4294967295",
+            "--max-pending-resets",
+            "20",
+        ]);
+        assert_eq!(s.unwrap().pending_resets, 20);
+        let s = server(&["--workers", "4", "--model", "pool", "--workers", "9"]).unwrap();
+        assert!(
+            matches!(s.shape, Shape::Pool(PoolModel { workers: 9, .. })),
+            "{:?}",
+            s.shape
+        );
     }
 
     #[test]

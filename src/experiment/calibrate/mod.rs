@@ -168,7 +168,7 @@ pub fn run(
     }
     let best = fits.best();
     let verdict = record.gone.as_ref().map(|g| g.verdict);
-    let server = twin::server_flags(&best.twin, verdict);
+    let server = twin::server_flags(&best.twin, verdict, config.probe.wire.transport);
     say(format!(
         "fit: the twin is the {} shape (error {:.3}): {}",
         best.twin.name(),

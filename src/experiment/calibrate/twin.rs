@@ -5,16 +5,26 @@
 use crate::experiment::scenario::{Scenario, join_flags};
 use crate::model::fit::gone::Gone;
 use crate::model::fit::{Fits, Twin};
+use crate::model::wire::Transport;
 
 /// The server flags of `twin`, the shape the fit chose, given what the
 /// probe of gone clients found: `--on-disconnect cancel` where the service
 /// dropped the work of clients that went; nothing where it went on with
 /// it (the server's default) or where the probe could not tell (the
 /// default again, said in the twin's notes).
-pub fn server_flags(twin: &Twin, gone: Option<Gone>) -> Vec<String> {
+///
+/// Over HTTP/2 the twin reads every stream waiting at a resume, without
+/// the project's server's GOAWAY past 20 streams reset before accept
+/// (`--max-pending-resets`, h2's limit): the probe cannot see an HTTP/2
+/// stack's limit, and the proxy's stall, the outage `--verify` stands
+/// for a stop with by default, takes every stream in the same way.
+pub fn server_flags(twin: &Twin, gone: Option<Gone>, transport: Transport) -> Vec<String> {
     let mut flags = twin.flags();
     if gone == Some(Gone::Cancels) {
         flags.extend(["--on-disconnect".to_string(), "cancel".to_string()]);
+    }
+    if transport == Transport::Http2 {
+        flags.extend(["--max-pending-resets".to_string(), u32::MAX.to_string()]);
     }
     flags
 }
@@ -91,7 +101,7 @@ mod tests {
 
     #[test]
     fn a_service_that_drops_gone_clients_work_gets_cancel() {
-        let flags = |gone| server_flags(&pool(), gone).join(" ");
+        let flags = |gone| server_flags(&pool(), gone, Transport::Http1).join(" ");
         let base = "--model pool --workers 4 --service-time 10ms \
                     --service-distribution constant --queue 1000";
         assert_eq!(
@@ -104,6 +114,15 @@ mod tests {
     }
 
     #[test]
+    fn over_http2_the_twin_reads_every_stream_at_a_resume() {
+        let flags = server_flags(&pool(), None, Transport::Http2).join(" ");
+        assert!(
+            flags.ends_with(" --max-pending-resets 4294967295"),
+            "{flags}"
+        );
+    }
+
+    #[test]
     fn every_case_gets_the_twins_server_before_its_own_flags() {
         let cases = Scenario::from_toml(
             "seed = 7\n[[case]]\nname = \"fixed\"\nclient = \"--strategy fixed --clients 50\"\n\
@@ -111,7 +130,7 @@ mod tests {
              [[case]]\nname = \"none\"\nclient = \"--strategy fixed --max-attempts 1\"\n",
         )
         .unwrap();
-        let server = server_flags(&pool(), None);
+        let server = server_flags(&pool(), None, Transport::Http1);
         let twin = scenario(&cases, &server);
         assert_eq!(
             join_flags(&twin.cases[0].server),
@@ -144,7 +163,10 @@ mod tests {
             "seed = 3\n[[case]]\nname = \"fixed\"\nclient = \"--strategy fixed\"\n",
         )
         .unwrap();
-        let twin = scenario(&cases, &server_flags(&fits.best().twin, None));
+        let twin = scenario(
+            &cases,
+            &server_flags(&fits.best().twin, None, Transport::Http1),
+        );
         let text = file(&twin, &fits, "http://127.0.0.1:8080/", "out");
         assert!(
             text.starts_with("# A virtual twin of http://127.0.0.1:8080/"),

@@ -246,13 +246,8 @@ if [[ -z $out ]]; then
   [[ $tls == 0 ]] || out+=-tls
 fi
 
-# A kind's folder name: '=' and ',' as '-'.
-name_of() { local n=${1//=/-}; echo "${n//,/-}"; }
-# The fault proxy's kinds, as the storm's --outage writes them (it checks
-# the values itself).
-duration='[0-9][0-9a-z.]*'
-proxy_kind="^(stall|blackhole|reset|status=[0-9]{3}(,retry-after=$duration)?|delay=$duration)(,fraction=[0-9.]+)?$"
-declare -A seen=()
+# name_of, proxy_kind, refuse_twice, quote.
+source scripts/outage-kinds.sh
 for kind in "${kinds[@]}"; do
   if [[ $kind != sigstop && $kind != exec && $kind != freeze && ! $kind =~ $proxy_kind ]]; then
     echo "--outage $kind: not a kind; sigstop, exec, freeze, all, or a fault proxy's:" \
@@ -260,10 +255,8 @@ for kind in "${kinds[@]}"; do
       "followed by ,fraction=F" >&2
     exit 2
   fi
-  name=$(name_of "$kind")
-  [[ -z ${seen[$name]:-} ]] || { echo "--outage $kind: given twice" >&2; exit 2; }
-  seen[$name]=1
 done
+refuse_twice "${kinds[@]}"
 if [[ $tls == 1 ]]; then
   [[ $server == gunicorn ]] ||
     { echo "--tls is gunicorn's (--certfile, --keyfile): $server over TLS is not built" >&2; exit 2; }
@@ -514,15 +507,6 @@ stopped_now() {
     if [[ $(sed 's/.*) //' "/proc/$pid/stat" | cut -d' ' -f1) == [Tt] ]]; then n=$((n + 1)); fi
   done
   echo "$n"
-}
-# Arguments as a shell reads them back: single-quoted where needed.
-quote() {
-  local arg line=""
-  for arg in "$@"; do
-    if [[ ! $arg =~ ^[A-Za-z0-9_./:=,@%+-]+$ ]]; then arg="'${arg//\'/\'\\\'\'}'"; fi
-    line+="${line:+ }$arg"
-  done
-  echo "$line"
 }
 
 # The server on a free loopback port, in its own session (a Ctrl-C

@@ -120,7 +120,7 @@ def kind_figures(out, row, server):
     if summary is None:
         return kind
     app = {(r["case"], r["run"]): r["app"] for r in
-           (load(os.path.join(folder, server + ".json")) or {"runs": []})["runs"]}
+           (load(os.path.join(folder, server + ".json")) or {}).get("runs", [])}
     order = [c["name"] for c in summary["cases"]]
     runs = sorted(summary["runs"], key=lambda r: (order.index(r["case"]), r["run"]))
     kind["target"] = summary.get("target")
@@ -179,8 +179,10 @@ def fault_acted(kind):
         return all(test(r["proxy"]) for r in rs), shown
 
     if what == "status":
-        code = int(kind["kind"].split(",")[0].split("=")[1])
-        key = {4: "answers_4xx", 5: "answers_5xx"}.get(code // 100)
+        # An HTTP status, or a gRPC status by name (answered Trailers-Only,
+        # HTTP 200, to gRPC requests): no class of answers to rule out.
+        code = kind["kind"].split(",")[0].split("=")[1]
+        key = {4: "answers_4xx", 5: "answers_5xx"}.get(int(code) // 100) if code.isdigit() else None
         if key is None:
             return each(runs, lambda p: p["injected"] > 0,
                         lambda p: "%d injected" % p["injected"])

@@ -208,30 +208,25 @@ impl Alarm {
     }
 
     /// Waits until the alarm rings: at or after the slot it is set for,
-    /// never before. Cancel-safe; fails only if the runtime is shutting
-    /// down.
+    /// or, if it rang for an earlier setting that no wait has taken yet,
+    /// at once. Either way its owner takes what is due by now, and sets
+    /// the alarm again for what is not. Cancel-safe; fails only if the
+    /// runtime is shutting down.
+    ///
+    /// The expiry count is never read (a `read` saved each ring, which
+    /// used to tell a ring of an earlier setting apart): tokio's reactor
+    /// watches the timerfd edge-triggered, the kernel reports each expiry
+    /// of a one-shot timer as an edge of its own, and setting the timer
+    /// again zeroes the count, so forgetting the readiness is enough to
+    /// wait for the next ring. tokio keeps any readiness that arrived
+    /// since it was handed out, so no ring is lost. (An interval timer
+    /// would save the `timerfd_settime` of each ring instead, but Linux
+    /// restarts one only when its count is read, in `timerfd_read`: the
+    /// same one call a ring; tried, its second ring never came.)
     pub async fn rung(&self) -> io::Result<()> {
-        loop {
-            let mut ready = self.fd.readable().await?;
-            // Reading takes the expiry; if there is none (the alarm was set
-            // again after ringing), tokio forgets the readiness and the next
-            // `readable` waits for the next expiry.
-            let read = ready.try_io(|fd| {
-                let mut count = [0u8; 8];
-                nix::unistd::read(fd.get_ref().0.as_fd(), &mut count)
-                    .map(drop)
-                    .map_err(io::Error::from)
-            });
-            if let Ok(result) = read {
-                // A one-shot timerfd has nothing more to read after its
-                // expiry: forgetting the readiness now spares the next call
-                // a read that could only fail (a system call per ring).
-                // tokio keeps any readiness that arrived since, so a later
-                // expiry is not lost.
-                ready.clear_ready();
-                return result;
-            }
-        }
+        let mut ready = self.fd.readable().await?;
+        ready.clear_ready();
+        Ok(())
     }
 }
 

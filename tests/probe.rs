@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use common::ServerChild;
 use retry_storm::model::fit::gone::Gone;
 use retry_storm::model::fit::{FitOptions, Twin, fit};
-use retry_storm::model::wire::Wire;
+use retry_storm::model::wire::{Transport, Wire};
 use retry_storm::net::probe::{
     GoneConfig, LevelReport, Probe, ProbeConfig, ProbeEnd, ProbeEvent, gone, run,
 };
@@ -268,7 +268,7 @@ fn a_stopped_gone_probe_says_so() {
 /// go after 110 ms, mid-way through the requests in progress (which a
 /// cancelling pool still finishes: up to 10 ms more for the lone request
 /// after them).
-fn abandoned(on_disconnect: &str) -> retry_storm::net::probe::GoneProbe {
+fn abandoned(on_disconnect: &str, transport: Transport) -> retry_storm::net::probe::GoneProbe {
     let server = server(&[
         "--model",
         "pool",
@@ -283,7 +283,10 @@ fn abandoned(on_disconnect: &str) -> retry_storm::net::probe::GoneProbe {
     ]);
     let config = GoneConfig {
         target: server.url.clone(),
-        wire: Wire::default(),
+        wire: Wire {
+            transport,
+            ..Wire::default()
+        },
         abandon: 40,
         hold_open: ms(110),
         repeats: 3,
@@ -301,14 +304,24 @@ fn abandoned(on_disconnect: &str) -> retry_storm::net::probe::GoneProbe {
 
 #[test]
 fn a_server_that_goes_on_with_abandoned_work_continues() {
-    let probe = abandoned("continue");
+    let probe = abandoned("continue", Transport::Http1);
     assert_eq!(probe.verdict, Gone::Continues, "{probe:?}");
     assert_eq!(probe.verdict.flag(), Some("continue"));
 }
 
 #[test]
 fn a_server_that_drops_abandoned_work_cancels() {
-    let probe = abandoned("cancel");
+    let probe = abandoned("cancel", Transport::Http1);
     assert_eq!(probe.verdict, Gone::Cancels, "{probe:?}");
     assert_eq!(probe.verdict.flag(), Some("cancel"));
+}
+
+#[test]
+fn over_http2_streams_reset_on_a_live_connection_tell_the_two_apart() {
+    // The same probe with the abandoned requests as streams of one h2c
+    // connection, each reset as its client goes, the connection kept.
+    let probe = abandoned("continue", Transport::Http2);
+    assert_eq!(probe.verdict, Gone::Continues, "{probe:?}");
+    let probe = abandoned("cancel", Transport::Http2);
+    assert_eq!(probe.verdict, Gone::Cancels, "{probe:?}");
 }

@@ -17,8 +17,7 @@ use crate::experiment::sweep::{Search, SweepConfig};
 use crate::experiment::{Stop, Storm};
 use crate::model::fit::FitOptions;
 use crate::model::shard::Shard;
-use crate::model::wire::Transport;
-use crate::net::probe::{OVER_HTTP2, ProbeConfig};
+use crate::net::probe::ProbeConfig;
 use crate::policy::StrategyKind;
 
 /// `storm calibrate --target URL`: a virtual twin of a service of yours.
@@ -178,9 +177,6 @@ impl CalibrateArgs {
             )));
         }
         let wire = self.wire.wire().map_err(ScenarioError)?;
-        if wire.transport == Transport::Http2 && !self.no_gone {
-            return Err(ScenarioError(OVER_HTTP2.to_string()));
-        }
         let mut cases = self
             .protocol
             .scenario(&self.strategies, Duration::from_secs(20))?;

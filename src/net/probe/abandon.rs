@@ -20,19 +20,29 @@
 //! one that times out counts as the timeout, a lower bound.
 //!
 //! Every request is the wire's (method, headers and body; TLS for an
-//! `https://` target), a GET by default. HTTP/1.1 only: an abandoned
-//! client here is a connection closed with its request unanswered, which
-//! HTTP/2 does not do (a client that goes resets its stream, and the
-//! connection stays), so over HTTP/2 the probe is refused.
+//! `https://` target), a GET by default. Over HTTP/1.1 an abandoned
+//! client is a connection closed with its request unanswered. Over
+//! HTTP/2 it is what an HTTP/2 client that goes does: the abandoned
+//! requests are streams, each reset (`RST_STREAM`, `CANCEL`) when they
+//! go, their connections kept open until the lone request after them is
+//! answered. A connection carries [`STREAMS_PER_CONNECTION`] of them at
+//! most, so that none waits in the client for a slot the server's
+//! `SETTINGS_MAX_CONCURRENT_STREAMS` has not given (hyper's server allows
+//! 200; a server allowing fewer than 100 would hold some back).
 
 use std::io;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use http_body_util::BodyExt;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::Request;
+use hyper::client::conn::http2::{self, SendRequest};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
+use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
 use super::config::invalid;
@@ -97,9 +107,6 @@ pub struct GoneProbe {
 
 /// The probe (module doc).
 pub(super) async fn probe(config: &GoneConfig, stop: &AtomicBool) -> io::Result<GoneProbe> {
-    if config.wire.transport == Transport::Http2 {
-        return Err(invalid(OVER_HTTP2));
-    }
     let target = Target::resolve(&config.target, &config.wire)
         .await
         .map_err(invalid)?;
@@ -126,7 +133,7 @@ pub(super) async fn probe(config: &GoneConfig, stop: &AtomicBool) -> io::Result<
 
     let held = send_and_hold(&target, &request, config.abandon, stop).await?;
     let loaded_s = lone("beside the requests held").await?.unwrap_or(given_up);
-    drop(held);
+    drop(held.abandon());
     drain(&target, config.timeout, baseline, stop).await?;
     let expected_busy_s = (loaded_s - config.hold_open.as_secs_f64()).max(0.0);
 
@@ -136,8 +143,9 @@ pub(super) async fn probe(config: &GoneConfig, stop: &AtomicBool) -> io::Result<
         if !wait_until(Instant::now() + config.hold_open, stop).await {
             return Err(interrupted());
         }
-        drop(held);
+        let kept = held.abandon();
         after_s.push(lone("after the abandon").await?.unwrap_or(given_up));
+        drop(kept);
         drain(&target, config.timeout, baseline, stop).await?;
     }
     Ok(GoneProbe {
@@ -149,12 +157,6 @@ pub(super) async fn probe(config: &GoneConfig, stop: &AtomicBool) -> io::Result<
         expected_busy_s,
     })
 }
-
-/// Why the probe cannot be made over HTTP/2: its clients go by closing
-/// their connections.
-pub const OVER_HTTP2: &str = "the gone-client probe abandons requests by closing their \
-    HTTP/1.1 connections; over HTTP/2 (--http2, --grpc) a client that goes resets its stream \
-    on a connection that stays, which this probe does not do: give --no-gone";
 
 /// The request `target` sends, as HTTP/1.1's bytes on the wire (its
 /// method, path, `Host`, the wire's headers and body), without the
@@ -183,16 +185,70 @@ async fn raw_request(target: &Target) -> io::Result<Vec<u8>> {
     Ok(raw)
 }
 
-/// Opens `count` connections (TLS too for an `https://` target) and
-/// writes `request` on each, in turn; they close when the vector is
-/// dropped.
+/// The abandoned streams one HTTP/2 connection carries: hyper's client
+/// assumes 100 before the server's SETTINGS say otherwise.
+pub const STREAMS_PER_CONNECTION: u32 = 100;
+
+/// The abandoned requests while their clients stay.
+enum Held {
+    /// HTTP/1.1: a connection each; dropped, they close.
+    Connections(Vec<Stream>),
+    /// HTTP/2: a stream each, [`STREAMS_PER_CONNECTION`] a connection.
+    Streams {
+        streams: Vec<AbortHandle>,
+        connections: Vec<Connection>,
+    },
+}
+
+/// An HTTP/2 connection kept open, closed when dropped.
+struct Connection {
+    _sender: SendRequest<Full<Bytes>>,
+    task: AbortHandle,
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Held {
+    /// The clients go: HTTP/1.1's connections close; HTTP/2's streams are
+    /// reset (hyper sends `RST_STREAM` as each exchange is dropped) and
+    /// their connections are returned, to be kept open until dropped.
+    fn abandon(self) -> Option<Vec<Connection>> {
+        match self {
+            Held::Connections(connections) => {
+                drop(connections);
+                None
+            }
+            Held::Streams {
+                streams,
+                connections,
+            } => {
+                for stream in streams {
+                    stream.abort();
+                }
+                Some(connections)
+            }
+        }
+    }
+}
+
+/// Sends `count` requests, each on a connection of its own over HTTP/1.1
+/// (TLS too for an `https://` target, `request` written as is), or each a
+/// stream of one connection over HTTP/2; they are held until
+/// [`Held::abandon`].
 async fn send_and_hold(
     target: &Target,
     request: &[u8],
     count: u32,
     stop: &AtomicBool,
-) -> io::Result<Vec<Stream>> {
+) -> io::Result<Held> {
     let open = async {
+        if target.transport == Transport::Http2 {
+            return streams(target, count).await;
+        }
         let mut held = Vec::with_capacity(count as usize);
         for _ in 0..count {
             let tcp = TcpStream::connect(target.addr).await?;
@@ -201,11 +257,59 @@ async fn send_and_hold(
             stream.flush().await?;
             held.push(stream);
         }
-        Ok(held)
+        Ok(Held::Connections(held))
     };
     unless_stopped(stop, open)
         .await
         .unwrap_or_else(|| Err(interrupted()))
+}
+
+/// `count` requests as streams of new HTTP/2 connections, each awaited
+/// by a task of its own, the request without the `grpc-timeout` every
+/// attempt of the client carries (an abandoned request asks for no
+/// deadline).
+async fn streams(target: &Target, count: u32) -> io::Result<Held> {
+    let mut streams = Vec::with_capacity(count as usize);
+    let mut connections = Vec::new();
+    let mut left = count;
+    while left > 0 {
+        let (mut sender, connection) = connect(target).await?;
+        for _ in 0..left.min(STREAMS_PER_CONNECTION) {
+            sender.ready().await.map_err(io::Error::other)?;
+            let (mut parts, body) = target.request("").into_parts();
+            parts.headers.remove(GRPC_TIMEOUT_HEADER);
+            let answer = sender.send_request(Request::from_parts(parts, body));
+            streams.push(tokio::spawn(answer).abort_handle());
+        }
+        left = left.saturating_sub(STREAMS_PER_CONNECTION);
+        connections.push(Connection {
+            _sender: sender,
+            task: connection,
+        });
+    }
+    // A connection's task writes its streams' HEADERS when it runs: give
+    // the tasks their turn before the hold is timed.
+    tokio::task::yield_now().await;
+    Ok(Held::Streams {
+        streams,
+        connections,
+    })
+}
+
+/// A new HTTP/2 connection to `target` (by ALPN over TLS, by prior
+/// knowledge in clear), its task running.
+async fn connect(target: &Target) -> io::Result<(SendRequest<Full<Bytes>>, AbortHandle)> {
+    let tcp = TcpStream::connect(target.addr).await?;
+    let stream = target.dialer.dial(tcp).await?;
+    if target.dialer.is_tls() && !stream.alpn_h2() {
+        return Err(invalid("the server did not accept HTTP/2 by ALPN"));
+    }
+    let (sender, connection) = http2::Builder::new(TokioExecutor::new())
+        .timer(TokioTimer::new())
+        .handshake(TokioIo::new(stream))
+        .await
+        .map_err(io::Error::other)?;
+    Ok((sender, tokio::spawn(connection).abort_handle()))
 }
 
 /// One lone GET on a connection of its own: its latency in seconds, or

@@ -48,7 +48,7 @@ use std::io;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-pub use abandon::{DRAIN_TRIES, DRAINED, GoneConfig, GoneProbe, OVER_HTTP2};
+pub use abandon::{DRAIN_TRIES, DRAINED, GoneConfig, GoneProbe};
 pub use config::ProbeConfig;
 pub use report::{BUSY_FROM, LITTLE_BELOW, LevelReport, Probe, ProbeEnd, ProbeEvent};
 

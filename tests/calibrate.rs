@@ -9,37 +9,13 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
+use common::calibration::POOL;
 use common::{ServerChild, fresh_path, one_at_a_time};
 
 const STORM: &str = env!("CARGO_BIN_EXE_storm");
 
-/// The hidden shape, ten times faster than the service it stands for.
-const POOL: [&str; 14] = [
-    "--listen",
-    "127.0.0.1:0",
-    "--model",
-    "pool",
-    "--workers",
-    "20",
-    "--service-time",
-    "100ms",
-    "--service-distribution",
-    "constant",
-    "--queue",
-    "1000",
-    "--time-scale",
-    "10",
-];
-
 fn calibrate(target: &str, out: &Path, extra: &[&str]) -> std::process::Output {
-    Command::new(STORM)
-        .args(["calibrate", "--target", target, "--quick", "--out"])
-        .arg(out)
-        .args(["--levels", "1,2,4,8,16,32,64,128"])
-        .args(["--level-warmup", "200ms", "--hold", "600ms"])
-        .args(extra)
-        .output()
-        .unwrap()
+    common::calibration::calibrate(STORM, target, out, extra)
 }
 
 fn json(out: &Path) -> serde_json::Value {

@@ -9,45 +9,21 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
+use common::calibration::POOL;
 use common::recorder::{Certificate, Recorder, Reply};
 use common::{ServerChild, fresh_path, one_at_a_time};
 
 const STORM: &str = env!("CARGO_BIN_EXE_storm");
-
-/// The hidden shape, ten times faster than the service it stands for.
-const POOL: [&str; 14] = [
-    "--listen",
-    "127.0.0.1:0",
-    "--model",
-    "pool",
-    "--workers",
-    "20",
-    "--service-time",
-    "100ms",
-    "--service-distribution",
-    "constant",
-    "--queue",
-    "1000",
-    "--time-scale",
-    "10",
-];
 
 /// `storm calibrate --quick` of `target` into `out`, its levels doubling
 /// to 128, each short (a warm-up of 0.2 s, a hold of 0.6 s, as
 /// `tests/calibrate.rs`: fewer levels, and other shapes fitted as well),
 /// the twin written and not swept, the client's wire flags `wire`.
 fn calibrate(target: &str, out: &Path, wire: &[&str]) -> Output {
-    Command::new(STORM)
-        .args(["calibrate", "--target", target, "--quick", "--out"])
-        .arg(out)
-        .args(["--levels", "1,2,4,8,16,32,64,128"])
-        .args(["--level-warmup", "200ms", "--hold", "600ms"])
-        .args(["--no-predict", "--strategies", "fixed"])
-        .args(wire)
-        .output()
-        .unwrap()
+    let extra = [&["--no-predict", "--strategies", "fixed"][..], wire].concat();
+    common::calibration::calibrate(STORM, target, out, &extra)
 }
 
 fn json(out: &Path) -> serde_json::Value {

@@ -6,6 +6,7 @@
 
 #![allow(dead_code)]
 
+pub mod calibration;
 pub mod cgroup;
 pub mod h2;
 pub mod pty;

@@ -454,6 +454,9 @@ fn sweep(args: SweepArgs) -> ExitCode {
     let parsed = args.shard().and_then(|(shard, source)| {
         let mut config = args.config()?;
         config.shard = shard;
+        // Against a target each run is a storm, with this program's
+        // children (clients, the outage's guardian, a fault proxy).
+        config.storm.program = own_program();
         Ok((config, source))
     });
     let (config, source) = match parsed {
@@ -478,7 +481,19 @@ fn sweep(args: SweepArgs) -> ExitCode {
     if !config.shard.is_whole() {
         say(format!("sweep: shard {} from {source}", config.shard));
     }
-    if !quiet {
+    let scenario = &config.storm.scenario;
+    if let (false, Some(url), Some(outage)) = (quiet, &scenario.target, &scenario.outage) {
+        say(format!(
+            "sweep: measuring {url} through {outage}: {} setting(s), pauses up to {} s, a \
+             storm a run until T50's 95 % interval is {} s wide or {} storms a setting; \
+             every run in {}",
+            config.settings().len(),
+            config.max_pause.as_secs_f64(),
+            config.precision.as_secs_f64(),
+            config.max_runs,
+            config.storm.out.join(sweep::RUNS_CSV).display()
+        ));
+    } else if !quiet {
         let pauses = match config.pause {
             Some(pause) => format!("a pause of {} s", pause.as_secs_f64()),
             None => format!("pauses up to {} s", config.max_pause.as_secs_f64()),
@@ -500,6 +515,16 @@ fn sweep(args: SweepArgs) -> ExitCode {
     .and_then(|report| sweep::write(&config, &report, &command).map(|()| report))
     .and_then(|report| merge::write_sweep_manifest(&config, &report, argv).map(|()| report));
     match result {
+        Ok(report) if report.stopped => {
+            eprintln!(
+                "interrupted: the storm under way stopped, its outage undone; the {} storm(s) \
+                 made before it are in {} and the edges they give in {}",
+                report.runs,
+                config.storm.out.join(sweep::RUNS_CSV).display(),
+                config.storm.out.join("critical.csv").display()
+            );
+            ExitCode::from(130)
+        }
         Ok(report) => {
             if args.verbose {
                 say(format!(

@@ -99,6 +99,10 @@ fn a_hidden_pool_is_probed_fitted_predicted_and_checked() {
     }
     let csv = std::fs::read_to_string(out.join("verify.csv")).unwrap();
     assert_eq!(csv.lines().count(), checks.len() + 1, "{csv}");
+    assert!(
+        csv.starts_with("case,pause_s,") && csv.lines().next().unwrap().ends_with(",holds,overlap"),
+        "{csv}"
+    );
     for file in ["levels.csv", "calibration.md", "fit.svg"] {
         assert!(out.join(file).exists(), "{file}");
     }

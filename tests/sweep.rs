@@ -477,3 +477,59 @@ fn the_sweeps_rate_refuses_its_clients_and_a_case_with_its_own_load() {
     assert!(e.to_string().contains("case open sets its own load"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_sweep_of_a_target_is_a_real_search_with_its_own_defaults_and_refusals() {
+    let target = ["--target", "http://127.0.0.1:1/api", "--outage", "stall"];
+    let c = sweep_args(&[&target[..], &["--quick"]].concat()).unwrap();
+    assert_eq!(
+        c.storm.engine,
+        retry_storm::experiment::scenario::Engine::Real
+    );
+    assert_eq!(c.storm.time_scale, 10.0);
+    assert_eq!(c.threads, 1, "one storm at a time");
+    assert_eq!(c.limits, [retry_storm::experiment::sweep::NO_LIMIT]);
+    // A storm costs a minute or two: a coarser interval and fewer runs.
+    assert_eq!((c.precision, c.max_runs), (Duration::from_secs(4), 30));
+    assert!(c.measures());
+    c.validate(&ProgramFlags).unwrap();
+    // Without a target, the model's defaults.
+    let model = sweep_args(&[]).unwrap();
+    assert_eq!(
+        (model.precision, model.max_runs, model.limits.clone()),
+        (Duration::from_secs(1), 100, vec![30])
+    );
+    assert!(!model.measures());
+
+    // Refused before any storm: what only the model or the project's
+    // server has, several storms at once, and a target without its outage.
+    let refused = |extra: &[&str]| -> String {
+        match sweep_args(&[&target[..], extra].concat()) {
+            Err(e) => e,
+            Ok(c) => c.validate(&ProgramFlags).unwrap_err().to_string(),
+        }
+    };
+    for (extra, says) in [
+        (&["--limit", "40"][..], "--limit sets the project's server"),
+        (
+            &["--server-args", "--limit 40"][..],
+            "no project server runs",
+        ),
+        (&["--search", "grid"][..], "measured by the adaptive search"),
+        (&["--pause", "5s"][..], "measured by the adaptive search"),
+        (&["--threads", "2"][..], "one at a time"),
+    ] {
+        let e = refused(extra);
+        assert!(e.contains(says), "{extra:?}: {e}");
+    }
+    let e = sweep_args(&["--target", "http://127.0.0.1:1/api"])
+        .unwrap()
+        .validate(&ProgramFlags)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("say how to cause its outage"), "{e}");
+    for alone in [&["--quick"][..], &["--calm", "1s"][..]] {
+        let e = sweep_args(alone).unwrap_err();
+        assert!(e.contains("--target"), "{alone:?}: {e}");
+    }
+}

@@ -85,7 +85,10 @@ def gunicorn(out):
     print("| policy | pause s | twin P(recover) (95 %) | gunicorn (95 %) | holds | overlap |")
     print("| --- | --- | --- | --- | --- | --- |")
     for c in cal["checks"]:
-        overlap = c["measured_low"] <= c["predicted_high"] and c["predicted_low"] <= c["measured_high"]
+        # storm calibrate writes it since issue 61; older records are read
+        # by the same rule.
+        overlap = c.get("overlap", c["measured_low"] <= c["predicted_high"]
+                        and c["predicted_low"] <= c["measured_high"])
         print("| %s | %g | %.2f, %d of %d (%.2f to %.2f) | %.2f, %d of %d (%.2f to %.2f) | %s | %s |" % (
             c["case"], c["pause_s"], c["predicted_p"], c["predicted_recovered"], c["predicted_runs"],
             c["predicted_low"], c["predicted_high"], c["measured_p"], c["measured_recovered"],

@@ -6,12 +6,14 @@ use std::time::Duration;
 use clap::Args;
 
 use super::generate::GenerateArgs;
+use super::outage::OutageArgs;
 use super::protocol::{OutputArgs, ProtocolArgs, default_out};
 use super::values::{
-    duration, positive, positive_duration, resolve_shard, seconds_or_duration, shard,
+    duration, http_url, positive, positive_duration, resolve_shard, seconds_or_duration, shard,
+    time_scale,
 };
 use crate::experiment::scenario::{Engine, Scenario, ScenarioError};
-use crate::experiment::sweep::{Search, SweepConfig};
+use crate::experiment::sweep::{NO_LIMIT, Search, SweepConfig};
 use crate::experiment::{Stop, Storm};
 use crate::model::shard::{Shard, ShardSource};
 use crate::policy::StrategyKind;
@@ -24,6 +26,13 @@ const DEFAULT_STEP: Duration = Duration::from_secs(5);
 const DEFAULT_PRECISION: Duration = Duration::from_secs(1);
 /// The adaptive search's most runs a setting.
 const DEFAULT_MAX_RUNS: u32 = 100;
+/// Against a target, where a run is a real storm of a minute or more:
+/// T50's interval 4 s wide, at most 30 runs a setting (an hour or so).
+const TARGET_PRECISION: Duration = Duration::from_secs(4);
+/// Against a target: the most storms a setting.
+const TARGET_MAX_RUNS: u32 = 30;
+/// The sweep's server limit, the 2014 server's.
+const DEFAULT_LIMIT: u64 = 30;
 
 /// How `storm sweep` places each setting's runs along the pause.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -74,13 +83,9 @@ pub struct SweepArgs {
     #[arg(long, value_delimiter = ',', default_value = "2s", value_parser = positive_duration,
           value_name = "DURATION,...")]
     pub timeout: Vec<Duration>,
-    /// Server limits (concurrency where latency starts to grow), comma-separated.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "30",
-        value_name = "N,..."
-    )]
+    /// Server limits (concurrency where latency starts to grow),
+    /// comma-separated [default: 30].
+    #[arg(long, value_delimiter = ',', value_name = "N,...")]
     pub limit: Vec<u64>,
     /// How each setting's runs are placed along the pause: adaptive, each
     /// next run (a seed of its own) where it tells most about T50 and the
@@ -91,11 +96,11 @@ pub struct SweepArgs {
     #[arg(long, value_enum, default_value_t = SearchArg::Adaptive, value_name = "HOW")]
     pub search: SearchArg,
     /// Adaptive: a setting is done once T50's 95 % interval is this
-    /// narrow [default: 1s].
+    /// narrow [default: 1s; 4s with --target].
     #[arg(long, value_parser = positive_duration, value_name = "DURATION")]
     pub precision: Option<Duration>,
     /// Adaptive: the most runs a setting takes, its interval as narrow as
-    /// they make it [default: 100].
+    /// they make it [default: 100; 30 with --target].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_runs: Option<u32>,
     /// Grid and --pause: runs per pause, seeds from --seed on; most
@@ -137,6 +142,31 @@ pub struct SweepArgs {
     /// Print the number of runs and events, and their rate.
     #[arg(long, short)]
     pub verbose: bool,
+    /// Measure the edge of a service of yours at URL instead of the
+    /// model's: each run of the adaptive search a real storm of one run
+    /// through --outage, one at a time, the target calm before each; every
+    /// run written to runs.csv as it ends and its storm's files kept under
+    /// runs/; Ctrl-C stops the storm under way and writes the edges of the
+    /// runs made [default: the scenario's target].
+    #[arg(long, value_name = "URL", value_parser = http_url)]
+    pub target: Option<String>,
+    /// How the --target's outage is caused.
+    #[command(flatten)]
+    pub outage: OutageArgs,
+    /// How long the --target must answer promptly, without a break,
+    /// before each storm [default: the scenario's calm, else 30s].
+    #[arg(long, value_parser = positive_duration, value_name = "DURATION", requires = "target")]
+    pub calm: Option<Duration>,
+    /// With --target: divide every duration of the storms by ten (the
+    /// clients' timeouts, think times, retry delays, phases and pauses;
+    /// not the target's own times).
+    #[arg(long, requires = "target")]
+    pub quick: bool,
+    /// With --target: divide every duration of the storms by K, as
+    /// --quick does by ten.
+    #[arg(long, value_parser = time_scale, value_name = "K", conflicts_with = "quick",
+          requires = "target")]
+    pub time_scale: Option<f64>,
     /// The protocol and the flags of every case.
     #[command(flatten)]
     pub protocol: ProtocolArgs,
@@ -201,17 +231,40 @@ impl SweepArgs {
                 (scenario, "sweep".to_string())
             }
         };
-        let threads = self.threads.map_or_else(
-            || std::thread::available_parallelism().map_or(1, |n| n.get()),
-            |n| n as usize,
-        );
+        let mut scenario = scenario;
+        scenario.target = self.target.clone().or(scenario.target);
+        scenario.outage = self.outage.over(scenario.outage.take())?;
+        scenario.protocol.calm = self.calm.unwrap_or(scenario.protocol.calm);
+        let target = scenario.target.is_some();
+        if target && !self.limit.is_empty() {
+            return Err(ScenarioError(
+                "--limit sets the project's server, which does not run against a --target".into(),
+            ));
+        }
+        if target && self.protocol.server_args.is_some() {
+            return Err(ScenarioError(
+                "--server-args with --target: no project server runs; set the target's flags \
+                 where you start it"
+                    .into(),
+            ));
+        }
+        let threads = match (target, self.threads) {
+            // The storms share the target: one at a time (validated).
+            (true, None) => 1,
+            (_, Some(n)) => n as usize,
+            (false, None) => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        };
         let storm = Storm {
             scenario: Scenario {
                 runs: None,
                 ..scenario
             },
-            engine: Engine::Sim,
-            time_scale: 1.0,
+            engine: if target { Engine::Real } else { Engine::Sim },
+            time_scale: match (self.quick, self.time_scale) {
+                (true, _) => 10.0,
+                (false, Some(k)) => k,
+                (false, None) => 1.0,
+            },
             parallel: 0,
             out: self
                 .output
@@ -233,14 +286,26 @@ impl SweepArgs {
             rates: self.arrival_rate.clone(),
             thinks: self.lambda.clone(),
             timeouts: self.timeout.clone(),
-            limits: self.limit.clone(),
+            limits: match (target, self.limit.is_empty()) {
+                (true, _) => vec![NO_LIMIT],
+                (false, true) => vec![DEFAULT_LIMIT],
+                (false, false) => self.limit.clone(),
+            },
             seeds: self.seeds.unwrap_or(DEFAULT_SEEDS),
             search: match self.search {
                 SearchArg::Adaptive => Search::Adaptive,
                 SearchArg::Grid => Search::Grid,
             },
-            precision: self.precision.unwrap_or(DEFAULT_PRECISION),
-            max_runs: self.max_runs.unwrap_or(DEFAULT_MAX_RUNS),
+            precision: self.precision.unwrap_or(if target {
+                TARGET_PRECISION
+            } else {
+                DEFAULT_PRECISION
+            }),
+            max_runs: self.max_runs.unwrap_or(if target {
+                TARGET_MAX_RUNS
+            } else {
+                DEFAULT_MAX_RUNS
+            }),
             pause: self.pause,
             max_pause: self.max_pause,
             resolution: self.resolution,

@@ -42,6 +42,27 @@ use error::io_err;
 use scenario::Engine;
 use summary::StormReport;
 
+/// Runs `storm` as [`run`] does, on an async runtime of its own, ended
+/// once `stop` is asked for: a real storm made by long work that is not
+/// itself async (a sweep's run, a calibration's check).
+pub fn run_until_stopped(
+    storm: &Storm,
+    flags: &dyn Flags,
+    stop: &Stop,
+) -> Result<StormReport, StormError> {
+    let stop = stop.clone();
+    let shutdown = async move {
+        while !stop.requested() {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    };
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| StormError::Io("start the async runtime".into(), e))?
+        .block_on(run(storm, flags, shutdown))
+}
+
 /// Runs the whole comparison on its engine; writes every file into
 /// `storm.out`: the scenario, the command lines, each case's CSV files, the
 /// summaries and the plots.

@@ -274,22 +274,31 @@ fn closed_loop(
         )),
         ProbeEvent::LevelDone(report) => {
             let row = LevelRow::of(report);
-            say(format!(
-                "probe: {} client(s): {:.1} answers/s, mean {:.2} ms, p50 {:.2} ms, p99 {:.2} ms, \
+            if row.nothing_ended() {
+                say(format!(
+                    "probe: {} client(s): nothing ended within the {} s hold (every request \
+                     still waiting: the service took none in, or held them all)",
+                    row.concurrency,
+                    config.probe.hold.as_secs_f64()
+                ));
+            } else {
+                say(format!(
+                    "probe: {} client(s): {:.1} answers/s, mean {:.2} ms, p50 {:.2} ms, p99 {:.2} ms, \
                  errors {:.1} %, X·R/N {:.2}{}",
-                row.concurrency,
-                row.throughput,
-                row.latency_mean_s * 1e3,
-                row.latency_p50_s * 1e3,
-                row.latency_p99_s * 1e3,
-                row.error_share * 100.0,
-                row.little_ratio,
-                if row.prober_bound {
-                    " (the prober set the pace, not the service)"
-                } else {
-                    ""
-                }
-            ));
+                    row.concurrency,
+                    row.throughput,
+                    row.latency_mean_s * 1e3,
+                    row.latency_p50_s * 1e3,
+                    row.latency_p99_s * 1e3,
+                    row.error_share * 100.0,
+                    row.little_ratio,
+                    if row.prober_bound {
+                        " (the prober set the pace, not the service)"
+                    } else {
+                        ""
+                    }
+                ));
+            }
             record.levels.push(row);
             if let Err(e) = record.save(&out) {
                 failed.get_or_insert(e);
@@ -388,28 +397,9 @@ fn median_ms(xs: &[f64]) -> String {
 mod tests {
     use super::*;
 
-    fn row(n: u32, mean_ms: f64, error_share: f64) -> LevelRow {
-        let r = mean_ms / 1e3;
-        LevelRow {
-            concurrency: n,
-            throughput: f64::from(n) / r,
-            latency_mean_s: r,
-            latency_p50_s: r,
-            latency_p99_s: r,
-            error_share,
-            attempts: 100,
-            ok: 100,
-            errors: 0,
-            timeouts: 0,
-            little_ratio: 1.0,
-            prober_busy: 0.1,
-            prober_bound: false,
-        }
-    }
-
     #[test]
     fn a_quick_targets_levels_are_taken_at_full_scale() {
-        let level = row(8, 10.0, 0.02).level();
+        let level = LevelRow::steady(8, 10.0, 0.02).level();
         let full = full_scale(level, 10.0);
         assert_eq!(full.concurrency, 8);
         assert!((full.latency_mean_s - 0.1).abs() < 1e-12, "{full:?}");
@@ -423,7 +413,7 @@ mod tests {
             .iter()
             .map(|&n| {
                 let r = service_ms / 1e3 * f64::from(n.max(workers)) / f64::from(workers);
-                row(n, r * 1e3, 0.0).level()
+                LevelRow::steady(n, r * 1e3, 0.0).level()
             })
             .collect();
         fit(&levels, &FitOptions::default()).unwrap()
@@ -434,14 +424,21 @@ mod tests {
         // A pool of 4 at 10 ms: N clients wait N / 4 * 10 ms from 4 on, so
         // 12 times 10 ms at N = 48.
         let fits = pool_fits(4, 10.0);
-        let levels = [row(1, 10.0, 0.0), row(2, 10.0, 0.0), row(64, 160.0, 0.0)];
+        let levels = [
+            LevelRow::steady(1, 10.0, 0.0),
+            LevelRow::steady(2, 10.0, 0.0),
+            LevelRow::steady(64, 160.0, 0.0),
+        ];
         assert_eq!(
             gone_setup(&levels, &fits, 1.0, 0.01),
             Ok((48, Duration::from_millis(10)))
         );
         // A target ten times faster than its twin: its times are the
         // twin's divided by ten, so a tenth of the latency needs as many.
-        let quick = [row(1, 1.0, 0.0), row(64, 16.0, 0.0)];
+        let quick = [
+            LevelRow::steady(1, 1.0, 0.0),
+            LevelRow::steady(64, 16.0, 0.0),
+        ];
         assert_eq!(gone_setup(&quick, &fits, 10.0, 0.01).unwrap().0, 48);
     }
 
@@ -449,11 +446,20 @@ mod tests {
     fn no_abandon_where_the_twin_barely_slows_or_nothing_answered() {
         let fits = pool_fits(4, 10.0);
         // Up to 4 times 4 clients: 16 clients wait 40 ms, 4 times alone.
-        let e = gone_setup(&[row(1, 10.0, 0.0), row(4, 10.0, 0.0)], &fits, 1.0, 0.01).unwrap_err();
+        let e = gone_setup(
+            &[
+                LevelRow::steady(1, 10.0, 0.0),
+                LevelRow::steady(4, 10.0, 0.0),
+            ],
+            &fits,
+            1.0,
+            0.01,
+        )
+        .unwrap_err();
         assert!(
             e.contains("12 times from 1 client(s) alone (10.00 ms) within 16"),
             "{e}"
         );
-        assert!(gone_setup(&[row(1, 10.0, 0.5)], &fits, 1.0, 0.01).is_err());
+        assert!(gone_setup(&[LevelRow::steady(1, 10.0, 0.5)], &fits, 1.0, 0.01).is_err());
     }
 }

@@ -68,6 +68,35 @@ impl LevelRow {
         }
     }
 
+    /// No attempt ended within the hold: the level has no latency or
+    /// error share to show (its row holds the hold as its latency and an
+    /// error share of 1, which leave it out of every fit).
+    pub fn nothing_ended(&self) -> bool {
+        self.attempts == 0
+    }
+
+    /// A level of `n` clients whose 100 attempts each took `mean_ms`, for
+    /// tests.
+    #[cfg(test)]
+    pub(super) fn steady(n: u32, mean_ms: f64, error_share: f64) -> LevelRow {
+        let r = mean_ms / 1e3;
+        LevelRow {
+            concurrency: n,
+            throughput: f64::from(n) / r,
+            latency_mean_s: r,
+            latency_p50_s: r,
+            latency_p99_s: r,
+            error_share,
+            attempts: 100,
+            ok: 100,
+            errors: 0,
+            timeouts: 0,
+            little_ratio: 1.0,
+            prober_busy: 0.1,
+            prober_bound: false,
+        }
+    }
+
     /// The level the fit takes.
     pub fn level(&self) -> Level {
         Level {
@@ -209,6 +238,14 @@ impl Calibration {
              | --- | --- | --- | --- | --- | --- | --- | --- |"
         );
         for l in &self.levels {
+            if l.nothing_ended() {
+                let _ = writeln!(
+                    s,
+                    "| {} | 0 | - | - | - | none ended in the hold | - | {:.2} |",
+                    l.concurrency, l.prober_busy
+                );
+                continue;
+            }
             let _ = writeln!(
                 s,
                 "| {} | {:.1} | {:.2} | {:.2} | {:.2} | {:.1} % | {:.2} | {:.2}{} |",
@@ -271,13 +308,13 @@ impl Calibration {
             let _ = writeln!(
                 s,
                 "\n## Checked against the service (`verify/`)\n\n\
-                 | policy | pause s | twin P(recover) | its 95 % interval | measured | its 95 % interval | holds |\n\
-                 | --- | --- | --- | --- | --- | --- | --- |"
+                 | policy | pause s | twin P(recover) | its 95 % interval | measured | its 95 % interval | holds | overlap |\n\
+                 | --- | --- | --- | --- | --- | --- | --- | --- |"
             );
             for c in &self.checks {
                 let _ = writeln!(
                     s,
-                    "| {} | {} | {:.2} ({} of {}) | {:.2} to {:.2} | {:.2} ({} of {}) | {:.2} to {:.2} | {} |",
+                    "| {} | {} | {:.2} ({} of {}) | {:.2} to {:.2} | {:.2} ({} of {}) | {:.2} to {:.2} | {} | {} |",
                     c.case,
                     c.pause_s,
                     c.predicted_p,
@@ -290,7 +327,8 @@ impl Calibration {
                     c.measured_runs,
                     c.measured_low,
                     c.measured_high,
-                    if c.holds { "yes" } else { "**no**" }
+                    if c.holds { "yes" } else { "**no**" },
+                    if c.overlap { "yes" } else { "**no**" }
                 );
             }
         }
@@ -365,4 +403,45 @@ fn write_csv<T: Serialize>(path: &Path, rows: &[T]) -> std::io::Result<()> {
         writer.serialize(row)?;
     }
     writer.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_level_in_which_nothing_ended_shows_no_latency_or_errors() {
+        let record = Calibration {
+            target: "http://127.0.0.1:1/".into(),
+            command: "storm calibrate".into(),
+            time_scale: 1.0,
+            // 4 clients answered in 20 ms; at 8 nothing ended in the
+            // 5 s hold, whose length the row holds as its latency.
+            levels: vec![
+                LevelRow::steady(4, 20.0, 0.0),
+                LevelRow {
+                    attempts: 0,
+                    ok: 0,
+                    ..LevelRow::steady(8, 5000.0, 1.0)
+                },
+            ],
+            probe_end: "the service stopped answering".into(),
+            gone: None,
+            fits: None,
+            twin_flags: None,
+            predictions: Vec::new(),
+            checks: Vec::new(),
+        };
+        assert!(!record.levels[0].nothing_ended() && record.levels[1].nothing_ended());
+        let md = record.markdown();
+        assert!(
+            md.contains("| 4 | 200.0 | 20.00 | 20.00 | 20.00 | 0.0 % |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| 8 | 0 | - | - | - | none ended in the hold | - | 0.10 |"),
+            "{md}"
+        );
+        assert!(!md.contains("5000.00") && !md.contains("100.0 %"), "{md}");
+    }
 }

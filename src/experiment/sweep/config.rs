@@ -2,9 +2,8 @@
 
 use std::time::Duration;
 
-use super::super::error::StormError;
 use super::super::scenario::{Case, format_duration};
-use super::super::storm::{Flags, Storm, flag_value};
+use super::super::storm::{Storm, flag_value};
 use crate::model::shard::Shard;
 use crate::model::units::parse_duration;
 
@@ -85,11 +84,11 @@ pub struct Setting {
 }
 
 /// The 2014 server's limit, the sweep's default.
-const DEFAULT_LIMIT: u64 = 30;
+pub(super) const DEFAULT_LIMIT: u64 = 30;
 
 /// The model of `case`'s server when it has no limit (a thread pool, the
 /// linear curve): only the exponential curve, the default, has one.
-fn without_limit(case: &Case) -> Option<&str> {
+pub(super) fn without_limit(case: &Case) -> Option<&str> {
     flag_value(&case.server, "--model").filter(|&model| model != "exponential")
 }
 
@@ -126,7 +125,7 @@ fn own_rate(case: &Case) -> Option<f64> {
 }
 
 /// The client's flag of open traffic.
-const ARRIVAL_RATE: &str = "--arrival-rate";
+pub(super) const ARRIVAL_RATE: &str = "--arrival-rate";
 
 /// A setting's load: clients, or sessions arriving a second.
 type Load = (Option<u32>, Option<f64>);
@@ -249,7 +248,7 @@ impl SweepConfig {
         }
         // A pool or a linear curve has no limit: the sweep's (its default,
         // as validation refuses any other) does not apply to it.
-        if without_limit(&case).is_none() && own_limit(&case).is_none() {
+        if !self.measures() && without_limit(&case).is_none() && own_limit(&case).is_none() {
             case.server
                 .extend([LIMIT.to_string(), setting.limit.to_string()]);
         }
@@ -263,6 +262,12 @@ impl SweepConfig {
         self.resolution.min(self.precision / 2)
     }
 
+    /// Whether the sweep measures a target (`--target`, or the scenario's)
+    /// with real storms rather than the model in virtual time.
+    pub fn measures(&self) -> bool {
+        self.storm.scenario.target.is_some()
+    }
+
     /// The storm of one run: the sweep's, with this pause and seed.
     pub(super) fn storm_for(&self, pause: Duration, seed: u64) -> Storm {
         let mut storm = self.storm.clone();
@@ -271,112 +276,6 @@ impl SweepConfig {
         storm.scenario.protocol.tail = Duration::ZERO;
         storm.scenario.seed = seed;
         storm
-    }
-
-    /// Checks every setting's flags before anything runs.
-    pub fn validate(&self, flags: &dyn Flags) -> Result<(), StormError> {
-        if self.seeds == 0 {
-            return Err(StormError::Flags("--seeds: must be at least 1".into()));
-        }
-        if let Some(url) = &self.storm.scenario.target {
-            return Err(StormError::Flags(format!(
-                "the scenario's target ({url}): a sweep runs the project's model in virtual \
-                 time, not a service; storm the target with storm run FILE"
-            )));
-        }
-        if !self.rates.is_empty()
-            && let Some(case) = self.storm.scenario.cases.iter().find(|c| {
-                flag_value(&c.client, ARRIVAL_RATE).is_some()
-                    || flag_value(&c.client, "--clients").is_some()
-            })
-        {
-            return Err(StormError::Flags(format!(
-                "--arrival-rate: case {} sets its own load (--arrival-rate or --clients \
-                 in its client flags), which the sweep's rates would replace",
-                case.name
-            )));
-        }
-        if self.limits != [DEFAULT_LIMIT]
-            && let Some((case, model)) = self
-                .storm
-                .scenario
-                .cases
-                .iter()
-                .find_map(|c| Some((c, without_limit(c)?)))
-        {
-            return Err(StormError::Flags(format!(
-                "--limit does not apply to case {}, a {model} server (--model {model})",
-                case.name
-            )));
-        }
-        let longest = match self.pause {
-            Some(pause) => pause,
-            None if self.search == Search::Adaptive => {
-                self.validate_adaptive()?;
-                self.max_pause
-            }
-            None => {
-                self.validate_grid()?;
-                self.max_pause
-            }
-        };
-        self.storm_for(longest, self.storm.scenario.seed)
-            .scenario
-            .protocol
-            .check()
-            .map_err(|e| StormError::Flags(e.to_string()))?;
-        for setting in self.settings() {
-            self.storm_for(longest, self.storm.scenario.seed)
-                .sim_config(&self.case_for(&setting), 0, flags)?;
-        }
-        Ok(())
-    }
-
-    /// Checks the resolution and the step against the longest pause.
-    fn validate_pauses(&self) -> Result<(), StormError> {
-        if self.resolution.is_zero() || self.step.is_zero() {
-            return Err(StormError::Flags(
-                "--resolution and --step: must be longer than 0".into(),
-            ));
-        }
-        if self.resolution > self.max_pause || self.step > self.max_pause {
-            return Err(StormError::Flags(format!(
-                "--resolution and --step: must not exceed --max-pause ({} s)",
-                secs(self.max_pause)
-            )));
-        }
-        Ok(())
-    }
-
-    /// Checks the adaptive search of a sweep over the pause.
-    fn validate_adaptive(&self) -> Result<(), StormError> {
-        self.validate_pauses()?;
-        if self.precision.is_zero() || self.max_runs == 0 {
-            return Err(StormError::Flags(
-                "--precision and --max-runs: must be more than 0".into(),
-            ));
-        }
-        // The search's grid holds T50 to an 800th of the longest pause.
-        if self.precision * 400 < self.max_pause {
-            return Err(StormError::Flags(format!(
-                "--precision: at least {} s with --max-pause {} s (the search holds T50 to \
-                 an 800th of the longest pause)",
-                secs(self.max_pause / 400),
-                secs(self.max_pause)
-            )));
-        }
-        Ok(())
-    }
-
-    /// Checks the grid and the bisection of a sweep over the pause.
-    fn validate_grid(&self) -> Result<(), StormError> {
-        self.validate_pauses()?;
-        if self.max_pause.as_nanos() / self.resolution.as_nanos() > 100_000 {
-            return Err(StormError::Flags(
-                "--resolution: too fine for --max-pause (over 100,000 pauses)".into(),
-            ));
-        }
-        Ok(())
     }
 }
 
@@ -387,6 +286,7 @@ mod tests {
     use super::super::super::folder::Existing;
     use super::super::super::scenario::{Engine, Scenario};
     use super::super::super::stop::Stop;
+    use super::super::super::storm::Flags;
     use super::*;
     use crate::model::client::ClientConfig;
     use crate::model::server::ServerConfig;
@@ -595,12 +495,13 @@ mod tests {
     }
 
     #[test]
-    fn a_scenarios_target_is_not_swept() {
+    fn a_scenarios_target_is_measured_by_the_adaptive_search_only() {
         let c = sweep(
             "target = \"http://127.0.0.1:1/\"\noutage = \"sigstop=4321\"\n\
              [[case]]\nname = \"fixed\"\nclient = \"--strategy fixed\"\n",
         );
+        assert!(c.measures());
         let e = c.validate(&Unused).unwrap_err().to_string();
-        assert!(e.contains("not a service"), "{e}");
+        assert!(e.contains("measured by the adaptive search"), "{e}");
     }
 }

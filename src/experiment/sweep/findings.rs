@@ -120,6 +120,10 @@ pub struct SweepReport {
     pub events: u64,
     /// Real time the sweep took.
     pub wall: Duration,
+    /// Stopped part way against a target: the settings not searched are
+    /// missing, and the last one's edge is what its runs before the stop
+    /// say.
+    pub stopped: bool,
 }
 
 /// The rows one setting gave: how many of `critical` (0 or 1) and of
@@ -213,9 +217,13 @@ impl<'a> From<&'a Point> for Key<'a> {
     }
 }
 
+/// The server limit of a setting against a target: none of the project's
+/// servers runs, and a row says no limit.
+pub const NO_LIMIT: u64 = 0;
+
 /// The setting in words: its case, its load (clients, or arrivals a
 /// second), think time (where the sweep sets it), timeout and server
-/// limit.
+/// limit (none against a target).
 impl fmt::Display for Key<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.case)?;
@@ -228,7 +236,11 @@ impl fmt::Display for Key<'_> {
         if let Some(think) = self.lambda_s {
             write!(f, ", think {think} s")?;
         }
-        write!(f, ", timeout {} s, limit {}", self.timeout_s, self.limit)
+        write!(f, ", timeout {} s", self.timeout_s)?;
+        if self.limit != NO_LIMIT {
+            write!(f, ", limit {}", self.limit)?;
+        }
+        Ok(())
     }
 }
 

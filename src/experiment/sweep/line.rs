@@ -13,6 +13,7 @@ use super::super::scenario::Case;
 use super::super::storm::{Flags, Storm};
 use super::config::{Search, Setting, SweepConfig, secs};
 use super::findings::{Critical, Outside, Point};
+use super::measured;
 use crate::report::estimate::{Crossing, Edge, Proportion, Trials, quantile};
 use crate::report::search::EdgeSearch;
 use crate::report::verdict::figures;
@@ -78,6 +79,10 @@ impl<'a> Line<'a> {
     /// the sweep has one pause only, that pause. The adaptive search tries
     /// `start` first, if given.
     pub fn run(mut self, start: Option<f64>) -> Result<Done, StormError> {
+        // Against a target only the adaptive search runs (validated).
+        if self.config.measures() {
+            return self.adaptive_line(start);
+        }
         if let Some(pause) = self.config.pause {
             self.point(pause)?;
             return Ok(self.done(None, None));
@@ -119,6 +124,8 @@ impl<'a> Line<'a> {
         let max = secs(c.max_pause);
         let mut search = EdgeSearch::new(max, secs(c.lattice()));
         let mut outcomes: BTreeMap<Duration, Vec<Option<f64>>> = BTreeMap::new();
+        // Each storm's length against a target, for the time left.
+        let mut walls = Vec::new();
         // One run at least: a precision wider than the prior's interval
         // would settle before any.
         while search.runs() < c.max_runs
@@ -130,9 +137,27 @@ impl<'a> Line<'a> {
             };
             let pause = Duration::from_micros((pause_s * 1e6).round() as u64);
             let seed = c.storm.scenario.seed.wrapping_add(u64::from(search.runs()));
-            let recovery = self.fresh(pause, seed)?;
-            search.observe(pause_s, recovery.is_some());
-            outcomes.entry(pause).or_default().push(recovery);
+            if !c.measures() {
+                let recovery = self.fresh(pause, seed)?;
+                search.observe(pause_s, recovery.is_some());
+                outcomes.entry(pause).or_default().push(recovery);
+                continue;
+            }
+            let at = (search.runs() + 1, pause, seed);
+            let run = match measured::storm_once(c, self.flags, &self.setting, &self.case, at) {
+                Ok(run) => run,
+                // What was run before the stop stays: the edge from it.
+                Err(StormError::Interrupted | StormError::InterruptedBeforeLoad) => break,
+                Err(e) => return Err(e),
+            };
+            self.runs += 1;
+            walls.push(run.wall_s);
+            search.observe(pause_s, run.recovered);
+            outcomes.entry(pause).or_default().push(run.recovery_s);
+            measured::tell(c, &run, &search.found(), &walls);
+        }
+        if search.runs() == 0 {
+            return Ok(self.done(None, None));
         }
         for (pause, recoveries) in outcomes {
             let point = self.point_of(pause, &recoveries);

@@ -18,9 +18,11 @@ mod axis;
 mod config;
 mod findings;
 mod line;
+mod measured;
 mod one_pause;
 mod output;
 mod summary;
+mod validate;
 
 use std::fmt::Display;
 use std::sync::Mutex;
@@ -32,14 +34,18 @@ use super::storm::Flags;
 use crate::view::Progress;
 
 pub use config::{Search, Setting, SweepConfig};
-pub use findings::{Critical, LineRows, Outside, Point, SweepReport};
+pub use findings::{Critical, LineRows, NO_LIMIT, Outside, Point, SweepReport};
+pub use measured::{MeasuredRun, RUNS_CSV, runs_left};
 pub use output::write;
 
 /// Runs the sweep on `config.threads` threads, calling `progress` as each
 /// setting is done, with its edge (or, with one pause only, its point); a
 /// bar of the settings done on a terminal's stderr. Once
 /// `config.storm.stop` is set, every thread stops before its next run and
-/// the sweep ends [`StormError::Interrupted`], having written nothing.
+/// the sweep ends [`StormError::Interrupted`], having written nothing;
+/// except against a target, where a run costs minutes: there the storm
+/// under way is stopped and the sweep's report holds every run made
+/// before it, [`SweepReport::stopped`] set.
 pub fn run(
     config: &SweepConfig,
     flags: &dyn Flags,
@@ -107,11 +113,15 @@ pub fn run(
     });
     let mut report = SweepReport::default();
     let results = results.into_inner().expect("results lock poisoned");
-    if config.storm.stop.requested() {
+    let keep = config.measures();
+    if config.storm.stop.requested() && !keep {
         return Err(StormError::Interrupted);
     }
+    report.stopped = config.storm.stop.requested();
     for (done, &(setting, _)) in results.into_iter().zip(&settings) {
-        let done = done.expect("every setting was run")?;
+        // Only a stopped search against a target leaves settings unrun.
+        let Some(done) = done else { continue };
+        let done = done?;
         report.lines.push(LineRows {
             setting,
             critical: usize::from(done.critical.is_some()),

@@ -131,7 +131,6 @@ pub(super) fn summary(
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
 
     use super::*;
 
@@ -155,12 +154,8 @@ mod tests {
 
     fn report(points: Vec<Point>) -> SweepReport {
         SweepReport {
-            critical: Vec::new(),
             points,
-            lines: Vec::new(),
-            runs: 0,
-            events: 0,
-            wall: Duration::ZERO,
+            ..SweepReport::default()
         }
     }
 

@@ -4,7 +4,8 @@
 
 use super::axis::Axis;
 use super::config::{Search, SweepConfig, secs};
-use super::findings::{Critical, Key, Outside, SweepReport};
+use super::findings::{Critical, Key, NO_LIMIT, Outside, SweepReport};
+use super::measured::RUNS_CSV;
 
 /// What a run must do to count as recovered, as every summary says it.
 pub(super) const RECOVERS: &str = "A run recovers when its goodput is back to 90 % of the \
@@ -25,7 +26,11 @@ pub(super) fn setting_cells(k: &Key) -> String {
         Axis::Rate.value(k),
         Axis::Think.value(k),
         k.timeout_s,
-        k.limit
+        if k.limit == NO_LIMIT {
+            "-".to_string()
+        } else {
+            k.limit.to_string()
+        }
     )
 }
 
@@ -63,16 +68,36 @@ pub(super) fn head(
     command: &str,
     (pauses, runs): (&str, &str),
 ) -> String {
-    let s = &config.storm.scenario.protocol;
+    let scenario = &config.storm.scenario;
+    let s = &scenario.protocol;
+    let (engine, work) = match (&scenario.target, &scenario.outage) {
+        (Some(url), Some(outage)) if config.measures() => (
+            format!(
+                "Real storms of the service at {url}, its outage {outage}, a storm a run \
+                 (every run in {RUNS_CSV}, its storm's files under runs/), durations divided by \
+                 {}.",
+                config.storm.time_scale
+            ),
+            format!("{} storms", report.runs),
+        ),
+        _ => (
+            "Virtual time.".to_string(),
+            format!("{} runs, {} events", report.runs, report.events),
+        ),
+    };
+    let stopped = if report.stopped {
+        "**Stopped part way** (a stop was asked for): the settings below are those \
+         searched before it, the last one's edge what its runs made say.\n\n"
+    } else {
+        ""
+    };
     format!(
         "# {title}\n\n`{command}`\n\n\
-         Virtual time. Warm-up {} s, observation {} s, report interval {} s; {pauses}; \
-         {runs}. {} runs, {} events, {:.1} s.\n\n",
+         {engine} Warm-up {} s, observation {} s, report interval {} s; {pauses}; \
+         {runs}. {work}, {:.1} s.\n\n{stopped}",
         secs(s.warmup),
         secs(s.observe),
         secs(s.report_interval),
-        report.runs,
-        report.events,
         report.wall.as_secs_f64(),
     )
 }

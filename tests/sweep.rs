@@ -493,6 +493,20 @@ fn a_sweep_of_a_target_is_a_real_search_with_its_own_defaults_and_refusals() {
     assert_eq!((c.precision, c.max_runs), (Duration::from_secs(4), 30));
     assert!(c.measures());
     c.validate(&ProgramFlags).unwrap();
+    // A twin's file (its cases' server flags the model's) is measured as
+    // it is: no project server runs, its flags are left out.
+    let dir = temp_dir("twin-target");
+    let twin = dir.join("twin.toml");
+    std::fs::write(
+        &twin,
+        "seed = 1\n[[case]]\nname = \"fixed\"\nclient = \"--strategy fixed --clients 50\"\n\
+         server = \"--model pool --workers 20 --service-time 100ms --queue 1000\"\n",
+    )
+    .unwrap();
+    let c = sweep_args(&[&[twin.to_str().unwrap()][..], &target[..]].concat()).unwrap();
+    c.validate(&ProgramFlags).unwrap();
+    assert_eq!(c.settings().len(), 1);
+    std::fs::remove_dir_all(&dir).unwrap();
     // Without a target, the model's defaults.
     let model = sweep_args(&[]).unwrap();
     assert_eq!(

@@ -1,11 +1,12 @@
-"""The aiohttp server scripts/gunicorn-check.sh --server aiohttp storms.
+"""The aiohttp server of scripts/gunicorn-check.sh --server aiohttp and of scripts/twin-atlas.sh.
 
   python3 app.py --port PORT [--host 127.0.0.1] [--backlog 1000]
-                 [--slots 20] [--pid FILE]
+                 [--slots 20] [--work await|cpu] [--handler-cancellation on|off]
+                 [--pid FILE]
 
 aiohttp's own web server (an Application behind an AppRunner and a
 TCPSite, as aiohttp documents for a server of one's own) with
-handler_cancellation=True: when a client's connection is lost, aiohttp
+handler_cancellation=True by default (--handler-cancellation): when a client's connection is lost, aiohttp
 cancels the task that handles its request (web_protocol.py,
 RequestHandler.connection_lost; see scripts/gunicorn-check.sh's header
 for what ends a connection). One process, one event loop.
@@ -19,6 +20,14 @@ the process is stopped, the listening socket's backlog (--backlog; the
 script gives 50 a slot, gunicorn's 1,000 for its 20 workers).
 Work for a client that has gone costs a slot for as long as it is done,
 as a gunicorn worker's does; a cancelled handler frees its slot at once.
+
+--slots 0 takes no slot: every request is served at once, its service
+time awaited beside every other's (an event loop whose handlers await,
+unbounded). --work cpu spends the service time on the processor instead
+of awaiting it (a loop of arithmetic that never yields): the event loop
+serves one request at a time, first come first served, whatever the
+slots. --handler-cancellation off is aiohttp's own default (handlers run
+to their end whatever the client does), as scripts/twin-atlas.sh runs it.
 
 One line per request is appended to requests.PID.tsv in the folder
 GUNICORN_CHECK_LOG_DIR (buffered, flushed every second and at the stop),
@@ -85,8 +94,31 @@ class Log:
             self.flush()
 
 
-def application(slots, log):
-    semaphore = asyncio.Semaphore(slots)
+class NoSlot:
+    """A semaphore that never makes anyone wait (--slots 0)."""
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        return False
+
+
+def busy(seconds):
+    """Spends `seconds` of the processor without yielding to the loop."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def application(slots, log, work):
+    semaphore = asyncio.Semaphore(slots) if slots > 0 else NoSlot()
+
+    async def serve_one():
+        if work == "cpu":
+            busy(SERVICE_S)
+        else:
+            await asyncio.sleep(SERVICE_S)
 
     async def handle(request):
         transport = request.transport
@@ -99,7 +131,7 @@ def application(slots, log):
             async with semaphore:
                 held = time.time()
                 outcome = CANCELLED_IN_SERVICE
-                await asyncio.sleep(SERVICE_S)
+                await serve_one()
                 outcome = ANSWERED
                 end = time.time()
         except asyncio.CancelledError:
@@ -117,8 +149,8 @@ def application(slots, log):
 async def serve(args):
     log = Log(LOG_DIR)
     runner = web.AppRunner(
-        application(args.slots, log),
-        handler_cancellation=True,
+        application(args.slots, log, args.work),
+        handler_cancellation=args.handler_cancellation == "on",
         access_log=None,
         shutdown_timeout=5.0,
     )
@@ -148,6 +180,8 @@ def main(argv):
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--backlog", type=int, default=1000)
     parser.add_argument("--slots", type=int, default=20)
+    parser.add_argument("--work", choices=("await", "cpu"), default="await")
+    parser.add_argument("--handler-cancellation", choices=("on", "off"), default="on")
     parser.add_argument("--pid", default="")
     args = parser.parse_args(argv[1:])
     asyncio.run(serve(args))

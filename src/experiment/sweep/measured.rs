@@ -58,7 +58,11 @@ pub struct MeasuredRun {
 
 /// The storm of one run of `case` at `pause` with `seed`, writing into
 /// `out`: the sweep's target, outage, protocol and compression, one run,
-/// no tail (the verdict does not read it).
+/// no tail (the verdict does not read it). The case's server flags are
+/// the model's (a twin's, in the `twin.toml` that `storm calibrate`
+/// writes): no project server runs against a target, so they are left
+/// out, and the same file is swept in virtual time and against the
+/// service it stands for.
 pub(super) fn storm_of(
     config: &SweepConfig,
     case: &Case,
@@ -76,7 +80,10 @@ pub(super) fn storm_of(
             engine: Some(Engine::Real),
             runs: Some(1),
             protocol,
-            cases: vec![case.clone()],
+            cases: vec![Case {
+                server: Vec::new(),
+                ..case.clone()
+            }],
             ..sweep.scenario.clone()
         },
         engine: Engine::Real,
@@ -221,9 +228,16 @@ pub(super) fn tell(config: &SweepConfig, last: &MeasuredRun, found: &Found, wall
     } else {
         format!("{:.1}", found.t50_ci.1)
     };
+    let t50 = if found.t50 < 0.0 {
+        "under 0 s".to_string()
+    } else if found.t50 > max {
+        format!("over {max} s")
+    } else {
+        format!("{:.1} s", found.t50)
+    };
     say(format!(
-        "{setting}: run {} at a {} s pause {outcome}; T50 {:.1} s (95 % {low:.1}-{high}); {rest}",
-        last.run, last.pause_s, found.t50,
+        "{setting}: run {} at a {} s pause {outcome}; T50 {t50} (95 % {low:.1}-{high}); {rest}",
+        last.run, last.pause_s,
     ));
 }
 

@@ -1,0 +1,123 @@
+"""The twin atlas's table, from the folders scripts/twin-atlas.sh made.
+
+  python3 scripts/twin/atlas.py OUT > OUT/atlas.md
+
+For every server (a folder of OUT holding calibrate/calibration.json and
+measured/critical.csv) and every policy: the twin calibrate fitted, the
+T50 its twin predicts with its 95 % interval (calibration.json's
+predictions, the twin's sweep in virtual time), the T50 the real
+adaptive search measured with its interval and its storms
+(measured/critical.csv), the difference in seconds, and whether the two
+intervals overlap. An empty end of an interval lies beyond the pauses:
+below 0, or above the longest pause. A server not yet measured is listed
+as such.
+"""
+
+import csv
+import json
+import os
+import sys
+
+ORDER = ["gunicorn", "waitress", "aiohttp-cpu", "aiohttp-await", "grpcio"]
+
+KINDS = {
+    "gunicorn": "sync worker pool, queue in the listen backlog",
+    "waitress": "thread pool, application queue",
+    "aiohttp-cpu": "event loop, CPU work a request",
+    "aiohttp-await": "event loop, handlers await (no limit)",
+    "grpcio": "gRPC thread pool",
+}
+
+
+def number(v):
+    """A cell's number, or None for an empty one."""
+    if v is None or v == "":
+        return None
+    return float(v)
+
+
+def edge(row, max_pause):
+    """(T50, low, high, outside) of a critical row, the open ends of the
+    interval made 0 and infinity."""
+    t50 = number(row.get("t50_s"))
+    low = number(row.get("t50_ci_low_s"))
+    high = number(row.get("t50_ci_high_s"))
+    outside = row.get("t50_outside") or None
+    return t50, 0.0 if low is None else low, float("inf") if high is None else high, outside
+
+
+def said(e, max_pause):
+    """An edge in words: T50 (low-high), or where it lies beyond the pauses."""
+    t50, low, high, outside = e
+    top = "more" if high == float("inf") else "%.1f" % high
+    if t50 is None:
+        where = "> %g" % max_pause if outside != "shorter" else "fails at 0"
+        return "%s (%.1f-%s)" % (where, low, top)
+    return "%.1f (%.1f-%s)" % (t50, low, top)
+
+
+def difference(p, m, max_pause):
+    """Measured minus predicted T50, in seconds, or words where either lies
+    beyond the pauses."""
+    if p[0] is not None and m[0] is not None:
+        return "%+.1f" % (m[0] - p[0])
+    if p[0] is None and m[0] is None and p[3] == m[3]:
+        return "0 (both beyond)"
+    return "-"
+
+
+def max_pause_of(folder):
+    """The longest pause of the measured search, from its summary."""
+    try:
+        text = open(os.path.join(folder, "measured", "summary.md")).read()
+    except OSError:
+        return 60.0
+    marker = "pauses from 0 to "
+    if marker in text:
+        return float(text.split(marker, 1)[1].split(" ", 1)[0])
+    return 60.0
+
+
+def main(out):
+    servers = [s for s in ORDER if os.path.isdir(os.path.join(out, s))]
+    print("# The twin atlas\n")
+    print("Made by `scripts/twin-atlas.sh %s`: each server calibrated by `storm"
+          " calibrate` (its twin's T50 predicted in virtual time) and measured by"
+          " `storm sweep twin.toml --target URL --outage sigstop=PID` (the real"
+          " adaptive search, a storm a run). T50 in seconds with its 95 %%"
+          " interval; an open end lies beyond the pauses. *overlap*: whether the"
+          " twin's interval and the measured one meet.\n" % os.path.basename(out))
+    print("| server | kind | twin | policy | twin T50 (95 %) | measured T50 (95 %) | storms | difference s | overlap |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for server in servers:
+        folder = os.path.join(out, server)
+        try:
+            cal = json.load(open(os.path.join(folder, "calibrate", "calibration.json")))
+        except OSError:
+            print("| %s | %s | not calibrated | | | | | | |" % (server, KINDS[server]))
+            continue
+        twin = cal.get("twin_flags") or "-"
+        predicted = {c["case"]: c for c in cal.get("predictions", [])}
+        path = os.path.join(folder, "measured", "critical.csv")
+        measured = {}
+        if os.path.exists(path):
+            measured = {r["case"]: r for r in csv.DictReader(open(path))}
+        max_pause = max_pause_of(folder)
+        for case, p_row in predicted.items():
+            p = edge(p_row, max_pause)
+            m_row = measured.get(case)
+            if m_row is None:
+                print("| %s | %s | `%s` | %s | %s | not measured | | | |" % (
+                    server, KINDS[server], twin, case, said(p, max_pause)))
+                continue
+            m = edge(m_row, max_pause)
+            overlap = m[1] <= p[2] and p[1] <= m[2]
+            print("| %s | %s | `%s` | %s | %s | %s | %s | %s | %s |" % (
+                server, KINDS[server], twin, case, said(p, max_pause), said(m, max_pause),
+                m_row["seeds"], difference(p, m, max_pause), "yes" if overlap else "**no**"))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    main(sys.argv[1])

@@ -115,6 +115,9 @@ def main(out):
             print("| %s | %s | `%s` | %s | %s | %s | %s | %s | %s |" % (
                 server, KINDS[server], twin, case, said(p, max_pause), said(m, max_pause),
                 m_row["seeds"], difference(p, m, max_pause), "yes" if overlap else "**no**"))
+    missing = [s for s in ORDER if s not in servers]
+    if missing:
+        print("\nNot yet run: %s (scripts/twin-atlas.sh goes on where it stopped)." % ", ".join(missing))
 
 
 if __name__ == "__main__":

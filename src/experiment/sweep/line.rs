@@ -154,7 +154,8 @@ impl<'a> Line<'a> {
             walls.push(run.wall_s);
             search.observe(pause_s, run.recovered);
             outcomes.entry(pause).or_default().push(run.recovery_s);
-            measured::tell(c, &run, &search.found(), &walls);
+            let settled = search.settled(secs(c.precision));
+            measured::tell(c, &run, (&search.found(), settled), &walls);
         }
         if search.runs() == 0 {
             return Ok(self.done(None, None));

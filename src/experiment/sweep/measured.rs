@@ -188,9 +188,15 @@ pub fn runs_left(runs: u32, width_s: f64, precision_s: f64, max_runs: u32) -> u3
 }
 
 /// Says what the run just made found, and how far the setting's search
-/// may still go: its runs left (at most) and the time they may take at
-/// the runs' mean length so far.
-pub(super) fn tell(config: &SweepConfig, last: &MeasuredRun, found: &Found, walls: &[f64]) {
+/// may still go: settled (as the search says: T50's interval narrow
+/// enough, or wholly beyond the pauses), or its runs left (at most) and
+/// the time they may take at the runs' mean length so far.
+pub(super) fn tell(
+    config: &SweepConfig,
+    last: &MeasuredRun,
+    (found, settled): (&Found, bool),
+    walls: &[f64],
+) {
     if !config.storm.progress {
         return;
     }
@@ -201,7 +207,7 @@ pub(super) fn tell(config: &SweepConfig, last: &MeasuredRun, found: &Found, wall
         Some(r) => format!("came back {r:.1} s after the resume"),
         None => "stayed down".to_string(),
     };
-    let rest = if width <= secs(config.precision) {
+    let rest = if settled {
         "settled".to_string()
     } else if last.run >= config.max_runs {
         "its most runs made (--max-runs)".to_string()

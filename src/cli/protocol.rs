@@ -42,6 +42,18 @@ pub struct ProtocolArgs {
 const DEFAULT_SEED: u64 = 2014;
 
 impl ProtocolArgs {
+    /// Refuses `--server-args` against a target (`target`, its URL): no
+    /// project server runs there.
+    pub fn refuse_server_args_with(&self, target: Option<&str>) -> Result<(), ScenarioError> {
+        match (target, &self.server_args) {
+            (Some(url), Some(_)) => Err(ScenarioError(format!(
+                "--server-args with --target {url}: no project server runs; set the \
+                 target's flags where you start it"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
     /// A scenario comparing `strategies` with these flags and `pause`:
     /// each case named after its strategy.
     pub fn scenario(

@@ -268,12 +268,8 @@ pub struct StormArgs {
 impl StormArgs {
     /// The scenario these flags describe.
     pub fn scenario(&self) -> Result<Scenario, ScenarioError> {
-        if let (Some(url), Some(_)) = (&self.exec.target, &self.protocol.server_args) {
-            return Err(ScenarioError(format!(
-                "--server-args with --target {url}: no project server runs; set the \
-                 target's flags where you start it"
-            )));
-        }
+        self.protocol
+            .refuse_server_args_with(self.exec.target.as_deref())?;
         let mut scenario = self.protocol.scenario(&self.strategies, self.pause)?;
         scenario.protocol.tail = self.tail;
         scenario.engine = self.exec.engine;

@@ -13,7 +13,7 @@ use super::values::{
     time_scale,
 };
 use crate::experiment::scenario::{Engine, Scenario, ScenarioError};
-use crate::experiment::sweep::{NO_LIMIT, Search, SweepConfig};
+use crate::experiment::sweep::{DEFAULT_LIMIT, NO_LIMIT, Search, SweepConfig};
 use crate::experiment::{Stop, Storm};
 use crate::model::shard::{Shard, ShardSource};
 use crate::policy::StrategyKind;
@@ -31,8 +31,6 @@ const DEFAULT_MAX_RUNS: u32 = 100;
 const TARGET_PRECISION: Duration = Duration::from_secs(4);
 /// Against a target: the most storms a setting.
 const TARGET_MAX_RUNS: u32 = 30;
-/// The sweep's server limit, the 2014 server's.
-const DEFAULT_LIMIT: u64 = 30;
 
 /// How `storm sweep` places each setting's runs along the pause.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -236,18 +234,8 @@ impl SweepArgs {
         scenario.outage = self.outage.over(scenario.outage.take())?;
         scenario.protocol.calm = self.calm.unwrap_or(scenario.protocol.calm);
         let target = scenario.target.is_some();
-        if target && !self.limit.is_empty() {
-            return Err(ScenarioError(
-                "--limit sets the project's server, which does not run against a --target".into(),
-            ));
-        }
-        if target && self.protocol.server_args.is_some() {
-            return Err(ScenarioError(
-                "--server-args with --target: no project server runs; set the target's flags \
-                 where you start it"
-                    .into(),
-            ));
-        }
+        self.protocol
+            .refuse_server_args_with(scenario.target.as_deref())?;
         let threads = match (target, self.threads) {
             // The storms share the target: one at a time (validated).
             (true, None) => 1,
@@ -286,10 +274,11 @@ impl SweepArgs {
             rates: self.arrival_rate.clone(),
             thinks: self.lambda.clone(),
             timeouts: self.timeout.clone(),
+            // A limit given against a target is refused by the validation.
             limits: match (target, self.limit.is_empty()) {
-                (true, _) => vec![NO_LIMIT],
+                (true, true) => vec![NO_LIMIT],
                 (false, true) => vec![DEFAULT_LIMIT],
-                (false, false) => self.limit.clone(),
+                (_, false) => self.limit.clone(),
             },
             seeds: self.seeds.unwrap_or(DEFAULT_SEEDS),
             search: match self.search {

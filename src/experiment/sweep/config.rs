@@ -84,7 +84,7 @@ pub struct Setting {
 }
 
 /// The 2014 server's limit, the sweep's default.
-pub(super) const DEFAULT_LIMIT: u64 = 30;
+pub const DEFAULT_LIMIT: u64 = 30;
 
 /// The model of `case`'s server when it has no limit (a thread pool, the
 /// linear curve): only the exponential curve, the default, has one.

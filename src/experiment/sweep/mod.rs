@@ -33,9 +33,9 @@ use super::error::StormError;
 use super::storm::Flags;
 use crate::view::Progress;
 
-pub use config::{Search, Setting, SweepConfig};
+pub use config::{DEFAULT_LIMIT, Search, Setting, SweepConfig};
 pub use findings::{Critical, LineRows, NO_LIMIT, Outside, Point, SweepReport};
-pub use measured::{MeasuredRun, RUNS_CSV, runs_left};
+pub use measured::RUNS_CSV;
 pub use output::write;
 
 /// Runs the sweep on `config.threads` threads, calling `progress` as each

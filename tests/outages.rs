@@ -42,6 +42,8 @@ fn quick_storm(url: &str, outage: &[String], out: &Path) -> Output {
         "--quiet",
         "--strategies",
         "fixed",
+        "--calm",
+        "1s",
         "--target",
         url,
     ];

@@ -61,7 +61,8 @@ impl Storm {
 /// A storm of fixed retries, one run, of a fresh project server started
 /// with `flags`, through `outage` (`sigstop` for its pid): the default
 /// protocol, the storm and its target compressed [`SCALE`] times (a 5 s
-/// pause), without a tail, which no verdict reads.
+/// pause), without a tail, which no verdict reads, and calm after 0.1 s:
+/// the target is fresh.
 fn fixed_through(outage: &str, flags: &[&str], out: &Path) -> Storm {
     let scale = SCALE.to_string();
     let server_flags = ["--listen", "127.0.0.1:0", "--time-scale", &scale];
@@ -73,7 +74,7 @@ fn fixed_through(outage: &str, flags: &[&str], out: &Path) -> Storm {
     };
     let output = Command::new(STORM)
         .args(["--time-scale", &scale, "--quiet", "--strategies", "fixed"])
-        .args(["--runs", "1", "--tail", "0s"])
+        .args(["--runs", "1", "--tail", "0s", "--calm", "400ms"])
         .args(["--target", &server.url, "--outage", &outage, "--out"])
         .arg(out)
         .output()

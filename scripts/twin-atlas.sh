@@ -6,6 +6,7 @@
 # --outage sigstop=PID`, a storm a run), side by side.
 #
 #   scripts/twin-atlas.sh OUT [--servers LIST] [--max-runs N] [--short]
+#                             [--recalibrate]
 #
 # Servers (comma-separated; all five by default, in this order), each
 # pinned from PyPI into a cache folder
@@ -37,6 +38,10 @@
 # OUT/SERVER/calibrate is storm calibrate's folder, OUT/SERVER/measured
 # the sweep's; a server whose measured/critical.csv exists is not run
 # again, so that an atlas stopped part way goes on where it stopped.
+# --recalibrate: such a server is calibrated again (its twin and
+# prediction made by the programs as they are now: minutes) and its
+# measured search kept, which reads only the cases' client flags, never
+# the twin's server.
 # OUT/atlas.md: the table (scripts/twin/atlas.py). A full atlas takes
 # hours: about 3 storms of a minute a policy and server are the least.
 set -euo pipefail
@@ -51,11 +56,13 @@ shift
 servers=gunicorn,waitress,aiohttp-cpu,aiohttp-await,grpcio
 max_runs=12
 short=0
+recalibrate=0
 while [[ $# -gt 0 ]]; do
   case $1 in
     --servers) [[ $# -ge 2 ]] || die "--servers takes a list"; servers=$2; shift 2 ;;
     --max-runs) [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || die "--max-runs takes a number"; max_runs=$2; shift 2 ;;
     --short) short=1; shift ;;
+    --recalibrate) recalibrate=1; shift ;;
     *) usage >&2; exit 2 ;;
   esac
 done
@@ -175,22 +182,39 @@ stop() {
   server_pid=
 }
 
+# calibrate SERVER DIR: storm calibrate of the server started, into
+# DIR/calibrate (replaced).
+calibrate() {
+  local server=$1 dir=$2
+  rm -rf "$dir/calibrate"
+  # Workers that boot one after the other are waited for by the probe's
+  # first answer.
+  "$bin/storm" calibrate --target "$url" "${wire[@]}" --out "$dir/calibrate" \
+    --strategies "$policies" "${probe[@]}" "${protocol[@]}" --max-pause "$max_pause" \
+    > "$dir/calibrate.log" 2>&1 || { tail -5 "$dir/calibrate.log" >&2; die "$server: calibrate failed"; }
+}
+
 for server in "${wanted[@]}"; do
   dir="$out/$server"
   if [[ -f $dir/measured/critical.csv ]]; then
-    echo "twin-atlas: $server done before, kept"
+    if ((recalibrate)); then
+      echo "twin-atlas: $server: calibrating again, its measured search kept"
+      rm -f "$dir/port"
+      start "$server" "$dir"
+      calibrate "$server" "$dir"
+      stop
+    else
+      echo "twin-atlas: $server done before, kept"
+    fi
     continue
   fi
   rm -rf "$dir"
   mkdir -p "$dir"
   echo "twin-atlas: $server: calibrating"
   start "$server" "$dir"
-  # Workers that boot one after the other are waited for by the probe's
-  # first answer; the gunicorn master's pid stops them all.
-  "$bin/storm" calibrate --target "$url" "${wire[@]}" --out "$dir/calibrate" \
-    --strategies "$policies" "${probe[@]}" "${protocol[@]}" --max-pause "$max_pause" \
-    > "$dir/calibrate.log" 2>&1 || { tail -5 "$dir/calibrate.log" >&2; die "$server: calibrate failed"; }
+  calibrate "$server" "$dir"
   echo "twin-atlas: $server: measuring ($(grep -m1 '^server' "$dir/calibrate/twin.toml" || true))"
+  # The gunicorn master's pid stops its workers too.
   "$bin/storm" sweep "$dir/calibrate/twin.toml" --target "$url" --outage "sigstop=$server_pid" \
     --calm "$calm" --max-pause "$max_pause" --max-runs "$max_runs" --out "$dir/measured" \
     > "$dir/measured.log" 2>&1 || { tail -5 "$dir/measured.log" >&2; die "$server: the search failed"; }

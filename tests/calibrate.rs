@@ -67,6 +67,14 @@ fn a_hidden_pool_is_probed_fitted_predicted_and_checked() {
     // The gone probe: the server goes on with work for clients that have
     // gone (its default), so the twin keeps it.
     assert_eq!(record["gone"]["verdict"], "continues", "{}", record["gone"]);
+    // The burst: 5,000 requests at once against a queue of 1,000 places
+    // that refuses past them, beside the workers in service.
+    let queue = &record["queue"];
+    assert_eq!(queue["queue"]["kind"], "refuses", "{queue}");
+    let places = queue["queue"]["places"].as_u64().unwrap();
+    // What the pool finished while the burst arrived is taken off.
+    assert!((950..=1050).contains(&places), "{queue}");
+    assert!(flags.contains(&format!("--queue {places}")), "{flags}");
 
     // The twin: a scenario the storm reads, with the user's load.
     let twin = std::fs::read_to_string(out.join("twin.toml")).unwrap();

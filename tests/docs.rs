@@ -20,6 +20,7 @@ fn the_flag_reference_is_current() {
         "## client plan",
         "## storm run",
         "## storm sweep",
+        "## storm calibrate",
         "## storm merge",
         "## storm proxy",
     ] {

@@ -67,6 +67,16 @@ pub struct CalibrateArgs {
     /// have gone: the twin then goes on with it (the server's default).
     #[arg(long)]
     pub no_gone: bool,
+    /// Connections the burst probe opens at once, a request each, to tell
+    /// where the service keeps requests it cannot start yet (its listen
+    /// backlog, a queue that refuses, one that holds them all): more than
+    /// its queue holds (Linux's listen backlog is at most 4,096 by
+    /// default); at most 20,000, within the ephemeral ports of one
+    /// address. 0: not probed (a pool's twin keeps the fit's queue: 1,000
+    /// places, or as many as the closed loop held).
+    #[arg(long, default_value_t = 5000, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(0..=20_000))]
+    pub burst: u32,
     /// Policies to predict, comma-separated: a case each in twin.toml.
     #[arg(
         long,
@@ -253,6 +263,7 @@ impl CalibrateArgs {
                 timeout: self.request_timeout,
             },
             gone: !self.no_gone,
+            burst: self.burst,
             fit: FitOptions {
                 max_error_share: self.max_errors,
             },

@@ -151,6 +151,7 @@ pub fn reference() -> String {
         ("storm", StormCli::command()),
         ("storm run", sub(StormCli::command(), "run")),
         ("storm sweep", sub(StormCli::command(), "sweep")),
+        ("storm calibrate", sub(StormCli::command(), "calibrate")),
         ("storm merge", sub(StormCli::command(), "merge")),
         ("storm proxy", sub(StormCli::command(), "proxy")),
     ];

@@ -66,14 +66,16 @@ pub struct StormCli {
 pub enum StormCommand {
     /// Run the cases of a scenario file (TOML) through the storm.
     Run(Box<RunArgs>),
-    /// Map where each policy breaks, in virtual time: the share of runs
-    /// that recover against the pause, T50 with its interval, phase maps.
+    /// Map where each policy breaks, in virtual time (or by real storms of
+    /// a service of yours, --target): the share of runs that recover
+    /// against the pause, T50 with its interval, phase maps.
     Sweep(Box<SweepArgs>),
     /// A virtual twin of a service of yours: probe it, fit the project's
     /// server shapes to it, and predict where each policy breaks.
     ///
     /// A closed-loop probe at rising concurrency (levels.csv), whether the
-    /// service finishes work for clients that have gone, each shape and
+    /// service finishes work for clients that have gone, where it keeps
+    /// requests it cannot start yet (a burst of connections), each shape and
     /// the Universal Scalability Law fitted (calibration.md, fit.svg), the
     /// best written as a scenario (twin.toml) and swept in virtual time:
     /// each policy's T50 with its interval (predict/). With --verify,

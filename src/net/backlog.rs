@@ -57,20 +57,7 @@ impl AcceptQueue {
 
     /// Connections waiting to be accepted now, if the kernel says.
     pub fn waiting(&self) -> Option<u64> {
-        // SAFETY: `tcp_info` is plain data, written by the kernel up to
-        // `len` bytes, and the descriptor is ours and open.
-        let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-        let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-        let status = unsafe {
-            libc::getsockopt(
-                self.fd.as_raw_fd(),
-                libc::IPPROTO_TCP,
-                libc::TCP_INFO,
-                (&mut info as *mut libc::tcp_info).cast(),
-                &mut len,
-            )
-        };
-        (status == 0).then_some(u64::from(info.tcpi_unacked))
+        tcp_info(&self.fd).map(|info| u64::from(info.tcpi_unacked))
     }
 
     /// Calls listen(2) on the socket again, with `backlog`: Linux then
@@ -86,6 +73,24 @@ impl AcceptQueue {
             Err(io::Error::last_os_error())
         }
     }
+}
+
+/// The kernel's `TCP_INFO` of a TCP socket, if it gives it.
+pub fn tcp_info(socket: &impl AsRawFd) -> Option<libc::tcp_info> {
+    // SAFETY: `tcp_info` is plain data, written by the kernel up to `len`
+    // bytes, and the descriptor is open for the borrow's length.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    let status = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    (status == 0).then_some(info)
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 //! Each step writes its files as it ends ([`record`]); an interrupted
 //! calibration keeps what it measured, and fits it if it can.
 
+pub mod queue;
 pub mod record;
 pub mod twin;
 pub mod verify;
@@ -22,7 +23,7 @@ use super::sweep::{self, SweepConfig};
 use super::{Flags, Stop};
 use crate::model::fit::gone::Gone;
 use crate::model::fit::{FitOptions, Fits, Level, fit};
-use crate::net::probe::{self, GoneConfig, ProbeConfig, ProbeEnd, ProbeEvent};
+use crate::net::probe::{self, BurstConfig, GoneConfig, ProbeConfig, ProbeEnd, ProbeEvent};
 use crate::report::output::say;
 
 pub use record::{Calibration, GoneRecord, LevelRow};
@@ -35,6 +36,9 @@ pub struct CalibrateConfig {
     pub probe: ProbeConfig,
     /// Probe whether the service finishes work for clients that have gone.
     pub gone: bool,
+    /// Connections of the burst probe, which tells where the service keeps
+    /// requests it cannot start yet (0: not probed).
+    pub burst: u32,
     /// Which levels the fit takes.
     pub fit: FitOptions,
     /// The policies to predict: one case each, with their client flags
@@ -137,6 +141,7 @@ pub fn run(
         levels: Vec::new(),
         probe_end: String::new(),
         gone: None,
+        queue: None,
         fits: None,
         twin_flags: None,
         predictions: Vec::new(),
@@ -166,9 +171,21 @@ pub fn run(
         record.gone = Some(gone(config, &flag, &record.levels, &fits)?);
         record.save(&config.out)?;
     }
+    if config.burst > 0 && !interrupted && !stop.requested() {
+        let burst = BurstConfig {
+            target: config.probe.target.clone(),
+            wire: config.probe.wire.clone(),
+            connections: config.burst,
+            hold: queue::BURST_HOLD,
+            timeout: config.probe.timeout,
+        };
+        record.queue = Some(queue::burst(&burst, &flag, &fits.best().twin));
+        record.save(&config.out)?;
+    }
     let best = fits.best();
     let verdict = record.gone.as_ref().map(|g| g.verdict);
-    let server = twin::server_flags(&best.twin, verdict, config.probe.wire.transport);
+    let found = record.queue.as_ref().and_then(|q| q.queue);
+    let server = twin::server_flags(&best.twin, verdict, found, config.probe.wire.transport);
     say(format!(
         "fit: the twin is the {} shape (error {:.3}): {}",
         best.twin.name(),

@@ -8,6 +8,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::queue::QueueRecord;
 use super::verify::Check;
 use crate::experiment::error::StormError;
 use crate::experiment::sweep::Critical;
@@ -180,6 +181,10 @@ pub struct Calibration {
     pub probe_end: String,
     /// Whether the service finishes work for clients that have gone.
     pub gone: Option<GoneRecord>,
+    /// Where the service keeps requests it cannot start yet (the burst
+    /// probe; absent from records made before it).
+    #[serde(default)]
+    pub queue: Option<QueueRecord>,
     /// Every shape fitted, the twin chosen, and the Universal Scalability
     /// Law.
     pub fits: Option<Fits>,
@@ -270,6 +275,17 @@ impl Calibration {
                 "\nWork for clients that have gone: **{}**. {}",
                 gone_words(gone.verdict),
                 gone.reason
+            );
+        }
+        if let Some(queue) = &self.queue {
+            let kind = queue.queue.map_or_else(
+                || "not told (the twin keeps the default queue)".to_string(),
+                |q| super::queue::words(q, queue.serving),
+            );
+            let _ = writeln!(
+                s,
+                "\nWhere requests wait (the burst): **{kind}**. {}",
+                queue.reason
             );
         }
         if let Some(fits) = &self.fits {
@@ -427,6 +443,7 @@ mod tests {
             ],
             probe_end: "the service stopped answering".into(),
             gone: None,
+            queue: None,
             fits: None,
             twin_flags: None,
             predictions: Vec::new(),

@@ -4,6 +4,7 @@
 
 use crate::experiment::scenario::{Scenario, join_flags};
 use crate::model::fit::gone::Gone;
+use crate::model::fit::queue::Queue;
 use crate::model::fit::{Fits, Twin};
 use crate::model::wire::Transport;
 
@@ -13,14 +14,50 @@ use crate::model::wire::Transport;
 /// it (the server's default) or where the probe could not tell (the
 /// default again, said in the twin's notes).
 ///
+/// And given where the burst probe found the service keeps requests
+/// ([`Queue`]): a pool's queue is its listen backlog (`--queue backlog
+/// --backlog D`), or an application queue of the places found (`--queue
+/// K`; where it held them all, the burst's count is a lower bound, and
+/// the fit's queue, if longer, stays); a curve
+/// has no queue of its own, but a backlog found is its `--backlog`, the
+/// kernel's queue while it is stopped. A backlog cannot drop the work of
+/// a client that went (the server refuses `--on-disconnect cancel` with
+/// `--queue backlog`): where both were found, cancelling weighs more, and
+/// the pool's queue is an application queue as deep as the backlog.
+///
 /// Over HTTP/2 the twin reads every stream waiting at a resume, without
 /// the project's server's GOAWAY past 20 streams reset before accept
 /// (`--max-pending-resets`, h2's limit): the probe cannot see an HTTP/2
 /// stack's limit, and the proxy's stall, the outage `--verify` stands
 /// for a stop with by default, takes every stream in the same way.
-pub fn server_flags(twin: &Twin, gone: Option<Gone>, transport: Transport) -> Vec<String> {
-    let mut flags = twin.flags();
-    if gone == Some(Gone::Cancels) {
+pub fn server_flags(
+    twin: &Twin,
+    gone: Option<Gone>,
+    queue: Option<Queue>,
+    transport: Transport,
+) -> Vec<String> {
+    let cancels = gone == Some(Gone::Cancels);
+    let mut backlog = None;
+    let mut shaped = *twin;
+    if let Twin::Pool { queue: places, .. } = &mut shaped {
+        match queue {
+            Some(Queue::Backlog { depth }) if !cancels => backlog = Some(depth),
+            Some(Queue::Backlog { depth: n }) | Some(Queue::Refuses { places: n }) => *places = n,
+            // A lower bound: the fit's queue stays if it is longer.
+            Some(Queue::Holds { places: n }) => *places = (*places).max(n),
+            None => {}
+        }
+    } else if let Some(Queue::Backlog { depth }) = queue {
+        backlog = Some(depth);
+    }
+    let mut flags = shaped.flags();
+    if let Some(depth) = backlog {
+        if let Some(i) = flags.iter().position(|f| f == "--queue") {
+            flags[i + 1] = "backlog".to_string();
+        }
+        flags.extend(["--backlog".to_string(), depth.to_string()]);
+    }
+    if cancels {
         flags.extend(["--on-disconnect".to_string(), "cancel".to_string()]);
     }
     if transport == Transport::Http2 {
@@ -101,7 +138,7 @@ mod tests {
 
     #[test]
     fn a_service_that_drops_gone_clients_work_gets_cancel() {
-        let flags = |gone| server_flags(&pool(), gone, Transport::Http1).join(" ");
+        let flags = |gone| server_flags(&pool(), gone, None, Transport::Http1).join(" ");
         let base = "--model pool --workers 4 --service-time 10ms \
                     --service-distribution constant --queue 1000";
         assert_eq!(
@@ -114,8 +151,54 @@ mod tests {
     }
 
     #[test]
+    fn the_queue_the_burst_found_is_the_twins() {
+        let flags =
+            |queue, gone| server_flags(&pool(), gone, Some(queue), Transport::Http1).join(" ");
+        let base = "--model pool --workers 4 --service-time 10ms --service-distribution constant";
+        assert_eq!(
+            flags(Queue::Backlog { depth: 1000 }, None),
+            format!("{base} --queue backlog --backlog 1000")
+        );
+        assert_eq!(
+            flags(Queue::Refuses { places: 8 }, None),
+            format!("{base} --queue 8")
+        );
+        assert_eq!(
+            flags(Queue::Holds { places: 2044 }, None),
+            format!("{base} --queue 2044")
+        );
+        // A burst smaller than the fit's queue does not shorten it.
+        assert_eq!(
+            flags(Queue::Holds { places: 480 }, None),
+            format!("{base} --queue 1000")
+        );
+        // The server takes no cancel with a backlog: an application queue
+        // as deep, and the cancel.
+        assert_eq!(
+            flags(Queue::Backlog { depth: 100 }, Some(Gone::Cancels)),
+            format!("{base} --queue 100 --on-disconnect cancel")
+        );
+        // A curve's backlog is the kernel's while it is stopped; it has no
+        // other queue.
+        let curve = Twin::Linear {
+            base: Duration::from_millis(5),
+            slope: Duration::from_millis(1),
+        };
+        let curve_flags =
+            |queue| server_flags(&curve, None, Some(queue), Transport::Http1).join(" ");
+        assert_eq!(
+            curve_flags(Queue::Backlog { depth: 300 }),
+            "--model linear --base-delay 5ms --slope 1ms --backlog 300"
+        );
+        assert_eq!(
+            curve_flags(Queue::Holds { places: 2048 }),
+            "--model linear --base-delay 5ms --slope 1ms"
+        );
+    }
+
+    #[test]
     fn over_http2_the_twin_reads_every_stream_at_a_resume() {
-        let flags = server_flags(&pool(), None, Transport::Http2).join(" ");
+        let flags = server_flags(&pool(), None, None, Transport::Http2).join(" ");
         assert!(
             flags.ends_with(" --max-pending-resets 4294967295"),
             "{flags}"
@@ -130,7 +213,7 @@ mod tests {
              [[case]]\nname = \"none\"\nclient = \"--strategy fixed --max-attempts 1\"\n",
         )
         .unwrap();
-        let server = server_flags(&pool(), None, Transport::Http1);
+        let server = server_flags(&pool(), None, None, Transport::Http1);
         let twin = scenario(&cases, &server);
         assert_eq!(
             join_flags(&twin.cases[0].server),
@@ -165,7 +248,7 @@ mod tests {
         .unwrap();
         let twin = scenario(
             &cases,
-            &server_flags(&fits.best().twin, None, Transport::Http1),
+            &server_flags(&fits.best().twin, None, None, Transport::Http1),
         );
         let text = file(&twin, &fits, "http://127.0.0.1:8080/", "out");
         assert!(

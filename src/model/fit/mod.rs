@@ -39,10 +39,11 @@
 //! is fitted for comparison (its peak, `N* = sqrt((1 - σ) / κ)`) and never
 //! chosen: the server cannot take it.
 //!
-//! **What it cannot tell.** A pool's queue length (it held every client
-//! the probe sent), whether the service finishes work for clients that
-//! have gone (`--on-disconnect`), a curve's cap (`--max-delay`, far above
-//! what a probe holds): those are for the probe step.
+//! **What it cannot tell.** A pool's queue, its kind and length (it held
+//! every client the probe sent: [`queue`], from the burst probe), whether
+//! the service finishes work for clients that have gone
+//! (`--on-disconnect`: [`gone`]), a curve's cap (`--max-delay`, far above
+//! what a probe holds).
 
 #[cfg(test)]
 mod closed_loop;
@@ -50,6 +51,7 @@ mod curves;
 pub mod gone;
 pub mod level;
 pub mod pool;
+pub mod queue;
 mod search;
 pub mod shapes;
 #[cfg(test)]

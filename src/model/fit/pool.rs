@@ -99,7 +99,7 @@ pub(crate) fn pool(targets: &Targets) -> ShapeFit {
     if held > 0 {
         notes.push(format!(
             "the queue held {held} waiting requests without refusing; its length is \
-             not measured (--queue {queue})"
+             the burst probe's to tell (without it, --queue {queue})"
         ));
     }
     let twin = Twin::Pool {

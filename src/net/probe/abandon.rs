@@ -162,7 +162,7 @@ pub(super) async fn probe(config: &GoneConfig, stop: &AtomicBool) -> io::Result<
 /// method, path, `Host`, the wire's headers and body), without the
 /// `grpc-timeout` every attempt of the client carries: an abandoned
 /// request asks for no deadline.
-async fn raw_request(target: &Target) -> io::Result<Vec<u8>> {
+pub(super) async fn raw_request(target: &Target) -> io::Result<Vec<u8>> {
     let (mut parts, body) = target.request("").into_parts();
     parts.headers.remove(GRPC_TIMEOUT_HEADER);
     let body = body
@@ -315,7 +315,7 @@ async fn connect(target: &Target) -> io::Result<(SendRequest<Full<Bytes>>, Abort
 /// One lone GET on a connection of its own: its latency in seconds, or
 /// `None` if it timed out; an error if it was refused, broken or answered
 /// other than 2xx (`what` says when it was sent).
-async fn lone(
+pub(super) async fn lone(
     target: &Target,
     timeout: Duration,
     stop: &AtomicBool,
@@ -344,7 +344,7 @@ async fn lone(
 
 /// Lone GETs until one is back within [`DRAINED`] times `baseline`
 /// seconds, at most [`DRAIN_TRIES`].
-async fn drain(
+pub(super) async fn drain(
     target: &Target,
     timeout: Duration,
     baseline: f64,

@@ -35,8 +35,13 @@
 //!
 //! **The second probe** ([`gone`]): whether the service finishes work for
 //! clients that have gone (module `abandon`).
+//!
+//! **The third** ([`burst`]): where the service keeps requests it cannot
+//! start yet: its listen backlog, a queue that refuses past its places,
+//! or one that holds them all (module `burst`).
 
 mod abandon;
+mod burst;
 mod closed_loop;
 mod config;
 mod connection;
@@ -49,6 +54,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use abandon::{DRAIN_TRIES, DRAINED, GoneConfig, GoneProbe};
+pub use burst::{BurstConfig, BurstProbe};
 pub use config::ProbeConfig;
 pub use report::{BUSY_FROM, LITTLE_BELOW, LevelReport, Probe, ProbeEnd, ProbeEvent};
 
@@ -141,6 +147,28 @@ pub fn gone(config: &GoneConfig, stop: &AtomicBool) -> io::Result<GoneProbe> {
         return Err(invalid("the timeout must be longer than zero"));
     }
     runtime()?.block_on(abandon::probe(config, stop))
+}
+
+/// Opens `config.connections` connections to `config.target` at once,
+/// a request each, and tells how each ended (module `burst` says how).
+///
+/// Blocking: builds its own tokio runtime on the calling thread. `stop` is
+/// polled at least every 100 ms; once true, the probe ends with an error
+/// of kind [`io::ErrorKind::Interrupted`]. Fails too on a configuration
+/// that cannot be probed (no connection, a zero hold or timeout, HTTP/2,
+/// an open-file limit below the burst, a service that does not answer the
+/// burst's request as written with 2xx: of kind
+/// [`io::ErrorKind::InvalidInput`]), on a service that does not answer a
+/// lone request with 2xx within the timeout on an idle service, or on the
+/// prober's own failure to open a connection (out of ports).
+pub fn burst(config: &BurstConfig, stop: &AtomicBool) -> io::Result<BurstProbe> {
+    if config.connections == 0 {
+        return Err(invalid("a burst of at least one connection"));
+    }
+    if config.hold.is_zero() || config.timeout.is_zero() {
+        return Err(invalid("the hold and the timeout must be longer than zero"));
+    }
+    runtime()?.block_on(burst::probe(config, stop))
 }
 
 fn runtime() -> io::Result<tokio::runtime::Runtime> {

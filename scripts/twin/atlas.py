@@ -22,7 +22,7 @@ ORDER = ["gunicorn", "waitress", "aiohttp-cpu", "aiohttp-await", "grpcio"]
 
 KINDS = {
     "gunicorn": "sync worker pool, queue in the listen backlog",
-    "waitress": "thread pool, application queue",
+    "waitress": "thread pool behind a limit of 100 connections, tasks queued",
     "aiohttp-cpu": "event loop, CPU work a request",
     "aiohttp-await": "event loop, handlers await (no limit)",
     "grpcio": "gRPC thread pool",
@@ -78,6 +78,12 @@ def max_pause_of(folder):
     return 60.0
 
 
+def shown(out):
+    """OUT as a path from the working folder, if it lies within it."""
+    rel = os.path.relpath(out)
+    return out if rel.startswith("..") else rel
+
+
 def main(out):
     servers = [s for s in ORDER if os.path.isdir(os.path.join(out, s))]
     print("# The twin atlas\n")
@@ -86,7 +92,7 @@ def main(out):
           " `storm sweep twin.toml --target URL --outage sigstop=PID` (the real"
           " adaptive search, a storm a run). T50 in seconds with its 95 %%"
           " interval; an open end lies beyond the pauses. *overlap*: whether the"
-          " twin's interval and the measured one meet.\n" % os.path.basename(out))
+          " twin's interval and the measured one meet.\n" % shown(out))
     print("| server | kind | twin | policy | twin T50 (95 %) | measured T50 (95 %) | storms | difference s | overlap |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for server in servers:

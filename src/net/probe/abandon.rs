@@ -115,18 +115,7 @@ pub(super) async fn probe(config: &GoneConfig, stop: &AtomicBool) -> io::Result<
 
     let mut baseline_s = Vec::new();
     for _ in 0..config.repeats {
-        match lone("on an idle service").await? {
-            Some(s) => baseline_s.push(s),
-            None => {
-                return Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    format!(
-                        "a lone request on an idle service was not answered within {:?}",
-                        config.timeout
-                    ),
-                ));
-            }
-        }
+        baseline_s.push(idle(&target, config.timeout, stop).await?);
     }
     let baseline = median(&baseline_s).expect("at least one lone request");
     let given_up = config.timeout.as_secs_f64();
@@ -340,6 +329,20 @@ pub(super) async fn lone(
             "a lone request {what} got no answer: {e}"
         ))),
     }
+}
+
+/// A lone GET on an idle service: its latency in seconds; an error if it
+/// was not answered with 2xx within `timeout`, since nothing measured
+/// after it would mean anything.
+pub(super) async fn idle(target: &Target, timeout: Duration, stop: &AtomicBool) -> io::Result<f64> {
+    lone(target, timeout, stop, "on an idle service")
+        .await?
+        .ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("a lone request on an idle service was not answered within {timeout:?}"),
+            )
+        })
 }
 
 /// Lone GETs until one is back within [`DRAINED`] times `baseline`

@@ -29,7 +29,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-use super::abandon::{drain, lone, raw_request};
+use super::abandon::{drain, idle, raw_request};
 use super::config::invalid;
 use super::stop::{interrupted, unless_stopped};
 use crate::model::fit::queue::{Fate, Tally};
@@ -101,17 +101,7 @@ pub(super) async fn probe(config: &BurstConfig, stop: &AtomicBool) -> io::Result
             .map_err(invalid)?,
     );
     let request: Arc<[u8]> = raw_request(&target).await?.into();
-    let baseline_s = lone(&target, config.timeout, stop, "on an idle service")
-        .await?
-        .ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!(
-                    "a lone request on an idle service was not answered within {:?}",
-                    config.timeout
-                ),
-            )
-        })?;
+    let baseline_s = idle(&target, config.timeout, stop).await?;
     check_request(&target, &request, config.timeout).await?;
     let started = Instant::now();
     let deadline = started + config.hold;
@@ -141,31 +131,35 @@ pub(super) async fn probe(config: &BurstConfig, stop: &AtomicBool) -> io::Result
     }
     drain(&target, config.timeout, baseline_s, stop).await?;
     let fates: Vec<Fate> = ended.iter().map(Exchange::fate).collect();
-    let connect_max_s = ended
-        .iter()
-        .filter(|e| e.fate() != Fate::Dropped)
-        .filter_map(|e| e.connect_s)
-        .fold(0.0, f64::max);
+    // Each connection beside its fate, those of one fate.
+    let of = |fate: Fate| {
+        ended
+            .iter()
+            .zip(&fates)
+            .filter(move |(_, f)| **f == fate)
+            .map(|(e, _)| e)
+    };
+    let let_in = || {
+        ended
+            .iter()
+            .zip(&fates)
+            .filter(|(_, f)| **f != Fate::Dropped)
+            .map(|(e, _)| e)
+    };
+    let connect_max_s = let_in().filter_map(|e| e.connect_s).fold(0.0, f64::max);
     // Those whose SYN was dropped came a second later, when the burst had
     // long arrived.
-    let spread_s = ended
-        .iter()
-        .filter(|e| e.fate() != Fate::Dropped)
-        .filter_map(|e| e.written_s)
-        .fold(0.0, f64::max);
+    let spread_s = let_in().filter_map(|e| e.written_s).fold(0.0, f64::max);
     // The burst has arrived once its last request is written and the
     // service has answered its last refusal (it reads its connections
     // later than they were written); the answers that arrived by then, by
     // the kernel's clock of their arrival (the prober, busy writing, reads
     // them late), finished while it arrived.
-    let arrived_s = ended
-        .iter()
-        .filter(|e| e.fate() == Fate::Refused)
+    let arrived_s = of(Fate::Refused)
         .filter_map(|e| e.arrived_s)
         .fold(spread_s, f64::max);
-    let finished = ended
-        .iter()
-        .filter(|e| e.fate() == Fate::Answered && e.arrived_s.is_some_and(|s| s <= arrived_s))
+    let finished = of(Fate::Answered)
+        .filter(|e| e.arrived_s.is_some_and(|s| s <= arrived_s))
         .count();
     Ok(BurstProbe {
         connections: config.connections,

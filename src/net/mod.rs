@@ -14,6 +14,7 @@ mod connections;
 pub mod endpoint;
 pub mod floor;
 mod grpc_answer;
+mod h2;
 mod handler;
 pub mod lanes;
 pub mod metrics;

@@ -13,12 +13,12 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use http_body_util::Full;
-use hyper::client::conn::http2::{self, SendRequest};
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper::client::conn::http2::SendRequest;
 use tokio::net::TcpStream;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
+use super::h2;
 use super::target::{Answer, BoxError, Target};
 use crate::model::deadline::encode_grpc_timeout;
 
@@ -105,13 +105,7 @@ impl Multiplex {
     async fn connect(&self) -> Result<Arc<Conn>, BoxError> {
         let tcp = TcpStream::connect(self.target.addr).await?;
         let stream = self.target.dialer.dial(tcp).await?;
-        if self.target.dialer.is_tls() && !stream.alpn_h2() {
-            return Err("the server did not accept HTTP/2 by ALPN".into());
-        }
-        let (sender, connection) = http2::Builder::new(TokioExecutor::new())
-            .timer(TokioTimer::new())
-            .handshake(TokioIo::new(stream))
-            .await?;
+        let (sender, connection) = h2::handshake(&self.target, stream).await?;
         // hyper tells the server's stream limit only through the
         // connection's driver, so the driver's task notes it each time it
         // has run (a SETTINGS frame is read there).

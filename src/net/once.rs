@@ -13,14 +13,15 @@ use std::fmt;
 use std::time::Duration;
 
 use hyper::body::Incoming;
-use hyper::client::conn::{http1, http2};
+use hyper::client::conn::http1;
 use hyper::header::{self, HeaderValue};
 use hyper::{Response, StatusCode, Version};
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use super::h2;
 use super::target::Target;
 use crate::model::deadline::encode_grpc_timeout;
 use crate::model::grpc::Code;
@@ -159,16 +160,13 @@ async fn exchange(target: &Target, tcp: TcpStream, limit: Duration) -> Result<Re
                 .map_err(hyper_failed)?
         }
         Transport::Http2 => {
-            if target.dialer.is_tls() && !stream.alpn_h2() {
-                return Err(Unanswered::Never(format!(
-                    "{authority}: it does not speak HTTP/2: it did not accept h2 by ALPN"
-                )));
-            }
-            let (mut sender, connection) = http2::Builder::new(TokioExecutor::new())
-                .timer(TokioTimer::new())
-                .handshake(TokioIo::new(stream))
-                .await
-                .map_err(hyper_failed)?;
+            let (mut sender, connection) =
+                h2::handshake(target, stream).await.map_err(|e| match e {
+                    h2::Refused::NoAlpn => Unanswered::Never(format!(
+                        "{authority}: it does not speak HTTP/2: it did not accept h2 by ALPN"
+                    )),
+                    h2::Refused::Handshake(e) => hyper_failed(e),
+                })?;
             let sent = async {
                 sender.ready().await?;
                 sender.send_request(request).await

@@ -37,8 +37,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::Request;
-use hyper::client::conn::http2::{self, SendRequest};
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper::client::conn::http2::SendRequest;
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -51,6 +50,7 @@ use super::stop::{interrupted, unless_stopped, wait_until};
 use crate::model::deadline::GRPC_TIMEOUT_HEADER;
 use crate::model::fit::gone::{Gone, median, verdict};
 use crate::model::wire::{Transport, Wire};
+use crate::net::h2;
 use crate::net::target::Target;
 use crate::net::tls::Stream;
 
@@ -290,14 +290,10 @@ async fn streams(target: &Target, count: u32) -> io::Result<Held> {
 async fn connect(target: &Target) -> io::Result<(SendRequest<Full<Bytes>>, AbortHandle)> {
     let tcp = TcpStream::connect(target.addr).await?;
     let stream = target.dialer.dial(tcp).await?;
-    if target.dialer.is_tls() && !stream.alpn_h2() {
-        return Err(invalid("the server did not accept HTTP/2 by ALPN"));
-    }
-    let (sender, connection) = http2::Builder::new(TokioExecutor::new())
-        .timer(TokioTimer::new())
-        .handshake(TokioIo::new(stream))
-        .await
-        .map_err(io::Error::other)?;
+    let (sender, connection) = h2::handshake(target, stream).await.map_err(|e| match e {
+        h2::Refused::NoAlpn => invalid(e.to_string()),
+        h2::Refused::Handshake(e) => io::Error::other(e),
+    })?;
     Ok((sender, tokio::spawn(connection).abort_handle()))
 }
 

@@ -157,10 +157,7 @@ fn a_certificate_not_trusted_is_refused_before_any_load() {
 fn a_grpc_method_not_served_is_refused_before_any_load() {
     let dir = fresh_path("calibrate-wire-unimplemented");
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let target = runtime.block_on(Recorder::start(None, |_| Reply::Grpc {
-        status: 12,
-        pushback_ms: None,
-    }));
+    let target = runtime.block_on(Recorder::unimplemented());
     let url = format!("http://{}/", target.addr);
     let out = dir.join("grpc");
     let output = calibrate(&url, &out, &["--grpc", "a.B/C", "--no-gone"]);
@@ -169,9 +166,7 @@ fn a_grpc_method_not_served_is_refused_before_any_load() {
         &out,
         "does not serve a.B/C: it answered UNIMPLEMENTED",
     );
-    let seen = target.seen();
-    assert_eq!(seen.len(), 1, "the check alone, no load");
-    assert_eq!(seen[0].path, "/a.B/C");
+    target.saw_the_check_alone("/a.B/C");
     drop(target);
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use bytes::Bytes;
-use common::recorder::{Certificate, Recorder, Reply};
+use common::recorder::{Certificate, Recorder};
 use common::target::{QUICK_SERVER, storm};
 use common::{ServerChild, fresh_path, summary_json};
 use http_body_util::Full;
@@ -216,10 +216,7 @@ fn a_grpc_storm_of_the_projects_server_runs_with_grpcs_own_policy() {
 fn a_grpc_method_the_target_does_not_serve_is_refused_before_any_load() {
     let dir = scenario("target-wire-unimplemented");
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let target = runtime.block_on(Recorder::start(None, |_| Reply::Grpc {
-        status: 12,
-        pushback_ms: None,
-    }));
+    let target = runtime.block_on(Recorder::unimplemented());
     let url = format!("http://{}/", target.addr);
     let out = dir.join("grpc");
     let output = short_storm(&url, &NO_OUTAGE, "--grpc a.B/C", &out);
@@ -229,9 +226,7 @@ fn a_grpc_method_the_target_does_not_serve_is_refused_before_any_load() {
         &out,
         "does not serve a.B/C: it answered UNIMPLEMENTED",
     );
-    let seen = target.seen();
-    assert_eq!(seen.len(), 1, "the check alone, no load");
-    assert_eq!(seen[0].path, "/a.B/C");
+    target.saw_the_check_alone("/a.B/C");
     drop(target);
     std::fs::remove_dir_all(&dir).unwrap();
 }

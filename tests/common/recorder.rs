@@ -207,4 +207,22 @@ impl Recorder {
     pub fn seen(&self) -> Vec<Seen> {
         self.seen.lock().unwrap().clone()
     }
+
+    /// A gRPC target in clear that serves no method: every call answered
+    /// UNIMPLEMENTED (12).
+    pub async fn unimplemented() -> Recorder {
+        Recorder::start(None, |_| Reply::Grpc {
+            status: 12,
+            pushback_ms: None,
+        })
+        .await
+    }
+
+    /// That the one request it was sent asked for `path`: the check
+    /// before any load, and no load after it.
+    pub fn saw_the_check_alone(&self, path: &str) {
+        let seen = self.seen();
+        assert_eq!(seen.len(), 1, "the check alone, no load");
+        assert_eq!(seen[0].path, path);
+    }
 }

@@ -10,7 +10,8 @@
 //! prober too busy to look at once cannot inflate), and whether an
 //! answer's status line came (success or not) or the connection closed
 //! unanswered. At the hold's end every connection is closed, and the
-//! service is given time to drain as after the gone-client probe.
+//! service is given time to drain as after the gone-client probe (a
+//! drain stopped or refused keeps the fates).
 //! `model::fit::queue` reads the fates.
 //!
 //! Over HTTP/1.1 only, TLS or not: an HTTP/2 client would carry the burst
@@ -129,7 +130,10 @@ pub(super) async fn probe(config: &BurstConfig, stop: &AtomicBool) -> io::Result
             format!("the burst could not open its connections: {e}"),
         ));
     }
-    drain(&target, config.timeout, baseline_s, stop).await?;
+    // Every fate is in: a drain cut short (stopped, or a lone request
+    // refused by a queue still full) loses nothing of them, and nothing
+    // probes the service after the burst.
+    let _ = drain(&target, config.timeout, baseline_s, stop).await;
     let fates: Vec<Fate> = ended.iter().map(Exchange::fate).collect();
     // Each connection beside its fate, those of one fate.
     let of = |fate: Fate| {

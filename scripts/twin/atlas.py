@@ -3,7 +3,8 @@
   python3 scripts/twin/atlas.py OUT > OUT/atlas.md
 
 For every server (a folder of OUT holding calibrate/calibration.json and
-measured/critical.csv) and every policy: the twin calibrate fitted, the
+measured/critical.csv) and every policy: what calibrate's probes told of
+the server (order, queue, work for gone clients), the twin it fitted, the
 T50 its twin predicts with its 95 % interval (calibration.json's
 predictions, the twin's sweep in virtual time), the T50 the real
 adaptive search measured with its interval and its storms
@@ -78,6 +79,23 @@ def max_pause_of(folder):
     return 60.0
 
 
+def told(cal):
+    """What the probes told of the service, from calibration.json: how it
+    answered requests sent at once (the order probe), where requests wait
+    (the burst), and whether it finishes work for clients that have gone;
+    "-" for a probe not made or that told nothing."""
+    order = (cal.get("order") or {}).get("order") or "-"
+    queue = (cal.get("queue") or {}).get("queue")
+    if queue is None:
+        where = "-"
+    elif queue["kind"] == "backlog":
+        where = "backlog %d" % queue["depth"]
+    else:
+        where = "%s %d" % (queue["kind"], queue["places"])
+    gone = (cal.get("gone") or {}).get("verdict") or "-"
+    return "%s; %s; %s" % (order, where, gone)
+
+
 def shown(out):
     """OUT as a path from the working folder, if it lies within it."""
     rel = os.path.relpath(out)
@@ -90,19 +108,23 @@ def main(out):
     print("Made by `scripts/twin-atlas.sh %s`: each server calibrated by `storm"
           " calibrate` (its twin's T50 predicted in virtual time) and measured by"
           " `storm sweep twin.toml --target URL --outage sigstop=PID` (the real"
-          " adaptive search, a storm a run). T50 in seconds with its 95 %%"
+          " adaptive search, a storm a run). *told*: what calibrate's probes"
+          " told of the service: requests sent at once answered in waves or"
+          " together; where requests wait (the burst); whether work for clients"
+          " that have gone continues, is cancelled or unclear. T50 in seconds with its 95 %%"
           " interval; an open end lies beyond the pauses. *overlap*: whether the"
           " twin's interval and the measured one meet.\n" % shown(out))
-    print("| server | kind | twin | policy | twin T50 (95 %) | measured T50 (95 %) | storms | difference s | overlap |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| server | kind | told | twin | policy | twin T50 (95 %) | measured T50 (95 %) | storms | difference s | overlap |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for server in servers:
         folder = os.path.join(out, server)
         try:
             cal = json.load(open(os.path.join(folder, "calibrate", "calibration.json")))
         except OSError:
-            print("| %s | %s | not calibrated | | | | | | |" % (server, KINDS[server]))
+            print("| %s | %s | | not calibrated | | | | | | |" % (server, KINDS[server]))
             continue
         twin = cal.get("twin_flags") or "-"
+        probes = told(cal)
         predicted = {c["case"]: c for c in cal.get("predictions", [])}
         path = os.path.join(folder, "measured", "critical.csv")
         measured = {}
@@ -113,13 +135,13 @@ def main(out):
             p = edge(p_row, max_pause)
             m_row = measured.get(case)
             if m_row is None:
-                print("| %s | %s | `%s` | %s | %s | not measured | | | |" % (
-                    server, KINDS[server], twin, case, said(p, max_pause)))
+                print("| %s | %s | %s | `%s` | %s | %s | not measured | | | |" % (
+                    server, KINDS[server], probes, twin, case, said(p, max_pause)))
                 continue
             m = edge(m_row, max_pause)
             overlap = m[1] <= p[2] and p[1] <= m[2]
-            print("| %s | %s | `%s` | %s | %s | %s | %s | %s | %s |" % (
-                server, KINDS[server], twin, case, said(p, max_pause), said(m, max_pause),
+            print("| %s | %s | %s | `%s` | %s | %s | %s | %s | %s | %s |" % (
+                server, KINDS[server], probes, twin, case, said(p, max_pause), said(m, max_pause),
                 m_row["seeds"], difference(p, m, max_pause), "yes" if overlap else "**no**"))
     missing = [s for s in ORDER if s not in servers]
     if missing:

@@ -67,6 +67,15 @@ pub struct CalibrateArgs {
     /// have gone: the twin then goes on with it (the server's default).
     #[arg(long)]
     pub no_gone: bool,
+    /// Batches of requests the order probe sends at once to the idle
+    /// service, to tell a pool (answers in waves, first come, first
+    /// served) from a curve (answers together, the service shared): as
+    /// many requests as the closed loop's concurrency at which latency
+    /// had grown four times, at least 16. 0: not probed (the fit alone
+    /// chooses the twin's shape).
+    #[arg(long, default_value_t = 3, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub batches: u32,
     /// Connections the burst probe opens at once, a request each, to tell
     /// where the service keeps requests it cannot start yet (its listen
     /// backlog, a queue that refuses, one that holds them all): more than
@@ -263,6 +272,7 @@ impl CalibrateArgs {
                 timeout: self.request_timeout,
             },
             gone: !self.no_gone,
+            batches: self.batches,
             burst: self.burst,
             fit: FitOptions {
                 max_error_share: self.max_errors,

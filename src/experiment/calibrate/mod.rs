@@ -7,6 +7,7 @@
 //! Each step writes its files as it ends ([`record`]); an interrupted
 //! calibration keeps what it measured, and fits it if it can.
 
+pub mod order;
 pub mod queue;
 pub mod record;
 pub mod twin;
@@ -23,9 +24,12 @@ use super::sweep::{self, SweepConfig};
 use super::{Flags, Stop};
 use crate::model::fit::gone::Gone;
 use crate::model::fit::{FitOptions, Fits, Level, fit};
-use crate::net::probe::{self, BurstConfig, GoneConfig, ProbeConfig, ProbeEnd, ProbeEvent};
+use crate::net::probe::{
+    self, BatchConfig, BurstConfig, GoneConfig, ProbeConfig, ProbeEnd, ProbeEvent,
+};
 use crate::report::output::say;
 
+pub use order::OrderRecord;
 pub use record::{Calibration, GoneRecord, LevelRow};
 pub use verify::{Check, Verify};
 
@@ -36,6 +40,9 @@ pub struct CalibrateConfig {
     pub probe: ProbeConfig,
     /// Probe whether the service finishes work for clients that have gone.
     pub gone: bool,
+    /// Batches of the order probe, which tells a pool from a curve by
+    /// how requests sent at once are answered (0: not probed).
+    pub batches: u32,
     /// Connections of the burst probe, which tells where the service keeps
     /// requests it cannot start yet (0: not probed).
     pub burst: u32,
@@ -141,6 +148,7 @@ pub fn run(
         levels: Vec::new(),
         probe_end: String::new(),
         gone: None,
+        order: None,
         queue: None,
         fits: None,
         twin_flags: None,
@@ -155,7 +163,7 @@ pub fn run(
         .iter()
         .map(|row| full_scale(row.level(), config.time_scale))
         .collect();
-    let fits = match fit(&levels, &config.fit) {
+    let mut fits = match fit(&levels, &config.fit) {
         Ok(fits) => fits,
         Err(e) if interrupted => {
             say(format!("calibrate: nothing to fit ({e})"));
@@ -167,6 +175,23 @@ pub fn run(
             )));
         }
     };
+    if config.batches > 0 && !interrupted && !stop.requested() {
+        record.order = Some(match order::requests(&levels, config.fit.max_error_share) {
+            Some(requests) => order::probe(
+                &BatchConfig {
+                    target: config.probe.target.clone(),
+                    wire: config.probe.wire.clone(),
+                    requests,
+                    batches: config.batches,
+                    timeout: config.probe.timeout,
+                },
+                &flag,
+                &mut fits,
+            ),
+            None => OrderRecord::skipped("No level without errors to size a batch by.".into()),
+        });
+        record.save(&config.out)?;
+    }
     if config.gone && !interrupted {
         record.gone = Some(gone(config, &flag, &record.levels, &fits)?);
         record.save(&config.out)?;
@@ -385,9 +410,14 @@ fn gone(
     };
     let reason = format!(
         "A lone request took {} ms alone and {} ms as the clients of {abandon} requests went \
-         (medians).",
+         (medians); beside {abandon} whose clients stayed, {:.2} ms: had the service gone on \
+         with their work, {:.2} ms would have been left (the probe tells only from {} times \
+         alone).",
         median_ms(&probe.baseline_s),
-        median_ms(&probe.after_s)
+        median_ms(&probe.after_s),
+        probe.loaded_s * 1e3,
+        probe.expected_busy_s * 1e3,
+        crate::model::fit::gone::CLEAR_FROM
     );
     say(format!(
         "gone: the service {} work for clients that have gone. {reason}",

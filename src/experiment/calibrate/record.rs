@@ -8,6 +8,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::order::OrderRecord;
 use super::queue::QueueRecord;
 use super::verify::Check;
 use crate::experiment::error::StormError;
@@ -133,6 +134,15 @@ pub struct GoneRecord {
     /// Latencies of lone requests sent as the abandoned ones' clients
     /// went, seconds.
     pub after_s: Vec<f64>,
+    /// The latency of a lone request sent beside as many requests whose
+    /// clients stayed, seconds (absent from records made before it).
+    #[serde(default)]
+    pub loaded_s: Option<f64>,
+    /// What a lone request would wait after the abandon if the service
+    /// went on with the work, seconds (absent from records made before
+    /// it).
+    #[serde(default)]
+    pub expected_busy_s: Option<f64>,
     /// What the service does with the work of clients that have gone.
     pub verdict: Gone,
     /// Why, in words.
@@ -147,6 +157,8 @@ impl GoneRecord {
             hold_open_s: Some(hold_open_s),
             baseline_s: probe.baseline_s.clone(),
             after_s: probe.after_s.clone(),
+            loaded_s: Some(probe.loaded_s),
+            expected_busy_s: Some(probe.expected_busy_s),
             verdict: probe.verdict,
             reason,
         }
@@ -159,6 +171,8 @@ impl GoneRecord {
             hold_open_s: None,
             baseline_s: Vec::new(),
             after_s: Vec::new(),
+            loaded_s: None,
+            expected_busy_s: None,
             verdict: Gone::Unclear,
             reason,
         }
@@ -181,6 +195,10 @@ pub struct Calibration {
     pub probe_end: String,
     /// Whether the service finishes work for clients that have gone.
     pub gone: Option<GoneRecord>,
+    /// How the service answered requests sent at once (the order probe;
+    /// absent from records made before it).
+    #[serde(default)]
+    pub order: Option<OrderRecord>,
     /// Where the service keeps requests it cannot start yet (the burst
     /// probe; absent from records made before it).
     #[serde(default)]
@@ -275,6 +293,14 @@ impl Calibration {
                 "\nWork for clients that have gone: **{}**. {}",
                 gone_words(gone.verdict),
                 gone.reason
+            );
+        }
+        if let Some(order) = &self.order {
+            let _ = writeln!(
+                s,
+                "\nRequests sent at once (the order probe): **{}**. {}",
+                order.order.map_or("not told", |o| o.words()),
+                order.reason
             );
         }
         if let Some(queue) = &self.queue {
@@ -443,6 +469,7 @@ mod tests {
             ],
             probe_end: "the service stopped answering".into(),
             gone: None,
+            order: None,
             queue: None,
             fits: None,
             twin_flags: None,

@@ -90,7 +90,7 @@ pub fn file(twin: &Scenario, fits: &Fits, target: &str, folder: &str) -> String 
     let mut header = vec![
         format!("A virtual twin of {target}, made by storm calibrate:"),
         format!(
-            "the {} shape fitted best of {} levels probed (error {:.3}, a log ratio:",
+            "the {} shape, chosen of those fitted to {} levels probed (error {:.3}, a log ratio:",
             best.twin.name(),
             fits.levels,
             best.score.error
@@ -256,7 +256,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("the pool shape fitted best of 6 levels"),
+            text.contains("the pool shape, chosen of those fitted to 6 levels"),
             "{text}"
         );
         assert!(

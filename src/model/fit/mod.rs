@@ -35,7 +35,11 @@
 //! ([`Twin::parameters`]) whose error is within [`TIE_MARGIN`] of the
 //! least is preferred to it; among shapes of as many parameters, the
 //! lower error wins, and an exact tie goes to the one listed first by
-//! `--model` (exponential, linear, pool). The Universal Scalability Law
+//! `--model` (exponential, linear, pool). Where the order probe has seen
+//! how the service answers requests sent at once ([`order`]), only the
+//! shapes of that kind that fit as well as can be told (within the
+//! margin, or within half of what the measurements miss Little's law by)
+//! compete, by the same rule ([`choose_with`]). The Universal Scalability Law
 //! is fitted for comparison (its peak, `N* = sqrt((1 - σ) / κ)`) and never
 //! chosen: the server cannot take it.
 //!
@@ -50,6 +54,7 @@ mod closed_loop;
 mod curves;
 pub mod gone;
 pub mod level;
+pub mod order;
 pub mod pool;
 pub mod queue;
 mod search;
@@ -61,6 +66,7 @@ pub mod usl;
 use serde::{Deserialize, Serialize};
 
 pub use level::{FitError, Level, MIN_LEVELS, Score};
+pub use order::Order;
 pub use shapes::{Family, Twin};
 pub use usl::{Usl, UslFit};
 
@@ -144,11 +150,37 @@ pub fn fit(levels: &[Level], options: &FitOptions) -> Result<Fits, FitError> {
 /// error is within [`TIE_MARGIN`] of the least, the fewest parameters,
 /// then the least error, then the first.
 pub fn choose(fits: &[ShapeFit]) -> usize {
-    let least = fits
+    choose_with(fits, None, 0.0)
+}
+
+/// [`choose`], told how the service answered requests sent at once
+/// ([`order`]): the shapes of that kind (a pool for waves, a curve for
+/// together) that fit as well as can be told, within [`TIE_MARGIN`] of
+/// the least error or within `noise` of it (half of what the measurements
+/// themselves miss Little's law by, [`Fits::little_error`], is the floor
+/// no fit gets below), compete by [`choose`]'s rule among themselves. If
+/// none of that kind does, or none was seen, [`choose`]'s rule.
+pub fn choose_with(fits: &[ShapeFit], seen: Option<Order>, noise: f64) -> usize {
+    let least_of = |shapes: &[usize]| {
+        shapes
+            .iter()
+            .map(|&i| fits[i].score.error)
+            .fold(f64::INFINITY, f64::min)
+    };
+    let all: Vec<usize> = (0..fits.len()).collect();
+    let least = least_of(&all);
+    let of_kind: Vec<usize> = all
         .iter()
-        .map(|f| f.score.error)
-        .fold(f64::INFINITY, f64::min);
-    let mut eligible: Vec<usize> = (0..fits.len())
+        .copied()
+        .filter(|&i| {
+            seen.is_some_and(|seen| fits[i].twin.order() == seen)
+                && fits[i].score.error <= (least * (1.0 + TIE_MARGIN)).max(least + noise)
+        })
+        .collect();
+    let shapes = if of_kind.is_empty() { all } else { of_kind };
+    let least = least_of(&shapes);
+    let mut eligible: Vec<usize> = shapes
+        .into_iter()
         .filter(|&i| fits[i].score.error <= least * (1.0 + TIE_MARGIN))
         .collect();
     // A stable sort: an exact tie keeps --model's order.

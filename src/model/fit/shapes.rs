@@ -142,6 +142,15 @@ impl Twin {
         }
     }
 
+    /// How this shape answers requests sent at once: a pool in waves,
+    /// a curve together (`order`).
+    pub fn order(&self) -> super::Order {
+        match self {
+            Twin::Pool { .. } => super::Order::Waves,
+            Twin::Exponential { .. } | Twin::Linear { .. } => super::Order::Together,
+        }
+    }
+
     /// Parameters fitted to the mean latency and throughput: three for
     /// the exponential curve (base, limit and growth, since only
     /// `ln(factor) / scale` shows), two for the linear curve (base,

@@ -327,6 +327,54 @@ fn fewer_parameters_win_a_near_tie() {
         fit_with(pool, 0.1),
     ];
     assert_eq!(choose(&fits), 1);
+    // Told the service answers in waves: of the three within the margin,
+    // the pool; told together, the curves compete as before.
+    assert_eq!(choose_with(&fits, Some(Order::Waves), 0.0), 2);
+    assert_eq!(choose_with(&fits, Some(Order::Together), 0.0), 1);
+    // aiohttp's CPU loop: the linear curve 0.029, the pool 0.030.
+    let fits = [
+        fit_with(exponential, 1.007),
+        fit_with(linear, 0.029),
+        fit_with(pool, 0.030),
+    ];
+    assert_eq!(choose_with(&fits, None, 0.0), 1);
+    assert_eq!(choose_with(&fits, Some(Order::Waves), 0.0), 2);
+    // Waves seen, but the pool 10 % and more worse: the fit's choice.
+    let fits = [
+        fit_with(exponential, 1.0),
+        fit_with(linear, 0.029),
+        fit_with(pool, 0.0320),
+    ];
+    assert_eq!(choose_with(&fits, Some(Order::Waves), 0.0), 1);
+    // Near perfect fits, 0.002 and 0.003, where the measurements miss
+    // Little's law by 0.004 (noise: half of it): the pool is as good as
+    // can be told.
+    let fits = [
+        fit_with(exponential, 0.351),
+        fit_with(linear, 0.002),
+        fit_with(pool, 0.003),
+    ];
+    assert_eq!(choose_with(&fits, Some(Order::Waves), 0.0), 1);
+    assert_eq!(choose_with(&fits, Some(Order::Waves), 0.002), 2);
+    assert_eq!(
+        choose_with(&fits, None, 0.002),
+        1,
+        "not told: the fit's rule"
+    );
+    // Together seen, the exponential curve the least by far: a wide noise
+    // lets the linear curve in as of that kind, but the rule among the
+    // curves is the margin from their own least: the exponential.
+    let fits = [
+        fit_with(exponential, 0.05),
+        fit_with(linear, 0.30),
+        fit_with(pool, 0.40),
+    ];
+    assert_eq!(choose_with(&fits, Some(Order::Together), 0.3), 0);
+    assert_eq!(
+        choose_with(&fits, Some(Order::Waves), 0.3),
+        0,
+        "no pool near"
+    );
 }
 
 #[test]

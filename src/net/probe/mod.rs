@@ -39,8 +39,13 @@
 //! **The third** ([`burst`]): where the service keeps requests it cannot
 //! start yet: its listen backlog, a queue that refuses past its places,
 //! or one that holds them all (module `burst`).
+//!
+//! **The fourth** ([`batch`]): whether the service answers requests sent
+//! at once in waves, first come, first served, or together (module
+//! `batch`).
 
 mod abandon;
+mod batch;
 mod burst;
 mod closed_loop;
 mod config;
@@ -54,6 +59,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use abandon::{DRAIN_TRIES, DRAINED, GoneConfig, GoneProbe};
+pub use batch::{BatchConfig, BatchProbe};
 pub use burst::{BurstConfig, BurstProbe};
 pub use config::ProbeConfig;
 pub use report::{BUSY_FROM, LITTLE_BELOW, LevelReport, Probe, ProbeEnd, ProbeEvent};
@@ -169,6 +175,27 @@ pub fn burst(config: &BurstConfig, stop: &AtomicBool) -> io::Result<BurstProbe> 
         return Err(invalid("the hold and the timeout must be longer than zero"));
     }
     runtime()?.block_on(burst::probe(config, stop))
+}
+
+/// Sends `config.requests` requests to `config.target` at once,
+/// `config.batches` times, and notes when each was answered (module
+/// `batch` says how).
+///
+/// Blocking: builds its own tokio runtime on the calling thread. `stop` is
+/// polled at least every 100 ms; once true, the probe ends with an error
+/// of kind [`io::ErrorKind::Interrupted`]. Fails too on a configuration
+/// that cannot be probed (no request or batch, a zero timeout: of kind
+/// [`io::ErrorKind::InvalidInput`]), on a service that does not answer a
+/// lone request with 2xx within the timeout on an idle service, or that
+/// refuses or breaks one while it drains.
+pub fn batch(config: &BatchConfig, stop: &AtomicBool) -> io::Result<BatchProbe> {
+    if config.requests == 0 || config.batches == 0 {
+        return Err(invalid("at least one batch of at least one request"));
+    }
+    if config.timeout.is_zero() {
+        return Err(invalid("the timeout must be longer than zero"));
+    }
+    runtime()?.block_on(batch::probe(config, stop))
 }
 
 fn runtime() -> io::Result<tokio::runtime::Runtime> {

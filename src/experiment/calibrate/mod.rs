@@ -74,8 +74,8 @@ pub struct CalibrateConfig {
 
 /// How much slower than one client alone the gone-client probe's
 /// abandoned requests should make a lone request if the service went on
-/// with them: well past the eight times below which the probe tells
-/// nothing ([`crate::model::fit::gone::CLEAR_FROM`]), as the hold before
+/// with them: well past the eight times below which the probe cannot say
+/// it does ([`crate::model::fit::gone::CLEAR_FROM`]), as the hold before
 /// the clients go takes one lone latency off, and the twin may be off.
 pub const GONE_SLOWDOWN: f64 = 12.0;
 
@@ -411,12 +411,13 @@ fn gone(
     let reason = format!(
         "A lone request took {} ms alone and {} ms as the clients of {abandon} requests went \
          (medians); beside {abandon} whose clients stayed, {:.2} ms: had the service gone on \
-         with their work, {:.2} ms would have been left (the probe tells only from {} times \
-         alone).",
+         with their work, {:.2} ms would have been left (the probe says it cancels from {} \
+         times alone, that it continues from {}).",
         median_ms(&probe.baseline_s),
         median_ms(&probe.after_s),
         probe.loaded_s * 1e3,
         probe.expected_busy_s * 1e3,
+        crate::model::fit::gone::CANCELS_CLEAR_FROM,
         crate::model::fit::gone::CLEAR_FROM
     );
     say(format!(

@@ -90,7 +90,7 @@ pub fn probe(config: &BatchConfig, stop: &AtomicBool, fits: &mut Fits) -> OrderR
         .map(|b| b.answered.len().to_string())
         .collect();
     let before = fits.best().clone();
-    let noise = fits.little_error / 2.0;
+    let noise = fits.noise();
     if let Some((seen, _)) = told {
         fits.best = choose_with(&fits.shapes, Some(seen), noise);
     }
@@ -115,8 +115,8 @@ pub fn probe(config: &BatchConfig, stop: &AtomicBool, fits: &mut Fits) -> OrderR
             if seen != after.twin.order() {
                 format!(
                     "No shape of that kind fits as well as the {now} (within {:.0} % of the least \
-                     error, or {noise:.3}, half of what the measurements miss Little's law by): \
-                     the {now} stays the twin; the fit and the probe disagree.",
+                     error, or {noise:.3} of it, as close as a second probe would repeat): the \
+                     {now} stays the twin; the fit and the probe disagree.",
                     TIE_MARGIN * 100.0
                 )
             } else if was == now {
@@ -125,8 +125,8 @@ pub fn probe(config: &BatchConfig, stop: &AtomicBool, fits: &mut Fits) -> OrderR
                 format!(
                     "The {now} (error {:.3}), of that kind, is the twin in place of the {was} \
                      ({:.3}), which the closed loop alone chose: they fit as well as can be told \
-                     (within {:.0} % of the least error, or {noise:.3}, half of what the \
-                     measurements miss Little's law by).",
+                     (within {:.0} % of the least error, or {noise:.3} of it, as close as a \
+                     second probe would repeat).",
                     after.score.error,
                     before.score.error,
                     TIE_MARGIN * 100.0

@@ -38,8 +38,8 @@
 //! `--model` (exponential, linear, pool). Where the order probe has seen
 //! how the service answers requests sent at once ([`order`]), only the
 //! shapes of that kind that fit as well as can be told (within the
-//! margin, or within half of what the measurements miss Little's law by)
-//! compete, by the same rule ([`choose_with`]). The Universal Scalability Law
+//! margin, or within [`REPEAT_NOISE`] of the least error) compete, by the
+//! same rule ([`choose_with`]). The Universal Scalability Law
 //! is fitted for comparison (its peak, `N* = sqrt((1 - σ) / κ)`) and never
 //! chosen: the server cannot take it.
 //!
@@ -73,6 +73,13 @@ pub use usl::{Usl, UslFit};
 /// How much worse, relatively, a shape with fewer parameters may fit than
 /// the best and still be chosen over it: 10 %.
 pub const TIE_MARGIN: f64 = 0.10;
+
+/// How far apart two fits' errors may be and still be as good as can be
+/// told: 0.01, a 1 % log ratio. The same service probed three times in a
+/// row (grpcio 1.85.3, 20 workers of 100 ms, 2026-11-30) gave each
+/// level's mean latency within 1 to 3 % of the other runs'; a fit better
+/// by less than 0.01 is not better by what a second probe would say.
+pub const REPEAT_NOISE: f64 = 0.01;
 
 /// Choices of a fit.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -125,6 +132,14 @@ impl Fits {
     pub fn best(&self) -> &ShapeFit {
         &self.shapes[self.best]
     }
+
+    /// How far below another shape's error one's must be to fit better
+    /// by more than can be told ([`choose_with`]'s noise): [`REPEAT_NOISE`],
+    /// or half of what the measurements miss Little's law by where that
+    /// is more (the floor no fit gets below).
+    pub fn noise(&self) -> f64 {
+        REPEAT_NOISE.max(self.little_error / 2.0)
+    }
 }
 
 /// Fits every shape and the Universal Scalability Law to `levels` and
@@ -156,10 +171,9 @@ pub fn choose(fits: &[ShapeFit]) -> usize {
 /// [`choose`], told how the service answered requests sent at once
 /// ([`order`]): the shapes of that kind (a pool for waves, a curve for
 /// together) that fit as well as can be told, within [`TIE_MARGIN`] of
-/// the least error or within `noise` of it (half of what the measurements
-/// themselves miss Little's law by, [`Fits::little_error`], is the floor
-/// no fit gets below), compete by [`choose`]'s rule among themselves. If
-/// none of that kind does, or none was seen, [`choose`]'s rule.
+/// the least error or within `noise` of it ([`Fits::noise`]), compete by
+/// [`choose`]'s rule among themselves. If none of that kind does, or none
+/// was seen, [`choose`]'s rule.
 pub fn choose_with(fits: &[ShapeFit], seen: Option<Order>, noise: f64) -> usize {
     let least_of = |shapes: &[usize]| {
         shapes

@@ -115,8 +115,8 @@ pub fn probe(config: &BatchConfig, stop: &AtomicBool, fits: &mut Fits) -> OrderR
             if seen != after.twin.order() {
                 format!(
                     "No shape of that kind fits as well as the {now} (within {:.0} % of the least \
-                     error, or {noise:.3} of it, as close as a second probe would repeat): the \
-                     {now} stays the twin; the fit and the probe disagree.",
+                     error, or {noise:.3} of it, as close as a second calibration would \
+                     repeat): the {now} stays the twin; the fit and the probe disagree.",
                     TIE_MARGIN * 100.0
                 )
             } else if was == now {
@@ -126,7 +126,7 @@ pub fn probe(config: &BatchConfig, stop: &AtomicBool, fits: &mut Fits) -> OrderR
                     "The {now} (error {:.3}), of that kind, is the twin in place of the {was} \
                      ({:.3}), which the closed loop alone chose: they fit as well as can be told \
                      (within {:.0} % of the least error, or {noise:.3} of it, as close as a \
-                     second probe would repeat).",
+                     second calibration would repeat).",
                     after.score.error,
                     before.score.error,
                     TIE_MARGIN * 100.0

@@ -410,12 +410,11 @@ fn gone(
     };
     let reason = format!(
         "A lone request took {} ms alone and {} ms as the clients of {abandon} requests went \
-         (medians); beside {abandon} whose clients stayed, {:.2} ms: had the service gone on \
-         with their work, {:.2} ms would have been left (the probe says it cancels from {} \
+         (medians); as long after {abandon} whose clients stayed, {:.2} ms, what their work \
+         would leave were the service to go on with it (the probe says it cancels from {} \
          times alone, that it continues from {}).",
         median_ms(&probe.baseline_s),
         median_ms(&probe.after_s),
-        probe.loaded_s * 1e3,
         probe.expected_busy_s * 1e3,
         crate::model::fit::gone::CANCELS_CLEAR_FROM,
         crate::model::fit::gone::CLEAR_FROM

@@ -20,12 +20,6 @@ const STORM: &str = env!("CARGO_BIN_EXE_storm");
 /// flags, its report lines rare.
 fn pool(queue: &[&str]) -> ServerChild {
     let shape = [
-        "--listen",
-        "127.0.0.1:0",
-        "--time-scale",
-        "10",
-        "--report-interval",
-        "10m",
         "--model",
         "pool",
         "--workers",
@@ -35,7 +29,7 @@ fn pool(queue: &[&str]) -> ServerChild {
         "--service-distribution",
         "constant",
     ];
-    ServerChild::start(&[], &[&shape[..], queue].concat())
+    ServerChild::quick(&[&shape[..], queue].concat())
 }
 
 fn config(target: &str, transport: Transport) -> BurstConfig {

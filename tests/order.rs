@@ -17,20 +17,6 @@ use retry_storm::net::probe::{BatchConfig, batch};
 
 const STORM: &str = env!("CARGO_BIN_EXE_storm");
 
-/// The project's server with `shape`'s flags at ten times its speed, its
-/// report lines rare.
-fn server(shape: &[&str]) -> ServerChild {
-    let common = [
-        "--listen",
-        "127.0.0.1:0",
-        "--time-scale",
-        "10",
-        "--report-interval",
-        "10m",
-    ];
-    ServerChild::start(&[], &[&common[..], shape].concat())
-}
-
 /// Two batches of 16 at once against `server`, and what they tell.
 fn order_of(server: &ServerChild) -> (Order, f64) {
     let probe = batch(
@@ -64,7 +50,7 @@ fn a_pool_answers_requests_sent_at_once_in_waves() {
     // Two workers of 20 ms: eight waves, 20 to 160 ms; the 25th
     // percentile's answer in the second (40 ms), the 90th's in the last,
     // each less the lone request's 20 ms: 20 / 140.
-    let pool = server(&[
+    let pool = ServerChild::quick(&[
         "--model",
         "pool",
         "--workers",
@@ -82,7 +68,7 @@ fn a_pool_answers_requests_sent_at_once_in_waves() {
 #[test]
 fn a_curve_answers_requests_sent_at_once_together() {
     // 10 ms + 2 ms a request in flight: 16 at once, each 42 ms.
-    let curve = server(&[
+    let curve = ServerChild::quick(&[
         "--model",
         "linear",
         "--base-delay",
@@ -98,7 +84,7 @@ fn a_curve_answers_requests_sent_at_once_together() {
 fn calibrate_makes_a_pool_of_one_worker_a_pool() {
     // An event loop's CPU work, 5 ms a request one at a time: a closed
     // loop measures N times 5 ms, which a linear curve fits as well.
-    let pool = server(&[
+    let pool = ServerChild::quick(&[
         "--model",
         "pool",
         "--workers",

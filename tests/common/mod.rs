@@ -176,6 +176,20 @@ pub struct ServerChild {
 }
 
 impl ServerChild {
+    /// Starts `server` on 127.0.0.1 port 0 at ten times its speed, its
+    /// report lines rare, with `shape`'s flags.
+    pub fn quick(shape: &[&str]) -> ServerChild {
+        let common = [
+            "--listen",
+            "127.0.0.1:0",
+            "--time-scale",
+            "10",
+            "--report-interval",
+            "10m",
+        ];
+        ServerChild::start(&[], &[&common[..], shape].concat())
+    }
+
     /// Starts `server` with `args` (after `prefix`, a wrapper command such
     /// as `prlimit --nofile=...`, if any) and waits for its address.
     pub fn start(prefix: &[&str], args: &[&str]) -> ServerChild {

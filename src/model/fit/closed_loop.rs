@@ -31,8 +31,7 @@ impl Measured {
     pub fn quantile(&self, q: f64) -> f64 {
         let mut sorted = self.latencies.clone();
         sorted.sort_by(f64::total_cmp);
-        let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-        sorted[rank - 1]
+        super::order::nearest_rank(&sorted, q)
     }
 }
 

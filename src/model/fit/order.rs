@@ -115,10 +115,15 @@ pub fn spread(batch: &Batch, baseline: f64, timeout: f64) -> Option<f64> {
     let mut ranked = batch.answered.clone();
     ranked.sort_by(f64::total_cmp);
     ranked.resize(batch.sent.max(n), timeout);
-    let len = ranked.len();
-    let rank = |p: f64| ranked[((p * len as f64).ceil() as usize).clamp(1, len) - 1];
-    let (low, high) = (rank(0.25), rank(0.90));
+    let (low, high) = (nearest_rank(&ranked, 0.25), nearest_rank(&ranked, 0.90));
     (high >= SLOWED * baseline).then(|| (low - baseline).max(0.0) / (high - baseline))
+}
+
+/// The `q` quantile (0 to 1) of `sorted`, ascending and not empty, by
+/// nearest rank: the value at rank `ceil(q n)`, at least the first.
+pub fn nearest_rank(sorted: &[f64], q: f64) -> f64 {
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
 }
 
 /// The verdict of `batches` (module doc), with the median spread it read;

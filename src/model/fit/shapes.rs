@@ -144,10 +144,10 @@ impl Twin {
 
     /// How this shape answers requests sent at once: a pool in waves,
     /// a curve together (`order`).
-    pub fn order(&self) -> super::Order {
+    pub fn order(&self) -> super::order::Order {
         match self {
-            Twin::Pool { .. } => super::Order::Waves,
-            Twin::Exponential { .. } | Twin::Linear { .. } => super::Order::Together,
+            Twin::Pool { .. } => super::order::Order::Waves,
+            Twin::Exponential { .. } | Twin::Linear { .. } => super::order::Order::Together,
         }
     }
 

@@ -17,6 +17,21 @@ use retry_storm::net::probe::{BatchConfig, batch};
 
 const STORM: &str = env!("CARGO_BIN_EXE_storm");
 
+/// The project's pool of `workers` at a constant `service_time`, both
+/// divided by ten.
+fn pool(workers: &str, service_time: &str) -> ServerChild {
+    ServerChild::quick(&[
+        "--model",
+        "pool",
+        "--workers",
+        workers,
+        "--service-time",
+        service_time,
+        "--service-distribution",
+        "constant",
+    ])
+}
+
 /// Two batches of 16 at once against `server`, and what they tell.
 fn order_of(server: &ServerChild) -> (Order, f64) {
     let probe = batch(
@@ -50,16 +65,7 @@ fn a_pool_answers_requests_sent_at_once_in_waves() {
     // Two workers of 20 ms: eight waves, 20 to 160 ms; the 25th
     // percentile's answer in the second (40 ms), the 90th's in the last,
     // each less the lone request's 20 ms: 20 / 140.
-    let pool = ServerChild::quick(&[
-        "--model",
-        "pool",
-        "--workers",
-        "2",
-        "--service-time",
-        "200ms",
-        "--service-distribution",
-        "constant",
-    ]);
+    let pool = pool("2", "200ms");
     let (seen, spread) = order_of(&pool);
     assert_eq!(seen, Order::Waves, "{spread}");
     assert!((0.05..0.3).contains(&spread), "{spread}");
@@ -84,16 +90,7 @@ fn a_curve_answers_requests_sent_at_once_together() {
 fn calibrate_makes_a_pool_of_one_worker_a_pool() {
     // An event loop's CPU work, 5 ms a request one at a time: a closed
     // loop measures N times 5 ms, which a linear curve fits as well.
-    let pool = ServerChild::quick(&[
-        "--model",
-        "pool",
-        "--workers",
-        "1",
-        "--service-time",
-        "50ms",
-        "--service-distribution",
-        "constant",
-    ]);
+    let pool = pool("1", "50ms");
     let out = fresh_path("order-calibrate");
     let output = std::process::Command::new(STORM)
         .args(["calibrate", "--target", &pool.url, "--quick"])

@@ -102,14 +102,16 @@ fn each_holding_fault_against_sigstop_on_a_target_that_goes_on_and_one_that_canc
         ("cancels", &["--on-disconnect", "cancel"]),
         ("goes on", &[]),
     ];
-    let mut table = String::from("target, outage: recovered of runs, attempts a request\n");
+    let mut table =
+        String::from("target, outage: recovered of runs, attempts a request, peak queued\n");
     let mut storms = Vec::new();
     for (target, flags) in targets {
         let mut storm = |outage: &str| {
             let out = dir.join(format!("{}-{}", flags.len(), outage.replace('=', "-")));
             let storm = fixed_through(outage, flags, &out);
             let (r, n, a) = (storm.recovered, storm.runs, storm.amplification);
-            writeln!(table, "{target}, {outage}: {r} of {n}, {a}").unwrap();
+            let q = &storm.proxy["peak_queued"];
+            writeln!(table, "{target}, {outage}: {r} of {n}, {a}, {q}").unwrap();
             storm
         };
         let stopped = storm("sigstop");
@@ -137,8 +139,13 @@ fn each_holding_fault_against_sigstop_on_a_target_that_goes_on_and_one_that_canc
                 ("goes on", "blackhole") => {
                     let differs = storm.all_recovered() && stopped.recovered == 0;
                     assert!(differs, "{kind}:\n{table}");
+                    // listen(0) lets one connection in; those that came
+                    // between the gate's closing and the shrink stay, and
+                    // the kernel checks a full queue without a lock, so
+                    // two ACKs on two CPUs may both pass: a handful, where
+                    // a stall's queue holds thousands.
                     let queued = storm.proxy["peak_queued"].as_u64().unwrap();
-                    assert!(queued <= 1, "a queue of one: {queued}");
+                    assert!(queued <= 4, "a queue of about one: {queued}");
                 }
                 // A delay releases each request D after it was read: the
                 // dead work reaches the target as spread as it was sent,

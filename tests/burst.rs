@@ -10,7 +10,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use common::{ServerChild, fresh_path};
-use retry_storm::model::fit::queue::{Queue, classify};
+use retry_storm::model::fit::queue::{Listen, Queue, classify, taken_in};
 use retry_storm::model::wire::{Transport, Wire};
 use retry_storm::net::probe::{BurstConfig, BurstProbe, burst};
 
@@ -54,7 +54,7 @@ fn burst_of(queue: &[&str]) -> (BurstProbe, Queue) {
         &AtomicBool::new(false),
     )
     .unwrap();
-    let found = classify(&probe.tally, 2, probe.finished);
+    let found = classify(&probe.tally, 2, probe.finished, probe.listen);
     eprintln!("{queue:?}: {probe:?}: {found:?}");
     assert_eq!(probe.tally.total(), 64);
     (probe, found)
@@ -63,12 +63,22 @@ fn burst_of(queue: &[&str]) -> (BurstProbe, Queue) {
 #[test]
 fn a_full_listen_backlog_drops_syns_and_shows_its_depth() {
     let (probe, found) = burst_of(&["--queue", "backlog", "--backlog", "16"]);
-    // Linux lets backlog + 1 wait, and the workers may have taken their
-    // two in before the burst's connects were done.
-    let Queue::Backlog { depth } = found else {
-        panic!("{found:?}");
+    // The kernel tells the listen queue it keeps, and that is the depth.
+    let told = Listen {
+        listeners: 1,
+        backlog: 16,
+    };
+    assert_eq!(probe.listen, Some(told), "{probe:?}");
+    assert_eq!(found, Queue::Backlog { depth: 16 }, "{probe:?}");
+    // Counted, Linux lets backlog + 1 wait, and the workers may have
+    // taken their two in before the burst's connects were done: none
+    // taken in beyond the workers.
+    let Queue::Backlog { depth } = classify(&probe.tally, 2, probe.finished, None) else {
+        panic!("{probe:?}");
     };
     assert!((16..=18).contains(&depth), "{depth}");
+    let taken = taken_in(&probe.tally, 2, probe.finished, probe.listen);
+    assert!(taken.is_some_and(|n| n <= 2), "{taken:?}");
     assert!(probe.tally.dropped >= 44, "{probe:?}");
     assert_eq!(probe.tally.refused, 0, "{probe:?}");
 }

@@ -17,6 +17,7 @@ mod grpc_answer;
 mod h2;
 mod handler;
 pub mod lanes;
+mod listen_queue;
 pub mod metrics;
 mod model_actor;
 mod multiplex;

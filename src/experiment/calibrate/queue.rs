@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::model::fit::Twin;
-use crate::model::fit::queue::{Queue, Tally, classify};
+use crate::model::fit::queue::{Listen, Queue, Tally, classify, taken_in};
 use crate::net::probe::{self, BurstConfig};
 use crate::report::output::say;
 
@@ -30,6 +30,14 @@ pub struct QueueRecord {
     pub serving: u32,
     /// Where the service keeps requests (none: not told).
     pub queue: Option<Queue>,
+    /// The kernel's listen queue in front of the service, as it told it
+    /// (none: not on this machine, or not told).
+    #[serde(default)]
+    pub listen: Option<Listen>,
+    /// Connections the service took in itself beyond the kernel's queue
+    /// and its workers while the burst came (none: not told).
+    #[serde(default)]
+    pub taken_in: Option<u32>,
     /// What it means, in words.
     pub reason: String,
 }
@@ -43,6 +51,8 @@ impl QueueRecord {
             connect_max_s: None,
             serving: 0,
             queue: None,
+            listen: None,
+            taken_in: None,
             reason,
         }
     }
@@ -96,7 +106,8 @@ pub fn burst(config: &BurstConfig, stop: &AtomicBool, twin: &Twin) -> QueueRecor
         }
     };
     let serving = serving(twin);
-    let queue = classify(&probe.tally, serving, probe.finished);
+    let queue = classify(&probe.tally, serving, probe.finished, probe.listen);
+    let taken_in = taken_in(&probe.tally, serving, probe.finished, probe.listen);
     let t = probe.tally;
     let curve = serving == 0 && !matches!(queue, Queue::Backlog { .. });
     let reason = format!(
@@ -105,7 +116,7 @@ pub fn burst(config: &BurstConfig, stop: &AtomicBool, twin: &Twin) -> QueueRecor
          after {} s; the slowest connect let in took {:.1} ms, the last request was written \
          {:.1} ms after the first connect began; while the burst arrived (until then, or its \
          last refusal if later) {} answers came, whose places went to later requests and are \
-         not counted.{}",
+         not counted.{}{}",
         t.dropped,
         t.refused,
         t.answered,
@@ -114,6 +125,7 @@ pub fn burst(config: &BurstConfig, stop: &AtomicBool, twin: &Twin) -> QueueRecor
         probe.connect_max_s * 1e3,
         probe.spread_s * 1e3,
         probe.finished,
+        kernel_words(probe.listen, taken_in),
         if curve {
             " The twin is a curve, which has no queue: it takes nothing from this."
         } else {
@@ -134,6 +146,36 @@ pub fn burst(config: &BurstConfig, stop: &AtomicBool, twin: &Twin) -> QueueRecor
         connect_max_s: Some(probe.connect_max_s),
         serving,
         queue: Some(queue),
+        listen: probe.listen,
+        taken_in,
         reason,
     }
+}
+
+/// What the kernel told of its listen queue, `listen`, and what the
+/// service took in itself beyond it, `taken_in`, in words.
+fn kernel_words(listen: Option<Listen>, taken_in: Option<u32>) -> String {
+    let Some(listen) = listen else {
+        return " The kernel did not tell the listen queue (a service not on this machine, or \
+                sock_diag refused): a backlog's depth is the count of those let in."
+            .into();
+    };
+    let sockets = match listen.listeners {
+        1 => "one listening socket".to_string(),
+        n => format!("{n} listening sockets sharing the port"),
+    };
+    let mut words = format!(
+        " The kernel told its listen queue: {sockets}, a backlog of {} (it holds {}).",
+        listen.backlog,
+        listen.holds()
+    );
+    match taken_in {
+        Some(0) | None => {}
+        Some(n) => words.push_str(&format!(
+            " The service took {n} connections in itself beyond that queue and its workers: it \
+             accepts ahead of its workers, which it cannot do while stopped, when the kernel's \
+             queue alone fills; the twin's backlog is the kernel's."
+        )),
+    }
+    words
 }

@@ -35,6 +35,15 @@
 //!
 //! A kind is told from [`SIGN_FROM`] of the burst or more (at least two
 //! connections): a few stray refusals or a slow connect do not make one.
+//!
+//! Where the kernel told the listen queue in front of a service on this
+//! machine ([`Listen`]), a backlog's depth is the kernel's, not the count
+//! of those let in: a service that accepts ahead of its workers (asyncio's
+//! loop takes as many as its backlog at each wake; waitress up to its
+//! connection limit) lets in more than its kernel holds, but only the
+//! kernel's queue fills while it is stopped. What it let in beyond the
+//! kernel's queue, its workers and those finished, it took in itself
+//! ([`taken_in`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -119,6 +128,26 @@ impl Tally {
     }
 }
 
+/// The kernel's listen queue in front of the service, as the kernel told
+/// it: the listening sockets that take the service's connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Listen {
+    /// Sockets listening for it (more than one share the port with
+    /// `SO_REUSEPORT`, each its own queue).
+    pub listeners: u32,
+    /// Their listen backlogs, summed, as the kernel keeps them (listen(2)'s
+    /// argument, at most `net.core.somaxconn`).
+    pub backlog: u32,
+}
+
+impl Listen {
+    /// Connections the kernel holds: each listener its backlog and one
+    /// more (`sk_acceptq_is_full` compares with `>`).
+    pub fn holds(&self) -> u32 {
+        self.backlog.saturating_add(self.listeners)
+    }
+}
+
 /// Where the service keeps requests it cannot start yet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
@@ -153,15 +182,17 @@ impl Queue {
 
 /// The queue `tally` shows, `serving` requests being in service (a pool's
 /// workers; 0 where the twin has none, every connection let in then
-/// counting as queued) and `finished` the requests finished while the
-/// burst arrived (module doc). Dropped SYNs tell first: a service that
-/// refuses past a queue of its own still takes the connections in.
-pub fn classify(tally: &Tally, serving: u32, finished: u32) -> Queue {
+/// counting as queued), `finished` the requests finished while the burst
+/// arrived, and `listen` the kernel's listen queue if it told it (module
+/// doc). Dropped SYNs tell first: a service that refuses past a queue of
+/// its own still takes the connections in.
+pub fn classify(tally: &Tally, serving: u32, finished: u32, listen: Option<Listen>) -> Queue {
     if tally.is_sign(tally.dropped) {
         let admitted = tally.total() - tally.dropped;
+        let held = listen.map_or(admitted.saturating_sub(finished), |l| l.holds());
         // A backlog of one is the least a listener has.
         return Queue::Backlog {
-            depth: admitted.saturating_sub(1).saturating_sub(finished).max(1),
+            depth: held.saturating_sub(1).max(1),
         };
     }
     let held = tally.answered + tally.waiting;
@@ -171,6 +202,23 @@ pub fn classify(tally: &Tally, serving: u32, finished: u32) -> Queue {
     } else {
         Queue::Holds { places }
     }
+}
+
+/// The connections a service whose kernel told its `listen` queue, and
+/// whose SYNs were dropped, took in itself beyond that queue, its
+/// `serving` workers and the `finished` (module doc); `None` where the
+/// kernel did not tell or the queue is not the backlog.
+pub fn taken_in(tally: &Tally, serving: u32, finished: u32, listen: Option<Listen>) -> Option<u32> {
+    let listen = listen.filter(|_| tally.is_sign(tally.dropped))?;
+    let admitted = tally.total() - tally.dropped;
+    Some(
+        admitted.saturating_sub(
+            listen
+                .holds()
+                .saturating_add(serving)
+                .saturating_add(finished),
+        ),
+    )
 }
 
 #[cfg(test)]
@@ -206,24 +254,77 @@ mod tests {
         // SYNs dropped, and the 1,001 let in less the one Linux adds is
         // 1,000.
         let burst = tally(1047, 0, 0, 1001);
-        assert_eq!(classify(&burst, 20, 0), Queue::Backlog { depth: 1000 });
+        assert_eq!(
+            classify(&burst, 20, 0, None),
+            Queue::Backlog { depth: 1000 }
+        );
         // Had its 20 workers taken 20 in during the burst, 1,021 got in:
         // 20 too deep.
         let burst = tally(1027, 0, 0, 1021);
-        assert_eq!(classify(&burst, 20, 0), Queue::Backlog { depth: 1020 });
+        assert_eq!(
+            classify(&burst, 20, 0, None),
+            Queue::Backlog { depth: 1020 }
+        );
         // At 200 answers a second over a burst of 50 ms, 10 finished and
         // 10 more got in.
         let burst = tally(1037, 0, 10, 1001);
-        assert_eq!(classify(&burst, 20, 10), Queue::Backlog { depth: 1000 });
+        assert_eq!(
+            classify(&burst, 20, 10, None),
+            Queue::Backlog { depth: 1000 }
+        );
         // One let in of 64 would be a backlog of none: the server's least
         // is one.
         assert_eq!(
-            classify(&tally(63, 0, 1, 0), 2, 0),
+            classify(&tally(63, 0, 1, 0), 2, 0, None),
             Queue::Backlog { depth: 1 }
         );
         // Refusals beside the drops do not change the kind.
         let burst = tally(1047, 300, 0, 701);
-        assert_eq!(classify(&burst, 20, 0), Queue::Backlog { depth: 1000 });
+        assert_eq!(
+            classify(&burst, 20, 0, None),
+            Queue::Backlog { depth: 1000 }
+        );
+    }
+
+    #[test]
+    fn the_kernels_queue_is_the_backlog_and_the_rest_was_taken_in() {
+        let told = |listeners, backlog| Some(Listen { listeners, backlog });
+        // aiohttp's loop of one worker, listen(1000): 1,001 in the
+        // kernel's queue, one in service, 50 finished, and 2,400 the loop
+        // accepted itself while it ran: 3,452 let in of 5,000.
+        let burst = tally(1548, 0, 50, 3402);
+        assert_eq!(
+            classify(&burst, 1, 50, told(1, 1000)),
+            Queue::Backlog { depth: 1000 }
+        );
+        assert_eq!(taken_in(&burst, 1, 50, told(1, 1000)), Some(2400));
+        // Counted, the loop's own would be the backlog's.
+        assert_eq!(
+            classify(&burst, 1, 50, None),
+            Queue::Backlog { depth: 3401 }
+        );
+        assert_eq!(taken_in(&burst, 1, 50, None), None);
+        // gunicorn's sync workers take one each: 1,001 and 20 let in,
+        // none taken in, the count's 20 too deep gone.
+        let burst = tally(1027, 0, 0, 1021);
+        assert_eq!(
+            classify(&burst, 20, 0, told(1, 1000)),
+            Queue::Backlog { depth: 1000 }
+        );
+        assert_eq!(taken_in(&burst, 20, 0, told(1, 1000)), Some(0));
+        // Two listeners sharing the port: 2 × 101 held, depth 201.
+        assert_eq!(
+            classify(&tally(500, 0, 0, 204), 2, 0, told(2, 200)),
+            Queue::Backlog { depth: 201 }
+        );
+        // Where no SYN was dropped the kernel's queue did not fill: the
+        // service's own queue tells, as counted.
+        let held = tally(0, 0, 40, 2008);
+        assert_eq!(
+            classify(&held, 20, 0, told(1, 1000)),
+            Queue::Holds { places: 2028 }
+        );
+        assert_eq!(taken_in(&held, 20, 0, told(1, 1000)), None);
     }
 
     #[test]
@@ -231,23 +332,26 @@ mod tests {
         // 2 workers and 8 places: of 64 requests 10 held (2 answered
         // within the hold), 54 answered 503.
         let burst = tally(0, 54, 2, 8);
-        assert_eq!(classify(&burst, 2, 0), Queue::Refuses { places: 8 });
+        assert_eq!(classify(&burst, 2, 0, None), Queue::Refuses { places: 8 });
         // 20 workers of 10 ms and 1,000 places, a burst of 5,000 arriving
         // over 100 ms: 200 finished meanwhile, whose places went to
         // requests that came after them, so 1,220 held.
         let burst = tally(0, 3780, 1220, 0);
-        assert_eq!(classify(&burst, 20, 200), Queue::Refuses { places: 1000 });
+        assert_eq!(
+            classify(&burst, 20, 200, None),
+            Queue::Refuses { places: 1000 }
+        );
     }
 
     #[test]
     fn a_service_that_held_the_burst_holds_at_least_as_many() {
         assert_eq!(
-            classify(&tally(0, 0, 40, 2008), 20, 0),
+            classify(&tally(0, 0, 40, 2008), 20, 0, None),
             Queue::Holds { places: 2028 }
         );
         // Without workers (a curve), every request held counts.
         assert_eq!(
-            classify(&tally(0, 0, 64, 0), 0, 0),
+            classify(&tally(0, 0, 64, 0), 0, 0, None),
             Queue::Holds { places: 64 }
         );
     }
@@ -256,20 +360,20 @@ mod tests {
     fn fewer_than_one_in_a_hundred_or_a_lone_one_is_no_sign() {
         // 20 of 2,048 is under 1 %; 21 is over.
         assert_eq!(
-            classify(&tally(20, 0, 0, 2028), 20, 0),
+            classify(&tally(20, 0, 0, 2028), 20, 0, None),
             Queue::Holds { places: 2008 }
         );
         assert_eq!(
-            classify(&tally(21, 0, 0, 2027), 20, 0),
+            classify(&tally(21, 0, 0, 2027), 20, 0, None),
             Queue::Backlog { depth: 2026 }
         );
         // One of 64 is over 1 %, but one alone tells nothing.
         assert_eq!(
-            classify(&tally(0, 1, 0, 63), 2, 0),
+            classify(&tally(0, 1, 0, 63), 2, 0, None),
             Queue::Holds { places: 61 }
         );
         assert_eq!(
-            classify(&tally(0, 2, 0, 62), 2, 0),
+            classify(&tally(0, 2, 0, 62), 2, 0, None),
             Queue::Refuses { places: 60 }
         );
     }

@@ -12,7 +12,9 @@
 //! unanswered. At the hold's end every connection is closed, and the
 //! service is given time to drain as after the gone-client probe (a
 //! drain stopped or refused keeps the fates).
-//! `model::fit::queue` reads the fates.
+//! Before it, the kernel is asked for the listen queue in front of a
+//! service on this machine (`net::listen_queue`). `model::fit::queue`
+//! reads the fates.
 //!
 //! Over HTTP/1.1 only, TLS or not: an HTTP/2 client would carry the burst
 //! as streams of a few connections, which tells nothing of a listen
@@ -33,9 +35,10 @@ use tokio::time::Instant;
 use super::abandon::{drain, idle, raw_request};
 use super::config::invalid;
 use super::stop::{interrupted, unless_stopped};
-use crate::model::fit::queue::{Fate, Tally};
+use crate::model::fit::queue::{Fate, Listen, Tally};
 use crate::model::wire::{Transport, Wire};
 use crate::net::backlog::tcp_info;
+use crate::net::listen_queue;
 use crate::net::target::Target;
 use crate::net::tls::Stream;
 
@@ -76,6 +79,9 @@ pub struct BurstProbe {
     pub finished: u32,
     /// A lone request on the idle service before the burst, seconds.
     pub baseline_s: f64,
+    /// The kernel's listen queue in front of the service, as the kernel
+    /// told it before the burst (none: not on this machine, or not told).
+    pub listen: Option<Listen>,
 }
 
 /// The probe (module doc).
@@ -101,6 +107,8 @@ pub(super) async fn probe(config: &BurstConfig, stop: &AtomicBool) -> io::Result
             .await
             .map_err(invalid)?,
     );
+    // Asked before the burst, whose connections would be in the answer.
+    let listen = listen_queue::of(target.addr).unwrap_or(None);
     let request: Arc<[u8]> = raw_request(&target).await?.into();
     let baseline_s = idle(&target, config.timeout, stop).await?;
     check_request(&target, &request, config.timeout).await?;
@@ -172,6 +180,7 @@ pub(super) async fn probe(config: &BurstConfig, stop: &AtomicBool) -> io::Result
         connect_max_s,
         spread_s,
         baseline_s,
+        listen,
     })
 }
 

@@ -10,7 +10,7 @@ mod common;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use common::{ServerChild, fresh_path};
+use common::{LINEAR_CURVE, ServerChild, fresh_path};
 use retry_storm::model::fit::order::{Batch, Order, order};
 use retry_storm::model::wire::Wire;
 use retry_storm::net::probe::{BatchConfig, batch};
@@ -74,14 +74,7 @@ fn a_pool_answers_requests_sent_at_once_in_waves() {
 #[test]
 fn a_curve_answers_requests_sent_at_once_together() {
     // 10 ms + 2 ms a request in flight: 16 at once, each 42 ms.
-    let curve = ServerChild::quick(&[
-        "--model",
-        "linear",
-        "--base-delay",
-        "100ms",
-        "--slope",
-        "20ms",
-    ]);
+    let curve = ServerChild::quick(&LINEAR_CURVE);
     let (seen, spread) = order_of(&curve);
     assert_eq!(seen, Order::Together, "{spread}");
 }

@@ -9,7 +9,7 @@ mod common;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::ServerChild;
+use common::{LINEAR_CURVE, ServerChild};
 use retry_storm::model::fit::gone::Gone;
 use retry_storm::model::fit::{FitOptions, Twin, fit};
 use retry_storm::model::wire::{Transport, Wire};
@@ -125,14 +125,7 @@ fn a_pool_is_measured_as_its_shape_predicts_and_fitted_back() {
 #[test]
 fn a_linear_curve_is_fitted_back() {
     // 10 ms + 2 ms for each request in flight.
-    let server = server(&[
-        "--model",
-        "linear",
-        "--base-delay",
-        "100ms",
-        "--slope",
-        "20ms",
-    ]);
+    let server = server(&LINEAR_CURVE);
     let probe = probe(&config(&server.url, &[1, 2, 4, 8, 16], 100, 500));
     assert_eq!(probe.end, ProbeEnd::Done);
     for r in &probe.levels {

@@ -175,6 +175,17 @@ pub struct ServerChild {
     stderr: Arc<Mutex<Vec<u8>>>,
 }
 
+/// A linear curve's flags: 100 ms and 20 ms a request in flight, 10 ms
+/// and 2 ms at [`ServerChild::quick`]'s ten times the speed.
+pub const LINEAR_CURVE: [&str; 6] = [
+    "--model",
+    "linear",
+    "--base-delay",
+    "100ms",
+    "--slope",
+    "20ms",
+];
+
 impl ServerChild {
     /// Starts `server` on 127.0.0.1 port 0 at ten times its speed, its
     /// report lines rare, with `shape`'s flags.

@@ -77,11 +77,8 @@ pub fn probe(config: &BatchConfig, stop: &AtomicBool, fits: &mut Fits) -> OrderR
     let sent = probe.requests as usize;
     let batches: Vec<Batch> = probe
         .latencies_s
-        .iter()
-        .map(|answered| Batch {
-            answered: answered.clone(),
-            sent,
-        })
+        .into_iter()
+        .map(|answered| Batch { answered, sent })
         .collect();
     let timeout = config.timeout.as_secs_f64();
     let told = order(&batches, probe.baseline_s, timeout);
@@ -143,7 +140,7 @@ pub fn probe(config: &BatchConfig, stop: &AtomicBool, fits: &mut Fits) -> OrderR
     ));
     OrderRecord {
         requests: Some(probe.requests),
-        latencies_s: probe.latencies_s,
+        latencies_s: batches.into_iter().map(|b| b.answered).collect(),
         baseline_s: Some(probe.baseline_s),
         spread: told.map(|(_, s)| s),
         order: told.map(|(o, _)| o),

@@ -28,7 +28,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::abandon::{drain, idle};
-use super::config::invalid;
+use super::config::{enough_descriptors, invalid};
 use super::connection::Client;
 use super::stop::{interrupted, unless_stopped};
 use crate::net::target::Target;
@@ -63,6 +63,7 @@ pub struct BatchProbe {
 
 /// The probe (module doc).
 pub(super) async fn probe(config: &BatchConfig, stop: &AtomicBool) -> io::Result<BatchProbe> {
+    enough_descriptors(config.requests, "a batch")?;
     let target = Arc::new(
         Target::resolve(&config.target, &config.wire)
             .await

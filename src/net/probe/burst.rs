@@ -33,7 +33,7 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use super::abandon::{drain, idle, raw_request};
-use super::config::invalid;
+use super::config::{enough_descriptors, invalid};
 use super::stop::{interrupted, unless_stopped};
 use crate::model::fit::queue::{Fate, Listen, Tally};
 use crate::model::wire::{Transport, Wire};
@@ -92,16 +92,7 @@ pub(super) async fn probe(config: &BurstConfig, stop: &AtomicBool) -> io::Result
              connections",
         ));
     }
-    let needed = u64::from(config.connections) + 64;
-    if let Some(limit) = crate::net::rlimit::raise_nofile()
-        && limit < needed
-    {
-        return Err(invalid(format!(
-            "the open-file limit is {limit}, below the {needed} descriptors a burst of {} \
-             connections needs: raise it (`ulimit -n`) or make the burst smaller",
-            config.connections
-        )));
-    }
+    enough_descriptors(config.connections, "a burst")?;
     let target = Arc::new(
         Target::resolve(&config.target, &config.wire)
             .await

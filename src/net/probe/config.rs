@@ -41,14 +41,35 @@ impl ProbeConfig {
                 "a concurrency of 0: a level holds at least one client",
             ));
         }
-        if self.hold.is_zero() || self.timeout.is_zero() {
-            return Err(invalid("the hold and the timeout must be longer than zero"));
-        }
-        Ok(())
+        longer_than_zero("the hold and the timeout", &[self.hold, self.timeout])
     }
 }
 
 /// An error saying what in the configuration cannot be probed.
 pub(super) fn invalid(why: impl Into<String>) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, why.into())
+}
+
+/// Refuses a probe that opens `connections` connections at once (`what`,
+/// in words) where the open-file limit, raised as far as it goes, is below
+/// what they need: each would fail on the prober's side, which says
+/// nothing of the service.
+pub(super) fn enough_descriptors(connections: u32, what: &str) -> io::Result<()> {
+    let needed = u64::from(connections) + 64;
+    match crate::net::rlimit::raise_nofile() {
+        Some(limit) if limit < needed => Err(invalid(format!(
+            "the open-file limit is {limit}, below the {needed} descriptors {what} of \
+             {connections} connections needs: raise it (`ulimit -n`) or make it smaller"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Refuses a zero among `durations`, which `what` names.
+pub(super) fn longer_than_zero(what: &str, durations: &[Duration]) -> io::Result<()> {
+    if durations.iter().any(Duration::is_zero) {
+        Err(invalid(format!("{what} must be longer than zero")))
+    } else {
+        Ok(())
+    }
 }

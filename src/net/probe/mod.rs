@@ -66,7 +66,7 @@ pub use report::{BUSY_FROM, LITTLE_BELOW, LevelReport, Probe, ProbeEnd, ProbeEve
 
 use crate::net::target::Target;
 use closed_loop::Held;
-use config::invalid;
+use config::{invalid, longer_than_zero};
 
 /// Probes `config.target` at each concurrency in turn (module doc).
 ///
@@ -149,9 +149,7 @@ pub fn gone(config: &GoneConfig, stop: &AtomicBool) -> io::Result<GoneProbe> {
     if config.abandon == 0 || config.repeats == 0 {
         return Err(invalid("abandon at least one request, at least once"));
     }
-    if config.timeout.is_zero() {
-        return Err(invalid("the timeout must be longer than zero"));
-    }
+    longer_than_zero("the timeout", &[config.timeout])?;
     runtime()?.block_on(abandon::probe(config, stop))
 }
 
@@ -171,9 +169,7 @@ pub fn burst(config: &BurstConfig, stop: &AtomicBool) -> io::Result<BurstProbe> 
     if config.connections == 0 {
         return Err(invalid("a burst of at least one connection"));
     }
-    if config.hold.is_zero() || config.timeout.is_zero() {
-        return Err(invalid("the hold and the timeout must be longer than zero"));
-    }
+    longer_than_zero("the hold and the timeout", &[config.hold, config.timeout])?;
     runtime()?.block_on(burst::probe(config, stop))
 }
 
@@ -184,7 +180,8 @@ pub fn burst(config: &BurstConfig, stop: &AtomicBool) -> io::Result<BurstProbe> 
 /// Blocking: builds its own tokio runtime on the calling thread. `stop` is
 /// polled at least every 100 ms; once true, the probe ends with an error
 /// of kind [`io::ErrorKind::Interrupted`]. Fails too on a configuration
-/// that cannot be probed (no request or batch, a zero timeout: of kind
+/// that cannot be probed (no request or batch, a zero timeout, an
+/// open-file limit below a batch: of kind
 /// [`io::ErrorKind::InvalidInput`]), on a service that does not answer a
 /// lone request with 2xx within the timeout on an idle service, or that
 /// refuses or breaks one while it drains.
@@ -192,9 +189,7 @@ pub fn batch(config: &BatchConfig, stop: &AtomicBool) -> io::Result<BatchProbe> 
     if config.requests == 0 || config.batches == 0 {
         return Err(invalid("at least one batch of at least one request"));
     }
-    if config.timeout.is_zero() {
-        return Err(invalid("the timeout must be longer than zero"));
-    }
+    longer_than_zero("the timeout", &[config.timeout])?;
     runtime()?.block_on(batch::probe(config, stop))
 }
 

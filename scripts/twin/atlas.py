@@ -85,11 +85,14 @@ def told(cal):
     (the burst), and whether it finishes work for clients that have gone;
     "-" for a probe not made or that told nothing."""
     order = (cal.get("order") or {}).get("order") or "-"
-    queue = (cal.get("queue") or {}).get("queue")
+    burst = cal.get("queue") or {}
+    queue = burst.get("queue")
     if queue is None:
         where = "-"
     elif queue["kind"] == "backlog":
         where = "backlog %d" % queue["depth"]
+        if burst.get("taken_in") is not None:
+            where += " (the kernel's; %d taken in)" % burst["taken_in"]
     else:
         where = "%s %d" % (queue["kind"], queue["places"])
     gone = (cal.get("gone") or {}).get("verdict") or "-"
@@ -110,7 +113,9 @@ def main(out):
           " `storm sweep twin.toml --target URL --outage sigstop=PID` (the real"
           " adaptive search, a storm a run). *told*: what calibrate's probes"
           " told of the service: requests sent at once answered in waves or"
-          " together; where requests wait (the burst); whether work for clients"
+          " together; where requests wait (the burst: a backlog the kernel told,"
+          " and the connections the service took in itself beyond it and its"
+          " workers); whether work for clients"
           " that have gone continues, is cancelled or unclear. T50 in seconds with its 95 %%"
           " interval; an open end lies beyond the pauses. *overlap*: whether the"
           " twin's interval and the measured one meet.\n" % shown(out))

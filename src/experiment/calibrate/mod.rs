@@ -210,7 +210,14 @@ pub fn run(
     let best = fits.best();
     let verdict = record.gone.as_ref().map(|g| g.verdict);
     let found = record.queue.as_ref().and_then(|q| q.queue);
-    let server = twin::server_flags(&best.twin, verdict, found, config.probe.wire.transport);
+    let listen = record.queue.as_ref().and_then(|q| q.listen);
+    let server = twin::server_flags(
+        &best.twin,
+        verdict,
+        found,
+        listen,
+        config.probe.wire.transport,
+    );
     say(format!(
         "fit: the twin is the {} shape (error {:.3}): {}",
         best.twin.name(),

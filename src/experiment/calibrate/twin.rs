@@ -4,7 +4,7 @@
 
 use crate::experiment::scenario::{Scenario, join_flags};
 use crate::model::fit::gone::Gone;
-use crate::model::fit::queue::Queue;
+use crate::model::fit::queue::{Listen, Queue};
 use crate::model::fit::{Fits, Twin};
 use crate::model::wire::Transport;
 
@@ -25,6 +25,11 @@ use crate::model::wire::Transport;
 /// `--queue backlog`): where both were found, cancelling weighs more, and
 /// the pool's queue is an application queue as deep as the backlog.
 ///
+/// Where the kernel told the service's listen queue (`listen`), that is
+/// the twin's `--backlog` whatever its other queue: the connections the
+/// kernel holds while the service is stopped, which the server's default
+/// (`net.core.somaxconn`) would otherwise stand for.
+///
 /// Over HTTP/2 the twin reads every stream waiting at a resume, without
 /// the project's server's GOAWAY past 20 streams reset before accept
 /// (`--max-pending-resets`, h2's limit): the probe cannot see an HTTP/2
@@ -34,14 +39,20 @@ pub fn server_flags(
     twin: &Twin,
     gone: Option<Gone>,
     queue: Option<Queue>,
+    listen: Option<Listen>,
     transport: Transport,
 ) -> Vec<String> {
     let cancels = gone == Some(Gone::Cancels);
-    let mut backlog = None;
+    // The kernel's queue while stopped; and whether the pool's queue is it.
+    let mut backlog = listen.map(|l| l.holds().saturating_sub(1));
+    let mut in_backlog = false;
     let mut shaped = *twin;
     if let Twin::Pool { queue: places, .. } = &mut shaped {
         match queue {
-            Some(Queue::Backlog { depth }) if !cancels => backlog = Some(depth),
+            Some(Queue::Backlog { depth }) if !cancels => {
+                backlog = Some(depth);
+                in_backlog = true;
+            }
             Some(Queue::Backlog { depth: n }) | Some(Queue::Refuses { places: n }) => *places = n,
             // A lower bound: the fit's queue stays if it is longer.
             Some(Queue::Holds { places: n }) => *places = (*places).max(n),
@@ -51,10 +62,10 @@ pub fn server_flags(
         backlog = Some(depth);
     }
     let mut flags = shaped.flags();
+    if in_backlog && let Some(i) = flags.iter().position(|f| f == "--queue") {
+        flags[i + 1] = "backlog".to_string();
+    }
     if let Some(depth) = backlog {
-        if let Some(i) = flags.iter().position(|f| f == "--queue") {
-            flags[i + 1] = "backlog".to_string();
-        }
         flags.extend(["--backlog".to_string(), depth.to_string()]);
     }
     if cancels {
@@ -138,7 +149,7 @@ mod tests {
 
     #[test]
     fn a_service_that_drops_gone_clients_work_gets_cancel() {
-        let flags = |gone| server_flags(&pool(), gone, None, Transport::Http1).join(" ");
+        let flags = |gone| server_flags(&pool(), gone, None, None, Transport::Http1).join(" ");
         let base = "--model pool --workers 4 --service-time 10ms \
                     --service-distribution constant --queue 1000";
         assert_eq!(
@@ -152,8 +163,9 @@ mod tests {
 
     #[test]
     fn the_queue_the_burst_found_is_the_twins() {
-        let flags =
-            |queue, gone| server_flags(&pool(), gone, Some(queue), Transport::Http1).join(" ");
+        let flags = |queue, gone| {
+            server_flags(&pool(), gone, Some(queue), None, Transport::Http1).join(" ")
+        };
         let base = "--model pool --workers 4 --service-time 10ms --service-distribution constant";
         assert_eq!(
             flags(Queue::Backlog { depth: 1000 }, None),
@@ -185,7 +197,7 @@ mod tests {
             slope: Duration::from_millis(1),
         };
         let curve_flags =
-            |queue| server_flags(&curve, None, Some(queue), Transport::Http1).join(" ");
+            |queue| server_flags(&curve, None, Some(queue), None, Transport::Http1).join(" ");
         assert_eq!(
             curve_flags(Queue::Backlog { depth: 300 }),
             "--model linear --base-delay 5ms --slope 1ms --backlog 300"
@@ -197,8 +209,60 @@ mod tests {
     }
 
     #[test]
+    fn the_kernels_listen_queue_is_the_twins_backlog_whatever_its_queue() {
+        let told = Some(Listen {
+            listeners: 1,
+            backlog: 128,
+        });
+        let flags = |queue, gone| {
+            server_flags(&pool(), gone, Some(queue), told, Transport::Http1).join(" ")
+        };
+        let base = "--model pool --workers 4 --service-time 10ms --service-distribution constant";
+        // An application queue in front of listen(128): the kernel's 129
+        // wait while it is stopped, not somaxconn's.
+        assert_eq!(
+            flags(Queue::Refuses { places: 8 }, None),
+            format!("{base} --queue 8 --backlog 128")
+        );
+        assert_eq!(
+            flags(Queue::Holds { places: 2044 }, None),
+            format!("{base} --queue 2044 --backlog 128")
+        );
+        // A backlog found is the kernel's already; with a cancel, the
+        // application queue as deep and the kernel's behind it.
+        assert_eq!(
+            flags(Queue::Backlog { depth: 128 }, None),
+            format!("{base} --queue backlog --backlog 128")
+        );
+        assert_eq!(
+            flags(Queue::Backlog { depth: 128 }, Some(Gone::Cancels)),
+            format!("{base} --queue 128 --backlog 128 --on-disconnect cancel")
+        );
+        // Two listeners sharing the port hold 2 × 129: a backlog of 257.
+        let two = Some(Listen {
+            listeners: 2,
+            backlog: 256,
+        });
+        let curve = Twin::Linear {
+            base: Duration::from_millis(5),
+            slope: Duration::from_millis(1),
+        };
+        assert_eq!(
+            server_flags(
+                &curve,
+                None,
+                Some(Queue::Holds { places: 64 }),
+                two,
+                Transport::Http1
+            )
+            .join(" "),
+            "--model linear --base-delay 5ms --slope 1ms --backlog 257"
+        );
+    }
+
+    #[test]
     fn over_http2_the_twin_reads_every_stream_at_a_resume() {
-        let flags = server_flags(&pool(), None, None, Transport::Http2).join(" ");
+        let flags = server_flags(&pool(), None, None, None, Transport::Http2).join(" ");
         assert!(
             flags.ends_with(" --max-pending-resets 4294967295"),
             "{flags}"
@@ -213,7 +277,7 @@ mod tests {
              [[case]]\nname = \"none\"\nclient = \"--strategy fixed --max-attempts 1\"\n",
         )
         .unwrap();
-        let server = server_flags(&pool(), None, None, Transport::Http1);
+        let server = server_flags(&pool(), None, None, None, Transport::Http1);
         let twin = scenario(&cases, &server);
         assert_eq!(
             join_flags(&twin.cases[0].server),
@@ -248,7 +312,7 @@ mod tests {
         .unwrap();
         let twin = scenario(
             &cases,
-            &server_flags(&fits.best().twin, None, None, Transport::Http1),
+            &server_flags(&fits.best().twin, None, None, None, Transport::Http1),
         );
         let text = file(&twin, &fits, "http://127.0.0.1:8080/", "out");
         assert!(

@@ -25,6 +25,10 @@
 #                                           client, run, compare
 #   scripts/grpc-wire-check.sh --keep       keep the temporary folder (the
 #                                           server's log, both sides' ends)
+#   scripts/grpc-wire-check.sh --bin DIR    the client in DIR, not built
+#                                           (cargo build's client is not
+#                                           cargo test's: the tests' features
+#                                           make the library another build)
 #
 # Prints one PASS/FAIL line per sequence (a FAIL names the first
 # difference, and each line shows both sides' gaps and the deadline each
@@ -40,9 +44,12 @@ cd "$(dirname "$0")/.."
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 
 keep=0
+bin=
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --keep) keep=1; shift ;;
+    --bin) [[ -x ${2:-}/client ]] || { echo "--bin takes a folder holding client" >&2; exit 2; }
+      bin=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "unknown argument: $1" >&2; usage >&2; exit 2 ;;
   esac
@@ -73,8 +80,11 @@ python3 -m pip install --quiet --disable-pip-version-check --no-warn-script-loca
   --only-binary=:all: --target "$tmp/grpcio" "grpcio==$grpcio" > "$tmp/pip.log" 2>&1 ||
   { cat "$tmp/pip.log" >&2; die "could not install grpcio $grpcio"; }
 
-cargo build --locked --quiet --bin client || die "the build failed"
-client="${CARGO_TARGET_DIR:-target}/debug/client"
+if [[ -z $bin ]]; then
+  cargo build --locked --quiet --bin client || die "the build failed"
+  bin="${CARGO_TARGET_DIR:-target}/debug"
+fi
+client="$bin/client"
 [[ -x $client ]] || die "no client binary at $client"
 
 check=scripts/grpc-wire-check.py

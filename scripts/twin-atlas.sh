@@ -6,7 +6,7 @@
 # --outage sigstop=PID`, a storm a run), side by side.
 #
 #   scripts/twin-atlas.sh OUT [--servers LIST] [--max-runs N] [--short]
-#                             [--recalibrate]
+#                             [--recalibrate] [--burst-check] [--bin DIR]
 #
 # Servers (comma-separated; all five by default, in this order), each
 # pinned from PyPI into a cache folder
@@ -44,6 +44,19 @@
 # the twin's server.
 # OUT/atlas.md: the table (scripts/twin/atlas.py). A full atlas takes
 # hours: about 3 storms of a minute a policy and server are the least.
+#
+# --burst-check: not the atlas, a check of the burst probe against the
+# servers (gunicorn, waitress and aiohttp awaiting by default; grpcio
+# speaks HTTP/2, where no burst is made): each started, probed at 1 to 8
+# clients and burst (no gone-client or order probe, no prediction) into
+# OUT/SERVER/burst, and scripts/twin/burst_check.py checks each queue
+# against what the server is known to do, PASS or FAIL a line: the
+# kernel's listen backlog as configured, and the connections taken in
+# beyond it: a few beyond its 20 workers for gunicorn's sync workers,
+# up to its limit of 100 for waitress, hundreds for aiohttp's loop,
+# which accepts ahead. Exits 1 on a FAIL. About a minute.
+# --bin DIR: the programs in DIR (target/release by default, built if
+# missing).
 set -euo pipefail
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
@@ -57,12 +70,16 @@ servers=gunicorn,waitress,aiohttp-cpu,aiohttp-await,grpcio
 max_runs=12
 short=0
 recalibrate=0
+burst_check=0
+bin=
 while [[ $# -gt 0 ]]; do
   case $1 in
-    --servers) [[ $# -ge 2 ]] || die "--servers takes a list"; servers=$2; shift 2 ;;
+    --servers) [[ $# -ge 2 ]] || die "--servers takes a list"; servers=$2; servers_given=$2; shift 2 ;;
     --max-runs) [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || die "--max-runs takes a number"; max_runs=$2; shift 2 ;;
     --short) short=1; shift ;;
     --recalibrate) recalibrate=1; shift ;;
+    --burst-check) burst_check=1; servers=${servers_given:-gunicorn,waitress,aiohttp-await}; shift ;;
+    --bin) [[ $# -ge 2 && -x ${2:-}/storm ]] || die "--bin takes a folder holding storm"; bin=$(cd "$2" && pwd); shift 2 ;;
     *) usage >&2; exit 2 ;;
   esac
 done
@@ -75,8 +92,10 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 
 cd "$(dirname "$0")/.."
-bin="${CARGO_TARGET_DIR:-target}/release"
-[[ -x $bin/storm ]] || cargo build --release --bins || die "the build failed"
+if [[ -z $bin ]]; then
+  bin="${CARGO_TARGET_DIR:-target}/release"
+  [[ -x $bin/storm ]] || cargo build --release --bins || die "the build failed"
+fi
 bin=$(cd "$bin" && pwd)
 
 policies=fixed,exponential-2014,aws-standard
@@ -193,6 +212,23 @@ calibrate() {
     --strategies "$policies" "${probe[@]}" "${protocol[@]}" --max-pause "$max_pause" \
     > "$dir/calibrate.log" 2>&1 || { tail -5 "$dir/calibrate.log" >&2; die "$server: calibrate failed"; }
 }
+
+if ((burst_check)); then
+  for server in "${wanted[@]}"; do
+    [[ $server != grpcio ]] || die "grpcio speaks HTTP/2, where no burst is made"
+    dir="$out/$server"
+    mkdir -p "$dir"
+    rm -rf "$dir/burst"
+    echo "twin-atlas: $server: the burst"
+    start "$server" "$dir"
+    "$bin/storm" calibrate --target "$url" --out "$dir/burst" --quick --levels 1,2,4,8 \
+      --level-warmup 300ms --hold 700ms --no-gone --batches 0 --no-predict \
+      > "$dir/burst.log" 2>&1 || { tail -5 "$dir/burst.log" >&2; die "$server: calibrate failed"; }
+    stop
+  done
+  python3 scripts/twin/burst_check.py "$out" "${wanted[@]}"
+  exit 0
+fi
 
 for server in "${wanted[@]}"; do
   dir="$out/$server"

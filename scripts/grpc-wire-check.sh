@@ -39,7 +39,6 @@
 # saturated by other work. The temporary folder (grpcio included) is
 # removed when it exits, whatever happened.
 set -euo pipefail
-cd "$(dirname "$0")/.."
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 
@@ -49,11 +48,12 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --keep) keep=1; shift ;;
     --bin) [[ -x ${2:-}/client ]] || { echo "--bin takes a folder holding client" >&2; exit 2; }
-      bin=$2; shift 2 ;;
+      bin=$(cd "$2" && pwd); shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "unknown argument: $1" >&2; usage >&2; exit 2 ;;
   esac
 done
+cd "$(dirname "$0")/.."
 
 # The release compared.
 grpcio=1.85.3

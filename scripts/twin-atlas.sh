@@ -71,6 +71,7 @@ max_runs=12
 short=0
 recalibrate=0
 burst_check=0
+servers_given=
 bin=
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -83,9 +84,13 @@ while [[ $# -gt 0 ]]; do
     *) usage >&2; exit 2 ;;
   esac
 done
+if ((burst_check && (short || recalibrate))); then
+  die "--burst-check is not the atlas: it takes no --short or --recalibrate"
+fi
 IFS=, read -r -a wanted <<< "$servers"
 for s in "${wanted[@]}"; do
   [[ $s =~ ^(gunicorn|waitress|aiohttp-cpu|aiohttp-await|grpcio)$ ]] || die "unknown server: $s"
+  ((!burst_check)) || [[ $s != grpcio ]] || die "grpcio speaks HTTP/2, where no burst is made"
 done
 command -v python3 > /dev/null || die "python3 is needed"
 mkdir -p "$out"
@@ -215,7 +220,6 @@ calibrate() {
 
 if ((burst_check)); then
   for server in "${wanted[@]}"; do
-    [[ $server != grpcio ]] || die "grpcio speaks HTTP/2, where no burst is made"
     dir="$out/$server"
     mkdir -p "$dir"
     rm -rf "$dir/burst"

@@ -32,13 +32,19 @@ pub struct Listener {
 
 /// The listen queue in front of `target`, if a listener of this machine's
 /// network namespace takes its connections; `None` for a target
-/// elsewhere, or one no listener here serves.
+/// elsewhere, or one no listener here serves. Whatever listens here is
+/// asked: behind a local forwarder (`ssh -L`, a container's published
+/// port), the forwarder's queue. Fails only if neither family's sockets
+/// could be listed.
 pub fn of(target: SocketAddr) -> io::Result<Option<Listen>> {
     if !is_local(target.ip()) {
         return Ok(None);
     }
-    let mut listeners = listening(AF_INET)?;
-    listeners.extend(listening(AF_INET6)?);
+    let (v4, v6) = (listening(AF_INET), listening(AF_INET6));
+    let listeners: Vec<Listener> = match (v4, v6) {
+        (Err(e), Err(_)) => return Err(e),
+        (v4, v6) => v4.into_iter().chain(v6).flatten().collect(),
+    };
     Ok(serving(&listeners, target))
 }
 
@@ -51,21 +57,26 @@ fn is_local(ip: IpAddr) -> bool {
 /// The listeners that take `target`'s connections, as Linux picks them:
 /// those bound to its very address if any, otherwise those bound to every
 /// address of its family, otherwise (an IPv4 target) IPv6 listeners on
-/// every address, which take IPv4 too unless `IPV6_V6ONLY` (the kernel's
-/// lookup tries the more specific first). Several of one kind share the
-/// port (`SO_REUSEPORT`), and their queues add.
+/// every address, which take IPv4 too (the kernel's lookup tries the more
+/// specific first; one with `IPV6_V6ONLY` would refuse the probe's
+/// connections before the burst). IPv4-mapped IPv6 addresses count as the
+/// IPv4 ones they map. Several of one kind share the port
+/// (`SO_REUSEPORT`), and their queues add.
 pub fn serving(listeners: &[Listener], target: SocketAddr) -> Option<Listen> {
+    let ip = target.ip().to_canonical();
     let on_port = || listeners.iter().filter(|l| l.addr.port() == target.port());
-    let exact = |l: &&Listener| l.addr.ip() == target.ip();
+    let exact = |l: &&Listener| l.addr.ip().to_canonical() == ip;
     let any_of_family =
-        |l: &&Listener| l.addr.ip().is_unspecified() && l.addr.is_ipv4() == target.is_ipv4();
-    let any_v6 = |l: &&Listener| target.is_ipv4() && l.addr.ip() == IpAddr::from([0u16; 8]);
+        |l: &&Listener| l.addr.ip().is_unspecified() && l.addr.is_ipv4() == ip.is_ipv4();
+    let any_v6 = |l: &&Listener| ip.is_ipv4() && l.addr.ip() == IpAddr::from([0u16; 8]);
     let kinds: [&dyn Fn(&&Listener) -> bool; 3] = [&exact, &any_of_family, &any_v6];
     kinds.iter().find_map(|kind| {
         let chosen: Vec<&Listener> = on_port().filter(|l| kind(l)).collect();
         (!chosen.is_empty()).then(|| Listen {
             listeners: u32::try_from(chosen.len()).unwrap_or(u32::MAX),
-            backlog: chosen.iter().map(|l| l.backlog).sum(),
+            backlog: chosen
+                .iter()
+                .fold(0, |sum, l| sum.saturating_add(l.backlog)),
         })
     })
 }
@@ -107,7 +118,9 @@ fn listening(family: u8) -> io::Result<Vec<Listener>> {
         while !rest.is_empty() {
             let message = NetlinkMessage::<SockDiagMessage>::deserialize(rest)
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
-            let length = message.header.length as usize;
+            // Messages start on 4-byte boundaries (NLMSG_ALIGN); the
+            // length was checked against the datagram in `deserialize`.
+            let length = (message.header.length as usize + 3) & !3;
             match message.payload {
                 NetlinkPayload::InnerMessage(SockDiagMessage::InetResponse(r))
                     if r.header.state == TCP_LISTEN =>
@@ -118,17 +131,14 @@ fn listening(family: u8) -> io::Result<Vec<Listener>> {
                         backlog: r.header.send_queue,
                     });
                 }
+                NetlinkPayload::Done(done) if done.code < 0 => {
+                    return Err(io::Error::from_raw_os_error(-done.code));
+                }
                 NetlinkPayload::Done(_) => return Ok(listeners),
                 NetlinkPayload::Error(e) => return Err(e.to_io()),
                 _ => {}
             }
-            if length == 0 || length > rest.len() {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    "a netlink message of impossible length",
-                ));
-            }
-            rest = &rest[length..];
+            rest = rest.get(length..).unwrap_or_default();
         }
     }
 }
@@ -168,6 +178,11 @@ mod tests {
         let v6: SocketAddr = "[::1]:8080".parse().unwrap();
         assert_eq!(serving(&[exact, any], v6), None);
         assert_eq!(serving(&[any, any_v6], v6), listen(1, 4096));
+        // An IPv4-mapped address is the IPv4 one, either side.
+        let mapped: SocketAddr = "[::ffff:127.0.0.1]:8080".parse().unwrap();
+        assert_eq!(serving(&[exact, any_v6], mapped), listen(1, 1000));
+        let bound_mapped = listener("[::ffff:127.0.0.1]:8080", 64);
+        assert_eq!(serving(&[bound_mapped, any], target), listen(1, 64));
     }
 
     #[test]
@@ -179,7 +194,8 @@ mod tests {
         // SAFETY: the descriptor is the listener's, open for the call.
         let status = unsafe { nix::libc::listen(std::os::fd::AsRawFd::as_raw_fd(&socket), 37) };
         assert_eq!(status, 0);
-        assert_eq!(of(addr).unwrap(), listen(1, 37));
+        let told = of(addr).expect("sock_diag (netlink) lists this machine's sockets");
+        assert_eq!(told, listen(1, 37));
         drop(socket);
         assert_eq!(of(addr).unwrap(), None);
         // An address of no interface here is not asked about.

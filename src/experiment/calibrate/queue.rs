@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::fit::Twin;
 use crate::model::fit::queue::{Listen, Queue, Tally, classify, taken_in};
-use crate::net::probe::{self, BurstConfig};
+use crate::net::probe::{self, BurstConfig, BurstProbe};
 use crate::report::output::say;
 
 /// How long the burst is watched: past the 1 s after which Linux sends a
@@ -34,8 +34,9 @@ pub struct QueueRecord {
     /// (none: not on this machine, or not told).
     #[serde(default)]
     pub listen: Option<Listen>,
-    /// Connections the service took in itself beyond the kernel's queue
-    /// and its workers while the burst came (none: not told).
+    /// Connections the service took in itself beyond the kernel's queue,
+    /// its workers and those finished while the burst came (none: not
+    /// told).
     #[serde(default)]
     pub taken_in: Option<u32>,
     /// What it means, in words.
@@ -109,7 +110,8 @@ pub fn burst(config: &BurstConfig, stop: &AtomicBool, twin: &Twin) -> QueueRecor
     let queue = classify(&probe.tally, serving, probe.finished, probe.listen);
     let taken_in = taken_in(&probe.tally, serving, probe.finished, probe.listen);
     let t = probe.tally;
-    let curve = serving == 0 && !matches!(queue, Queue::Backlog { .. });
+    // A curve has no queue of its own; the kernel's it takes as --backlog.
+    let curve = serving == 0 && !matches!(queue, Queue::Backlog { .. }) && probe.listen.is_none();
     let reason = format!(
         "Of {connections} connections opened at once, {} had their SYN dropped (sent again, or \
          a connect of a second or more), {} were refused, {} answered and {} still waiting \
@@ -125,7 +127,7 @@ pub fn burst(config: &BurstConfig, stop: &AtomicBool, twin: &Twin) -> QueueRecor
         probe.connect_max_s * 1e3,
         probe.spread_s * 1e3,
         probe.finished,
-        kernel_words(probe.listen, taken_in),
+        kernel_words(&probe, serving, taken_in),
         if curve {
             " The twin is a curve, which has no queue: it takes nothing from this."
         } else {
@@ -152,25 +154,41 @@ pub fn burst(config: &BurstConfig, stop: &AtomicBool, twin: &Twin) -> QueueRecor
     }
 }
 
-/// What the kernel told of its listen queue, `listen`, and what the
-/// service took in itself beyond it, `taken_in`, in words.
-fn kernel_words(listen: Option<Listen>, taken_in: Option<u32>) -> String {
-    let Some(listen) = listen else {
-        return " The kernel did not tell the listen queue (a service not on this machine, or \
-                sock_diag refused): a backlog's depth is the count of those let in."
-            .into();
+/// What the kernel told of the `probe`'s listen queue, and what the
+/// service took in beyond it and its `serving` workers, `taken_in`, in
+/// words.
+fn kernel_words(probe: &BurstProbe, serving: u32, taken_in: Option<u32>) -> String {
+    let Some(listen) = probe.listen else {
+        let why = match &probe.listen_error {
+            Some(e) => format!("the kernel could not be asked ({e})"),
+            None => "no listener of this machine serves the target".into(),
+        };
+        return format!(" Its listen queue was not told: {why}; a backlog's depth is the count.");
     };
     let sockets = match listen.listeners {
         1 => "one listening socket".to_string(),
         n => format!("{n} listening sockets sharing the port"),
     };
     let mut words = format!(
-        " The kernel told its listen queue: {sockets}, a backlog of {} (it holds {}).",
+        " The kernel told its listen queue: {sockets}, a backlog of {} (it holds {}), the \
+         twin's --backlog.",
         listen.backlog,
         listen.holds()
     );
+    let t = probe.tally;
+    let counted = (t.total() - t.dropped).saturating_sub(probe.finished);
+    if taken_in.is_some() && counted < listen.holds() {
+        words.push_str(&format!(
+            " Fewer were let in ({counted}) than it holds: SYNs were dropped before it filled (a \
+             SYN queue, a filter), and the backlog's depth is the count."
+        ));
+    }
     match taken_in {
         Some(0) | None => {}
+        Some(n) if serving == 0 => words.push_str(&format!(
+            " The service took {n} connections in beyond that queue: in service, or accepted \
+             ahead of its workers (the twin, a curve, has no workers to tell them apart)."
+        )),
         Some(n) => words.push_str(&format!(
             " The service took {n} connections in itself beyond that queue and its workers: it \
              accepts ahead of its workers, which it cannot do while stopped, when the kernel's \

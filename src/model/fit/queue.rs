@@ -43,7 +43,9 @@
 //! connection limit) lets in more than its kernel holds, but only the
 //! kernel's queue fills while it is stopped. What it let in beyond the
 //! kernel's queue, its workers and those finished, it took in itself
-//! ([`taken_in`]).
+//! ([`taken_in`]). Where fewer were let in than the kernel's queue holds,
+//! SYNs were dropped before it filled (a SYN queue, a filter) and the
+//! count stands.
 
 use serde::{Deserialize, Serialize};
 
@@ -189,7 +191,10 @@ impl Queue {
 pub fn classify(tally: &Tally, serving: u32, finished: u32, listen: Option<Listen>) -> Queue {
     if tally.is_sign(tally.dropped) {
         let admitted = tally.total() - tally.dropped;
-        let held = listen.map_or(admitted.saturating_sub(finished), |l| l.holds());
+        let counted = admitted.saturating_sub(finished);
+        // Fewer let in than the kernel's queue holds: SYNs were dropped
+        // before it filled (a SYN queue, a filter), and the count stands.
+        let held = listen.map_or(counted, |l| l.holds().min(counted));
         // A backlog of one is the least a listener has.
         return Queue::Backlog {
             depth: held.saturating_sub(1).max(1),
@@ -316,6 +321,11 @@ mod tests {
         assert_eq!(
             classify(&tally(500, 0, 0, 204), 2, 0, told(2, 200)),
             Queue::Backlog { depth: 201 }
+        );
+        // Drops with fewer let in than the kernel holds: not its queue's.
+        assert_eq!(
+            classify(&tally(900, 0, 0, 100), 0, 0, told(1, 1000)),
+            Queue::Backlog { depth: 99 }
         );
         // Where no SYN was dropped the kernel's queue did not fill: the
         // service's own queue tells, as counted.

@@ -82,6 +82,9 @@ pub struct BurstProbe {
     /// The kernel's listen queue in front of the service, as the kernel
     /// told it before the burst (none: not on this machine, or not told).
     pub listen: Option<Listen>,
+    /// Why the kernel could not be asked (sock_diag refused), if so.
+    #[serde(default)]
+    pub listen_error: Option<String>,
 }
 
 /// The probe (module doc).
@@ -99,7 +102,10 @@ pub(super) async fn probe(config: &BurstConfig, stop: &AtomicBool) -> io::Result
             .map_err(invalid)?,
     );
     // Asked before the burst, whose connections would be in the answer.
-    let listen = listen_queue::of(target.addr).unwrap_or(None);
+    let (listen, listen_error) = match listen_queue::of(target.addr) {
+        Ok(listen) => (listen, None),
+        Err(e) => (None, Some(e.to_string())),
+    };
     let request: Arc<[u8]> = raw_request(&target).await?.into();
     let baseline_s = idle(&target, config.timeout, stop).await?;
     check_request(&target, &request, config.timeout).await?;
@@ -172,6 +178,7 @@ pub(super) async fn probe(config: &BurstConfig, stop: &AtomicBool) -> io::Result
         spread_s,
         baseline_s,
         listen,
+        listen_error,
     })
 }
 

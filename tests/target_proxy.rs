@@ -60,9 +60,10 @@ impl Storm {
 
 /// A storm of fixed retries, one run, of a fresh project server started
 /// with `flags`, through `outage` (`sigstop` for its pid): the default
-/// protocol, the storm and its target compressed [`SCALE`] times (a 5 s
-/// pause), without a tail, which no verdict reads, and calm after 0.1 s:
-/// the target is fresh.
+/// protocol but a 30 s window (the verdicts are decided within seconds
+/// of the resume), the storm and its target compressed [`SCALE`] times
+/// (a 5 s pause), without a tail, which no verdict reads, and calm after
+/// 0.1 s: the target is fresh.
 fn fixed_through(outage: &str, flags: &[&str], out: &Path) -> Storm {
     let scale = SCALE.to_string();
     let server_flags = ["--listen", "127.0.0.1:0", "--time-scale", &scale];
@@ -74,7 +75,16 @@ fn fixed_through(outage: &str, flags: &[&str], out: &Path) -> Storm {
     };
     let output = Command::new(STORM)
         .args(["--time-scale", &scale, "--quiet", "--strategies", "fixed"])
-        .args(["--runs", "1", "--tail", "0s", "--calm", "400ms"])
+        .args([
+            "--runs",
+            "1",
+            "--tail",
+            "0s",
+            "--calm",
+            "400ms",
+            "--observe",
+            "30s",
+        ])
         .args(["--target", &server.url, "--outage", &outage, "--out"])
         .arg(out)
         .output()
@@ -91,7 +101,7 @@ fn fixed_through(outage: &str, flags: &[&str], out: &Path) -> Storm {
 }
 
 #[test]
-#[ignore = "tier 2, 8 real storms (about 5 min): cargo test -- --ignored"]
+#[ignore = "tier 2, 8 real storms (about 3 min): cargo test -- --ignored"]
 fn each_holding_fault_against_sigstop_on_a_target_that_goes_on_and_one_that_cancels() {
     let _serial = one_at_a_time();
     let dir = fresh_path("target-proxy-kinds");

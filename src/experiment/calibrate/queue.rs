@@ -175,8 +175,7 @@ fn kernel_words(probe: &BurstProbe, serving: u32, taken_in: Option<u32>) -> Stri
         listen.backlog,
         listen.holds()
     );
-    let t = probe.tally;
-    let counted = (t.total() - t.dropped).saturating_sub(probe.finished);
+    let counted = probe.tally.let_in().saturating_sub(probe.finished);
     if taken_in.is_some() && counted < listen.holds() {
         words.push_str(&format!(
             " Fewer were let in ({counted}) than it holds: SYNs were dropped before it filled (a \

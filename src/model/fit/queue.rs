@@ -124,6 +124,11 @@ impl Tally {
         self.dropped + self.refused + self.answered + self.waiting
     }
 
+    /// Connections let in: those whose SYN was not dropped.
+    pub fn let_in(&self) -> u32 {
+        self.total() - self.dropped
+    }
+
     /// Whether `count` of the burst is a sign of a kind ([`SIGN_FROM`]).
     fn is_sign(&self, count: u32) -> bool {
         count >= 2 && f64::from(count) >= SIGN_FROM * f64::from(self.total())
@@ -190,8 +195,7 @@ impl Queue {
 /// its own still takes the connections in.
 pub fn classify(tally: &Tally, serving: u32, finished: u32, listen: Option<Listen>) -> Queue {
     if tally.is_sign(tally.dropped) {
-        let admitted = tally.total() - tally.dropped;
-        let counted = admitted.saturating_sub(finished);
+        let counted = tally.let_in().saturating_sub(finished);
         // Fewer let in than the kernel's queue holds: SYNs were dropped
         // before it filled (a SYN queue, a filter), and the count stands.
         let held = listen.map_or(counted, |l| l.holds().min(counted));
@@ -215,9 +219,8 @@ pub fn classify(tally: &Tally, serving: u32, finished: u32, listen: Option<Liste
 /// kernel did not tell or the queue is not the backlog.
 pub fn taken_in(tally: &Tally, serving: u32, finished: u32, listen: Option<Listen>) -> Option<u32> {
     let listen = listen.filter(|_| tally.is_sign(tally.dropped))?;
-    let admitted = tally.total() - tally.dropped;
     Some(
-        admitted.saturating_sub(
+        tally.let_in().saturating_sub(
             listen
                 .holds()
                 .saturating_add(serving)
